@@ -1,0 +1,1 @@
+"""The prfmap command-line entry points: ``prfmap`` (run.py) and ``prfmap-synth`` (synth.py)."""

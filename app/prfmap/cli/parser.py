@@ -1,0 +1,410 @@
+"""The prfmap command line, the single source of its options (boutiques.json is tested on it)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from prfmap import __version__
+from prfmap.cli.spaces import parse_space
+from prfmap.errors import ExitCode
+
+ANALYSIS_LEVELS = ("participant", "group")
+MODELS = ("gauss", "css", "dog", "dn")
+REFINE_METHODS = ("lm", "sgd", "none")
+BACKENDS = ("jax", "torch", "tensorflow")
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Show a default only where the help text does not already say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (
+            action.default is not None
+            and action.default is not False
+            and action.default != argparse.SUPPRESS
+            and "default" not in text
+            and action.option_strings
+        ):
+            text += " (default: %(default)s)"
+        return text
+
+
+class PrfmapArgumentParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line and BIDS-Apps exit codes.
+
+    Usage errors exit 64; an unknown analysis level exits 17.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``prfmap: error: <message>`` on one line and exit 64 (17 for the level)."""
+        code = ExitCode.USAGE
+        if message.startswith("argument analysis_level: invalid choice"):
+            code = ExitCode.UNKNOWN_LEVEL
+        message = " ".join(message.split())
+        sys.stderr.write(f"{self.prog}: error: {message}; see '{self.prog} --help'\n")
+        sys.exit(int(code))
+
+
+def _label(prefix: str):
+    def strip(value: str) -> str:
+        value = value.strip()
+        if value.startswith(prefix):
+            value = value[len(prefix) :]
+        if not value or not value.isalnum():
+            raise argparse.ArgumentTypeError(
+                f"{value!r} is not a BIDS label (letters and digits only, {prefix!r} optional)"
+            )
+        return value
+
+    strip.__name__ = f"{prefix.rstrip('-')}_label"
+    return strip
+
+
+def _run_index(value: str) -> int:
+    value = value.strip().removeprefix("run-")
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"{value!r} is not a run index (a non-negative integer)")
+    return int(value)
+
+
+def _space(value: str) -> str:
+    try:
+        return str(parse_space(value))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _derivative(value: str) -> tuple[str, Path]:
+    name, sep, path = value.partition("=")
+    if not sep:
+        path, name = value, Path(value).name
+    if not name or not path:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not NAME=PATH (e.g. fmriprep=/data/fmriprep)"
+        )
+    return name, Path(path).expanduser().absolute()
+
+
+def _json_file(value: str) -> Path:
+    path = Path(value).expanduser().absolute()
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"file {value} does not exist")
+    try:
+        content = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise argparse.ArgumentTypeError(f"{value} is not valid JSON ({err})") from None
+    if not isinstance(content, dict):
+        raise argparse.ArgumentTypeError(f"{value} must hold a JSON object of BIDS entities")
+    return path
+
+
+def _existing_file(value: str) -> Path:
+    path = Path(value).expanduser().absolute()
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"file {value} does not exist")
+    return path
+
+
+def _positive_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not number > 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"{value!r} must be a positive number")
+    return number
+
+
+def _nonnegative_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not number >= 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"{value!r} must be zero or a positive number")
+    return number
+
+
+def _nonnegative_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"{value!r} must be zero or a positive integer")
+    return number
+
+
+def _positive_int(value: str) -> int:
+    number = _nonnegative_int(value)
+    if number == 0:
+        raise argparse.ArgumentTypeError(f"{value!r} must be a positive integer")
+    return number
+
+
+def _fraction(value: str) -> float:
+    number = _nonnegative_float(value)
+    if number > 1:
+        raise argparse.ArgumentTypeError(f"{value!r} must lie in [0, 1]")
+    return number
+
+
+def _device(value: str) -> str:
+    value = value.strip().lower()
+    kind, _, index = value.partition(":")
+    if kind not in ("auto", "cpu", "gpu", "cuda") or (index and not index.isdigit()):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a device; use auto, cpu, gpu or gpu:N (cuda:N also accepted)"
+        )
+    if kind == "cuda":
+        kind = "gpu"
+    return f"{kind}:{index}" if index else kind
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build prfmap's argument parser.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The parser of ``prfmap bids_dir output_dir {participant,group} [options]``. Usage errors
+        exit 64 with one line on stderr; an unknown analysis level exits 17.
+    """
+    parser = PrfmapArgumentParser(
+        prog="prfmap",
+        description=(
+            "prfmap: population receptive field (pRF) mapping of fMRIPrep-preprocessed BOLD, on "
+            "cortical surfaces (GIFTI, CIFTI) or volumes, fitted by one Keras 3 engine on JAX, "
+            "PyTorch or TensorFlow. Writes BIDS-Derivative parameter maps and HTML reports."
+        ),
+        epilog=(
+            "Exit codes: 0 success, 1 unexpected failure (see the log), 16 bids_dir is not BIDS, "
+            "17 unknown analysis level, 18 the filters selected no files, 64 usage error, "
+            "65 unusable input data, 66 a referenced input file is missing."
+        ),
+        formatter_class=_HelpFormatter,
+    )
+
+    parser.add_argument(
+        "bids_dir",
+        type=Path,
+        help="the root folder of a BIDS dataset (sub-XXXXX folders at the top level); "
+        "fMRIPrep derivatives are looked for in bids_dir/derivatives/fmriprep unless "
+        "--derivatives says otherwise",
+    )
+    parser.add_argument(
+        "output_dir",
+        type=Path,
+        help="the output folder, a BIDS-Derivatives dataset (e.g. bids_dir/derivatives/prfmap)",
+    )
+    parser.add_argument(
+        "analysis_level",
+        choices=ANALYSIS_LEVELS,
+        help="'participant' fits each participant's runs; 'group' combines participants "
+        "already fitted in a shared template space",
+    )
+    parser.add_argument("--version", action="version", version=f"prfmap {__version__}")
+
+    g_bids = parser.add_argument_group("Options for filtering BIDS queries")
+    g_bids.add_argument(
+        "--participant-label",
+        "--participant_label",
+        dest="participant_label",
+        nargs="+",
+        type=_label("sub-"),
+        metavar="LABEL",
+        help="one or more participant labels, with or without 'sub-' (default: all participants)",
+    )
+    g_bids.add_argument(
+        "--session-label",
+        "--session_label",
+        dest="session_label",
+        nargs="+",
+        type=_label("ses-"),
+        metavar="LABEL",
+        help="one or more session labels, with or without 'ses-' (default: all sessions)",
+    )
+    g_bids.add_argument(
+        "--task",
+        nargs="+",
+        type=_label("task-"),
+        metavar="TASK",
+        help="one or more task labels of the retinotopy runs (default: every task whose "
+        "events name a stimulus aperture in a stim_file column)",
+    )
+    g_bids.add_argument(
+        "--run",
+        nargs="+",
+        type=_run_index,
+        metavar="RUN",
+        help="one or more run indices (default: all runs)",
+    )
+    g_bids.add_argument(
+        "--space",
+        type=_space,
+        metavar="SPACE",
+        help="the fMRIPrep output space to fit, written as fMRIPrep's --output-spaces: fsnative, "
+        "fsaverage5, fsaverage6, fsaverage, fsLR (CIFTI, den-91k), fsLR:den-32k (GIFTI), T1w or "
+        "a TemplateFlow volume template such as MNI152NLin2009cAsym[:res-2] (default: the first "
+        "space found among fsnative, fsaverage*, fsLR, T1w, MNI*; surfaces first)",
+    )
+    g_bids.add_argument(
+        "--derivatives",
+        nargs="+",
+        action="extend",
+        type=_derivative,
+        metavar="NAME=PATH",
+        help="preprocessed derivatives to read the BOLD from, as NAME=PATH (a bare PATH is "
+        "named after its folder); may be repeated "
+        "(default: fmriprep=bids_dir/derivatives/fmriprep)",
+    )
+    g_bids.add_argument(
+        "--bids-filter-file",
+        type=_json_file,
+        metavar="FILE",
+        help="a JSON file of extra pybids filters on the BOLD query, fMRIPrep-style: "
+        '{"bold": {"acquisition": "mb4", ...}}, or a flat object of entities',
+    )
+
+    g_stim = parser.add_argument_group("Stimulus")
+    g_stim.add_argument(
+        "--stimulus",
+        type=_existing_file,
+        metavar="FILE",
+        help="an aperture file (NIfTI rows × cols [× 1] × frames, .npy frames × rows × cols, or a "
+        "MATLAB .mat) used for every run, overriding the stim_file column of the events",
+    )
+    g_stim.add_argument(
+        "--stimulus-fov-deg",
+        type=_positive_float,
+        metavar="DEG",
+        help="full width of the aperture in degrees of visual angle (default: FieldOfViewDeg of "
+        "the aperture's JSON sidecar)",
+    )
+
+    g_pre = parser.add_argument_group("Preprocessing")
+    g_pre.add_argument(
+        "--dummy-scans",
+        type=_nonnegative_int,
+        metavar="N",
+        help="number of initial volumes to drop (default: fMRIPrep's non_steady_state_outlier "
+        "confounds, else 0); the aperture must have as many frames as volumes remain",
+    )
+    g_pre.add_argument(
+        "--high-pass-hz",
+        type=_nonnegative_float,
+        default=0.01,
+        metavar="HZ",
+        help="cut-off of the DCT high-pass filter in Hz (0 disables it); the same basis is "
+        "projected out of the model predictions",
+    )
+    g_pre.add_argument(
+        "--confounds",
+        nargs="+",
+        metavar="COLUMN",
+        help="confound columns of fMRIPrep's desc-confounds_timeseries.tsv to regress out, "
+        "e.g. trans_x trans_y trans_z rot_x rot_y rot_z (default: none)",
+    )
+
+    g_model = parser.add_argument_group("Model fitting")
+    g_model.add_argument(
+        "--model",
+        choices=MODELS,
+        default="gauss",
+        help="pRF model: isotropic Gaussian, compressive spatial summation, difference of "
+        "Gaussians, or divisive normalisation",
+    )
+    g_model.add_argument(
+        "--refine",
+        choices=REFINE_METHODS,
+        default="lm",
+        help="refinement after the grid search: Levenberg-Marquardt, Adam (SGD), or none "
+        "(grid estimates only)",
+    )
+    g_model.add_argument(
+        "--fit-hrf",
+        action="store_true",
+        help="also fit the HRF's time-derivative and dispersion weights per unit",
+    )
+    g_model.add_argument(
+        "--random-seed",
+        type=_nonnegative_int,
+        default=0,
+        metavar="N",
+        help="seed of every random choice of the fit, for reproducible maps",
+    )
+
+    g_perf = parser.add_argument_group("Backend and performance")
+    g_perf.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        help="Keras backend that runs the fit (default: $KERAS_BACKEND, else jax); the "
+        "backend's package must be installed: pip install prfmap[<backend>]",
+    )
+    g_perf.add_argument(
+        "--device",
+        type=_device,
+        default="auto",
+        metavar="DEVICE",
+        help="where to compute: auto (a GPU when the backend sees one), cpu, gpu, or gpu:N",
+    )
+    g_perf.add_argument(
+        "--nprocs",
+        "--nthreads",
+        dest="nprocs",
+        type=_positive_int,
+        metavar="N",
+        help="maximum number of CPU threads (default: all available)",
+    )
+    g_perf.add_argument(
+        "--mem-gb",
+        "--mem_gb",
+        dest="mem_gb",
+        type=_positive_float,
+        metavar="GB",
+        help="upper bound on the memory the fit may use, in GB; sets the tile sizes "
+        "(default: a safe fraction of the available memory)",
+    )
+    g_perf.add_argument(
+        "--work-dir",
+        "-w",
+        dest="work_dir",
+        type=Path,
+        metavar="DIR",
+        help="folder for intermediate files and the pybids database (default: a temporary "
+        "folder, removed at the end)",
+    )
+
+    g_out = parser.add_argument_group("Outputs")
+    g_out.add_argument(
+        "--save-predictions",
+        action="store_true",
+        help="also write the fitted model time series (desc-prediction) and the preprocessed "
+        "data they were fitted to (desc-preproc) next to the maps",
+    )
+    g_out.add_argument(
+        "--r2-threshold",
+        type=_fraction,
+        default=0.1,
+        metavar="R2",
+        help="variance-explained threshold of the maps shown in the reports",
+    )
+    g_out.add_argument(
+        "--no-report",
+        action="store_true",
+        help="skip the HTML reports (the maps are written all the same)",
+    )
+    g_out.add_argument(
+        "--verbose",
+        "-v",
+        dest="verbose_count",
+        action="count",
+        default=0,
+        help="more log output (-v: debug messages from prfmap, -vv: also from libraries)",
+    )
+    return parser
