@@ -1,0 +1,319 @@
+"""BIDS-Derivatives naming, sidecars and dataset-level files of prfmap's outputs.
+
+Maps are named after the draft model/param entities of BEP016 and the ``boldmap`` suffix of
+BEP012, e.g. ``sub-01_task-bar_hemi-L_space-fsaverage5_model-gauss_param-sigma_boldmap.func.gii``.
+Every file is written atomically, and a participant's whole output set is first written into a
+staging folder inside ``output_dir`` and moved into place only once all of it was written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prfmap import __version__
+
+MAP_SUFFIX = "boldmap"
+BIDS_VERSION = "1.9.0"
+BIDSIGNORE_LINES = ("*_boldmap.*", "logs/", "group/")
+
+POLAR_ANGLE_CONVENTION = (
+    "degrees, atan2(y, x): 0 = right horizontal meridian, counter-clockwise positive, "
+    "range (-180, 180]"
+)
+VISUAL_FIELD_CONVENTION = (
+    "degrees of visual angle, origin at fixation (the aperture centre), x to the right, y up"
+)
+
+PARAMETERS: dict[str, tuple[str, str]] = {
+    "x": ("deg", "horizontal position of the pRF centre (positive: right visual field)"),
+    "y": ("deg", "vertical position of the pRF centre (positive: upper visual field)"),
+    "sigma": ("deg", "pRF size: one standard deviation of the Gaussian"),
+    "amplitude": ("%", "response amplitude (percent signal change for the full pRF)"),
+    "baseline": ("%", "baseline (percent signal change)"),
+    "r2": ("1", "variance explained by the model (fraction, after nuisance projection)"),
+    "polarangle": ("deg", "polar angle of the pRF centre"),
+    "eccentricity": ("deg", "eccentricity of the pRF centre, hypot(x, y)"),
+    "n": ("1", "compressive exponent of the CSS model"),
+    "sigmasurround": ("deg", "standard deviation of the suppressive surround"),
+    "amplitudesurround": ("%", "amplitude of the suppressive surround"),
+    "sigmanorm": ("deg", "standard deviation of the normalisation pool"),
+    "amplitudenorm": ("1", "gain of the normalisation pool"),
+    "baselineactivation": ("1", "baseline of the activation term (DN model)"),
+    "baselinenorm": ("1", "baseline of the normalisation term (DN model)"),
+    "hrfderiv": ("1", "weight of the HRF's time derivative"),
+    "hrfdisp": ("1", "weight of the HRF's dispersion derivative"),
+}
+
+MODEL_DESCRIPTIONS = {
+    "gauss": "isotropic 2D Gaussian pRF (Dumoulin & Wandell, 2008)",
+    "css": "compressive spatial summation (Kay et al., 2013)",
+    "dog": "difference of Gaussians (Zuiderbaan et al., 2012)",
+    "dn": "divisive normalisation (Aqil et al., 2021)",
+}
+
+
+@dataclass(frozen=True)
+class OutputKey:
+    """The entities shared by every output file of one fit.
+
+    Attributes
+    ----------
+    subject, session, task : str or None
+        BIDS labels (no prefixes); session may be None.
+    space : str
+        Space label as fMRIPrep writes it in file names (``fsaverage5``, ``fsLR``, ``T1w``).
+    den, res : str or None
+        Density (surfaces, CIFTI) or resolution (volumes) labels, when the inputs had them.
+    model : str
+        ``gauss``, ``css``, ``dog`` or ``dn``.
+    """
+
+    subject: str
+    session: str | None
+    task: str
+    space: str
+    den: str | None
+    res: str | None
+    model: str
+
+    def func_dir(self, output_dir: Path) -> Path:
+        """Folder of this participant's (and session's) maps under ``output_dir``."""
+        parts = [f"sub-{self.subject}"] + ([f"ses-{self.session}"] if self.session else [])
+        return Path(output_dir).joinpath(*parts, "func")
+
+    def stem(
+        self, *, hemi: str | None = None, param: str | None = None, desc: str | None = None
+    ) -> str:
+        """File-name stem (no suffix, no extension) of one output.
+
+        Parameters
+        ----------
+        hemi : {"L", "R"}, optional
+            Hemisphere, for GIFTI outputs.
+        param : str, optional
+            Parameter label (``sigma``, ``r2``...); None for CIFTI maps holding every parameter
+            and for time series.
+        desc : str, optional
+            Description label, for time series (``prediction``, ``preproc``).
+        """
+        entities = [f"sub-{self.subject}"]
+        if self.session:
+            entities.append(f"ses-{self.session}")
+        entities.append(f"task-{self.task}")
+        if hemi:
+            entities.append(f"hemi-{hemi}")
+        entities.append(f"space-{self.space}")
+        if self.res:
+            entities.append(f"res-{self.res}")
+        if self.den:
+            entities.append(f"den-{self.den}")
+        if desc:
+            entities.append(f"desc-{desc}")
+        entities.append(f"model-{self.model}")
+        if param:
+            entities.append(f"param-{param}")
+        return "_".join(entities)
+
+
+def param_label(key: str) -> str:
+    """File label of a parameter: snake_case keys lose their underscores (``sigma_norm`` →
+    ``sigmanorm``)."""
+    return key.replace("_", "").lower()
+
+
+def map_sidecar(
+    param: str | None, model: str, settings: Mapping[str, Any], provenance: Mapping[str, Any]
+) -> dict[str, Any]:
+    """JSON sidecar of one parameter map (or of a CIFTI file holding all of them).
+
+    Parameters
+    ----------
+    param : str or None
+        Parameter label; None for a file holding every parameter (CIFTI dscalar).
+    model : str
+        Model name.
+    settings : mapping
+        ``FitResult.settings`` (model, refine, HRF, grid, iterations, dtype, backend, versions,
+        device).
+    provenance : mapping
+        Inputs, preprocessing, stimulus, timings and software versions of the fit; merged
+        into the sidecar as is.
+
+    Returns
+    -------
+    dict
+        A JSON-able dictionary.
+    """
+    sidecar: dict[str, Any] = {
+        "Model": model,
+        "ModelDescription": MODEL_DESCRIPTIONS.get(model, model),
+    }
+    if param is None:
+        sidecar["Parameters"] = {
+            p: {"Units": PARAMETERS[p][0], "Description": PARAMETERS[p][1]}
+            for p in provenance.get("MapNames", [])
+            if p in PARAMETERS
+        }
+    else:
+        units, description = PARAMETERS.get(param, ("n/a", param))
+        sidecar.update({"Parameter": param, "Units": units, "Description": description})
+    sidecar["VisualFieldCoordinates"] = VISUAL_FIELD_CONVENTION
+    sidecar["PolarAngleConvention"] = POLAR_ANGLE_CONVENTION
+    sidecar["HRF"] = settings.get("hrf", "SPM canonical two-gamma (nilearn spm_hrf)")
+    sidecar["FitSettings"] = dict(settings)
+    sidecar.update({k: v for k, v in provenance.items() if k != "MapNames"})
+    return sidecar
+
+
+def write_json(path: Path, content: Mapping[str, Any]) -> None:
+    """Write ``content`` as indented JSON, atomically (temporary file + ``os.replace``)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(_jsonable(content), fh, indent=2, sort_keys=False)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_if_absent(path: Path, text: str) -> bool:
+    """Create ``path`` with ``text`` unless it exists; safe when several processes race.
+
+    The content is written to a temporary file and hard-linked into place, so the file appears
+    complete or not at all and only the first process's version survives.
+
+    Returns
+    -------
+    bool
+        True when this call created the file.
+    """
+    path = Path(path)
+    if path.exists():
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        except OSError:
+            if path.exists():
+                return False
+            os.replace(tmp, path)
+        return True
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def dataset_description(source_datasets: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    """The ``dataset_description.json`` of prfmap's derivatives.
+
+    Container information comes from the environment the images set: ``PRFMAP_CONTAINER``
+    (``docker`` or ``singularity``), ``PRFMAP_CONTAINER_IMAGE`` and ``PRFMAP_CONTAINER_TAG``.
+    """
+    generated: dict[str, Any] = {
+        "Name": "prfmap",
+        "Version": __version__,
+        "Description": "population receptive field maps fitted with a Keras 3 engine",
+        "CodeURL": "https://github.com/prfmap/prfmap",
+    }
+    container_type = os.environ.get("PRFMAP_CONTAINER")
+    if container_type:
+        container = {"Type": container_type}
+        if os.environ.get("PRFMAP_CONTAINER_IMAGE"):
+            container["URI"] = os.environ["PRFMAP_CONTAINER_IMAGE"]
+        if os.environ.get("PRFMAP_CONTAINER_TAG"):
+            container["Tag"] = os.environ["PRFMAP_CONTAINER_TAG"]
+        generated["Container"] = container
+    description: dict[str, Any] = {
+        "Name": "prfmap: population receptive field maps",
+        "BIDSVersion": BIDS_VERSION,
+        "DatasetType": "derivative",
+        "GeneratedBy": [generated],
+        "HowToAcknowledge": "Please cite prfmap and the pRF model you used (see the map sidecars).",
+    }
+    if source_datasets:
+        description["SourceDatasets"] = source_datasets
+    return description
+
+
+def write_dataset_files(output_dir: Path, source_datasets: list[dict[str, str]] | None) -> None:
+    """Create ``dataset_description.json`` and ``.bidsignore`` in ``output_dir`` if absent.
+
+    Safe when several participants are processed at once into the same ``output_dir``.
+    """
+    output_dir = Path(output_dir)
+    text = json.dumps(dataset_description(source_datasets), indent=2) + "\n"
+    write_if_absent(output_dir / "dataset_description.json", text)
+    write_if_absent(output_dir / ".bidsignore", "\n".join(BIDSIGNORE_LINES) + "\n")
+
+
+@contextlib.contextmanager
+def staging(output_dir: Path) -> Iterator[Path]:
+    """A private folder inside ``output_dir`` for writing a set of outputs before publishing.
+
+    Yields the folder; on exit it is removed, whatever was left in it. Use :func:`publish` to
+    move its files into place.
+    """
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    folder = output_dir / f".prfmap-staging-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    folder.mkdir()
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def publish(stage_dir: Path, output_dir: Path) -> list[Path]:
+    """Move every file under ``stage_dir`` to the same relative path under ``output_dir``.
+
+    Each move is an atomic ``os.replace`` on the same file system.
+
+    Returns
+    -------
+    list of Path
+        The published paths, in sorted order.
+    """
+    stage_dir, output_dir = Path(stage_dir), Path(output_dir)
+    published = []
+    for src in sorted(p for p in stage_dir.rglob("*") if p.is_file()):
+        dest = output_dir / src.relative_to(stage_dir)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(src, dest)
+        published.append(dest)
+    return published
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "item") and callable(value.item):
+        try:
+            return value.item()
+        except (ValueError, TypeError):
+            return str(value)
+    if isinstance(value, float | int | str | bool) or value is None:
+        return value
+    return str(value)
