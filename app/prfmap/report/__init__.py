@@ -1,0 +1,5 @@
+"""HTML reports: one page per participant, and one for the group level."""
+
+from prfmap.report.context import ReportContext, SurfaceGeometry
+
+__all__ = ["ReportContext", "SurfaceGeometry"]

@@ -1,0 +1,319 @@
+"""Figures of the participant report, drawn with matplotlib (Agg) from plain arrays."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+DPI = 90
+
+
+def save(fig: plt.Figure, path: Path) -> Path:
+    """Write ``fig`` to ``path`` (PNG) and close it.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+    path : Path
+        Where to write it; parent folders are created.
+
+    Returns
+    -------
+    Path
+        ``path``.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def stimulus_montage(design: np.ndarray, fov_deg: float | None, path: Path, n: int = 12) -> Path:
+    """Draw ``n`` aperture frames, evenly spaced in time, in visual-field coordinates.
+
+    Parameters
+    ----------
+    design : ndarray
+        Float (frames, rows, cols) in [0, 1], row 0 at the top of the screen.
+    fov_deg : float, optional
+        Full width of the aperture in degrees; axes are in pixels when ``None``.
+    path : Path
+        Output PNG.
+    n : int
+        Frames shown.
+
+    Returns
+    -------
+    Path
+        ``path``.
+    """
+    design = np.asarray(design)
+    frames = np.unique(np.linspace(0, design.shape[0] - 1, min(n, design.shape[0])).astype(int))
+    cols = min(6, len(frames))
+    rows = int(np.ceil(len(frames) / cols))
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(1.9 * cols, 2.0 * rows), layout="constrained", squeeze=False
+    )
+    half = fov_deg / 2 if fov_deg else None
+    extent = (-half, half, -half, half) if half else None
+    for ax in axes.ravel():
+        ax.axis("off")
+    for ax, frame in zip(axes.ravel(), frames, strict=False):
+        ax.imshow(design[frame], cmap="gray", vmin=0, vmax=1, extent=extent, origin="upper")
+        ax.set_title(f"frame {frame}", fontsize=8)
+    label = f"field of view {fov_deg:g}° wide" if fov_deg else "field of view unknown"
+    fig.suptitle(f"Apertures ({design.shape[0]} frames, {label})", fontsize=10)
+    return save(fig, path)
+
+
+def _shown(r2: np.ndarray, threshold: float, *arrays: np.ndarray) -> np.ndarray:
+    keep = np.isfinite(r2) & (r2 >= threshold)
+    for array in arrays:
+        keep &= np.isfinite(array)
+    return keep
+
+
+def visual_field_coverage(
+    x: np.ndarray,
+    y: np.ndarray,
+    sigma: np.ndarray,
+    r2: np.ndarray,
+    threshold: float,
+    fov_deg: float | None,
+    path: Path,
+    max_units: int = 3000,
+) -> Path:
+    """pRF centres coloured by r², and the coverage (the maximum of the pRF Gaussians).
+
+    Parameters
+    ----------
+    x, y, sigma, r2 : ndarray
+        (units,) parameters in degrees (x right, y up).
+    threshold : float
+        Units with r² below it are left out.
+    fov_deg : float, optional
+        Full width of the aperture; drawn as the stimulated square.
+    path : Path
+        Output PNG.
+    max_units : int
+        The coverage uses at most this many units (the best by r²).
+
+    Returns
+    -------
+    Path
+        ``path``.
+    """
+    keep = _shown(r2, threshold, x, y, sigma)
+    idx = np.flatnonzero(keep)
+    half = (
+        fov_deg / 2 if fov_deg else (float(np.nanmax(np.abs([x[idx], y[idx]]))) if idx.size else 10)
+    )
+    lim = 1.15 * half
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9, 4.2), layout="constrained")
+    for ax in (ax0, ax1):
+        ax.set_xlim(-lim, lim)
+        ax.set_ylim(-lim, lim)
+        ax.set_aspect("equal")
+        ax.axhline(0, color="0.7", lw=0.5)
+        ax.axvline(0, color="0.7", lw=0.5)
+        ax.set_xlabel("x (deg)")
+        ax.set_ylabel("y (deg)")
+        if fov_deg:
+            ax.add_patch(
+                plt.Rectangle((-half, -half), 2 * half, 2 * half, fill=False, ls="--", ec="0.4")
+            )
+    if idx.size:
+        order = idx[np.argsort(r2[idx])]
+        sc = ax0.scatter(
+            x[order], y[order], c=r2[order], s=4, cmap="viridis", vmin=threshold, vmax=1
+        )
+        fig.colorbar(sc, ax=ax0, label="r²", shrink=0.8)
+        top = idx[np.argsort(r2[idx])[::-1][:max_units]]
+        grid = np.linspace(-lim, lim, 121)
+        gx, gy = np.meshgrid(grid, grid)
+        coverage = np.zeros_like(gx)
+        for chunk in np.array_split(top, max(1, top.size // 250)):
+            d2 = (gx[..., None] - x[chunk]) ** 2 + (gy[..., None] - y[chunk]) ** 2
+            g = np.exp(-d2 / (2 * np.maximum(sigma[chunk], 1e-3) ** 2))
+            coverage = np.maximum(coverage, g.max(axis=-1))
+        im = ax1.imshow(
+            coverage, extent=(-lim, lim, -lim, lim), origin="lower", cmap="magma", vmin=0, vmax=1
+        )
+        fig.colorbar(im, ax=ax1, label="max pRF", shrink=0.8)
+    else:
+        for ax in (ax0, ax1):
+            ax.text(0, 0, f"no unit with r² ≥ {threshold:g}", ha="center", va="center")
+    ax0.set_title(f"pRF centres ({idx.size} units, r² ≥ {threshold:g})", fontsize=10)
+    ax1.set_title("Visual-field coverage", fontsize=10)
+    return save(fig, path)
+
+
+def fit_line(xv: np.ndarray, yv: np.ndarray, weights: np.ndarray) -> tuple[float, float] | None:
+    """Weighted least-squares line ``y = slope * x + intercept``.
+
+    Parameters
+    ----------
+    xv, yv, weights : ndarray
+        Points and their non-negative weights.
+
+    Returns
+    -------
+    tuple of float, or None
+        ``(slope, intercept)``; ``None`` with fewer than two distinct x values.
+    """
+    if xv.size < 2 or np.ptp(xv) == 0:
+        return None
+    w = np.sqrt(np.clip(weights, 0, None))
+    a = np.stack([xv, np.ones_like(xv)], axis=1) * w[:, None]
+    slope, intercept = np.linalg.lstsq(a, yv * w, rcond=None)[0]
+    return float(slope), float(intercept)
+
+
+def eccentricity_sigma(
+    ecc: np.ndarray, sigma: np.ndarray, r2: np.ndarray, threshold: float, path: Path
+) -> tuple[Path, tuple[float, float] | None]:
+    """Scatter of sigma against eccentricity with an r²-weighted fitted line.
+
+    Parameters
+    ----------
+    ecc, sigma, r2 : ndarray
+        (units,) arrays.
+    threshold : float
+        Units with r² below it are left out.
+    path : Path
+        Output PNG.
+
+    Returns
+    -------
+    tuple
+        ``path`` and the line's ``(slope, intercept)`` (``None`` when it cannot be fitted).
+    """
+    keep = _shown(r2, threshold, ecc, sigma)
+    e, s, w = ecc[keep], sigma[keep], r2[keep]
+    line = fit_line(e, s, w)
+    fig, ax = plt.subplots(figsize=(5, 4), layout="constrained")
+    ax.scatter(e, s, s=4, c=w, cmap="viridis", vmin=threshold, vmax=1, alpha=0.7)
+    if line is not None:
+        xs = np.linspace(0, float(e.max()), 50)
+        ax.plot(
+            xs,
+            line[0] * xs + line[1],
+            color="crimson",
+            label=f"σ = {line[0]:.3f}·ecc + {line[1]:.3f}",
+        )
+        ax.legend(loc="upper left", fontsize=8)
+    ax.set_xlabel("eccentricity (deg)")
+    ax.set_ylabel("sigma (deg)")
+    ax.set_title(f"Eccentricity vs sigma ({e.size} units, r² ≥ {threshold:g})", fontsize=10)
+    return save(fig, path), line
+
+
+def r2_histogram(r2: np.ndarray, threshold: float, path: Path) -> Path:
+    """Histogram of r² with the threshold marked.
+
+    Parameters
+    ----------
+    r2 : ndarray
+        (units,) variance explained.
+    threshold : float
+        Drawn as a vertical line.
+    path : Path
+        Output PNG.
+
+    Returns
+    -------
+    Path
+        ``path``.
+    """
+    values = r2[np.isfinite(r2)]
+    fig, ax = plt.subplots(figsize=(5, 3.5), layout="constrained")
+    ax.hist(
+        values, bins=np.linspace(min(0.0, float(values.min(initial=0))), 1, 51), color="steelblue"
+    )
+    ax.axvline(threshold, color="crimson", ls="--", label=f"threshold {threshold:g}")
+    ax.set_xlabel("r²")
+    ax.set_ylabel("units")
+    above = int(np.sum(values >= threshold))
+    ax.set_title(f"r² ({above} of {values.size} units ≥ {threshold:g})", fontsize=10)
+    ax.legend(fontsize=8)
+    return save(fig, path)
+
+
+def example_units(r2: np.ndarray, threshold: float = 0.0) -> dict[str, int]:
+    """Pick the best unit, a median one and a poor one by r².
+
+    Parameters
+    ----------
+    r2 : ndarray
+        (units,) variance explained; NaN units are skipped.
+    threshold : float
+        The median unit is taken among units with r² at or above it (among all units when none
+        is).
+
+    Returns
+    -------
+    dict of str to int
+        ``{"best": i, "median": j, "poor": k}``, ``poor`` at the 10th percentile of all units;
+        empty when no unit has a finite r².
+    """
+    idx = np.flatnonzero(np.isfinite(r2))
+    if idx.size == 0:
+        return {}
+    order = idx[np.argsort(r2[idx], kind="stable")]
+    good = order[r2[order] >= threshold]
+    middle = good if good.size else order
+    return {
+        "best": int(order[-1]),
+        "median": int(middle[middle.size // 2]),
+        "poor": int(order[int(0.1 * (order.size - 1))]),
+    }
+
+
+def timecourses(
+    data: np.ndarray,
+    predictions: np.ndarray,
+    r2: np.ndarray,
+    tr: float | None,
+    path: Path,
+    threshold: float = 0.0,
+) -> tuple[Path, dict[str, int]]:
+    """Data and fitted prediction of the best, the median and a poor unit.
+
+    Parameters
+    ----------
+    data, predictions : ndarray
+        (units, frames) preprocessed data and the model's predictions.
+    r2 : ndarray
+        (units,) variance explained, used to pick the units.
+    tr : float, optional
+        Repetition time; the axis is in frames when ``None``.
+    path : Path
+        Output PNG.
+    threshold : float
+        r² threshold of the report (see ``example_units``).
+
+    Returns
+    -------
+    tuple
+        ``path`` and the units shown (``example_units``).
+    """
+    picks = example_units(r2, threshold)
+    fig, axes = plt.subplots(
+        len(picks), 1, figsize=(9, 2.0 * len(picks)), sharex=True, squeeze=False
+    )
+    frames = data.shape[1]
+    t = np.arange(frames) * (tr or 1.0)
+    for ax, (name, unit) in zip(axes[:, 0], picks.items(), strict=True):
+        ax.plot(t, data[unit], color="0.3", lw=0.8, label="data")
+        ax.plot(t, predictions[unit], color="crimson", lw=1.2, label="model")
+        ax.set_title(f"{name}: unit {unit}, r² = {r2[unit]:.2f}", fontsize=9, loc="left")
+        ax.set_ylabel("signal")
+    axes[0, 0].legend(loc="upper right", fontsize=8)
+    axes[-1, 0].set_xlabel("time (s)" if tr else "frame")
+    return save(fig, path), picks
