@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 NONSTANDARD_SPACES = ("fsnative", "T1w", "anat", "func")
 FSAVERAGE_DENSITIES = {"10k": "fsaverage5", "41k": "fsaverage6", "164k": "fsaverage"}
 LEGACY_SPACES = ("fsaverage5", "fsaverage6")
+COMMON_TEMPLATES = ("fsaverage", "fsLR", "MNI152NLin2009cAsym", "MNI152NLin6Asym")
 _SPACE_RE = re.compile(r"^(?P<name>[A-Za-z0-9]+)(?::(?P<key>den|res)-(?P<value>[A-Za-z0-9]+))?$")
 
 
@@ -37,11 +40,27 @@ class Space:
         return self.name
 
 
-def known_templates() -> list[str]:
-    """Template names that TemplateFlow knows (from its bundled skeleton; no network)."""
-    from templateflow import api
+@lru_cache(maxsize=1)
+def known_templates() -> tuple[str, ...]:
+    """Template names that TemplateFlow knows, without network access.
 
-    return sorted(api.templates())
+    The names are those of TemplateFlow's bundled skeleton (what ``templateflow.api.templates()``
+    lists offline) plus any ``tpl-*`` folder in ``TEMPLATEFLOW_HOME``; read directly, because
+    ``api.templates()`` indexes the whole TemplateFlow home with pybids (about ten seconds).
+    """
+    import importlib.resources
+    import zipfile
+
+    from templateflow.conf import TF_HOME
+
+    names: set[str] = set()
+    skeleton = importlib.resources.files("templateflow.conf") / "templateflow-skel.zip"
+    with skeleton.open("rb") as fh, zipfile.ZipFile(fh) as archive:
+        names.update(n.split("/")[0][4:] for n in archive.namelist() if n.startswith("tpl-"))
+    home = Path(TF_HOME)
+    if home.is_dir():
+        names.update(p.name[4:] for p in home.glob("tpl-*") if p.is_dir())
+    return tuple(sorted(names))
 
 
 def parse_space(value: str) -> Space:
@@ -73,8 +92,9 @@ def parse_space(value: str) -> Space:
     name, key, spec = match["name"], match["key"], match["value"]
     if name == "fsaverage" and key == "den" and spec in FSAVERAGE_DENSITIES:
         return Space(FSAVERAGE_DENSITIES[spec])
-    templates = known_templates()
-    allowed = {*templates, *NONSTANDARD_SPACES, *LEGACY_SPACES}
+    allowed = {*COMMON_TEMPLATES, *NONSTANDARD_SPACES, *LEGACY_SPACES}
+    if name not in allowed:
+        allowed.update(known_templates())
     if name not in allowed:
         lower = {a.lower(): a for a in allowed}
         hint = f" (did you mean {lower[name.lower()]}?)" if name.lower() in lower else ""
