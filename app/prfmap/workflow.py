@@ -1,0 +1,503 @@
+"""The participant level: find runs, load and preprocess them, fit, write derivatives and reports.
+
+Runs are grouped per (participant, session, task, space); both hemispheres of a surface space are
+fitted together. Runs that saw the same stimulus are averaged, different stimuli concatenated.
+Everything a participant produces is written into a staging folder and published only once all
+of it is complete; before that only log files exist.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import tempfile
+import time
+from argparse import Namespace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from prfmap import __version__
+from prfmap.derivatives import (
+    OutputKey,
+    map_sidecar,
+    publish,
+    staging,
+    write_dataset_files,
+    write_json,
+)
+from prfmap.errors import BadDataError, MissingInputError, UsageError
+
+LOGGER = logging.getLogger("prfmap.workflow")
+DUMMY_COLUMN_PREFIX = "non_steady_state_outlier"
+
+
+@dataclass
+class FitGroup:
+    """The runs fitted together, and what came out of the fit."""
+
+    key: OutputKey
+    runs: list[Any]
+    data: np.ndarray | None = None
+    geometry: Any = None
+    combined: Any = None
+    fov_deg: float | None = None
+    tr: float | None = None
+    dummy_scans: list[int] = field(default_factory=list)
+    inputs: list[str] = field(default_factory=list)
+    result: Any = None
+    timings: dict[str, float] = field(default_factory=dict)
+    outputs: list[Path] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def run_participant_level(opts: Namespace) -> list[Path]:
+    """Fit every selected participant and write their derivatives and reports.
+
+    Parameters
+    ----------
+    opts : argparse.Namespace
+        Parsed by :func:`prfmap.cli.parser.build_parser`, with absolute ``bids_dir`` and
+        ``output_dir`` and the backend already selected.
+
+    Returns
+    -------
+    list of Path
+        Every derivative file written.
+    """
+    from prfmap.io.bids import find_inputs
+
+    with _work_dir(opts.work_dir) as work_dir:
+        runs = find_inputs(
+            opts.bids_dir,
+            opts.output_dir,
+            derivatives=dict(opts.derivatives) if opts.derivatives else None,
+            participant_labels=opts.participant_label,
+            session_labels=opts.session_label,
+            tasks=opts.task,
+            runs=opts.run,
+            space=opts.space,
+            bids_filter=opts.bids_filter_file,
+            work_dir=work_dir,
+            stimulus=opts.stimulus,
+        )
+        written: list[Path] = []
+        for subject in sorted({r.subject for r in runs}):
+            subject_runs = [r for r in runs if r.subject == subject]
+            with _participant_log(opts.output_dir, subject):
+                try:
+                    written += _participant(opts, subject, subject_runs)
+                except Exception as err:
+                    if not isinstance(err, (BadDataError, MissingInputError, UsageError)):
+                        LOGGER.error("sub-%s failed", subject, exc_info=True)
+                        err.prfmap_logged = True  # type: ignore[attr-defined]
+                    raise
+        return written
+
+
+def _participant(opts: Namespace, subject: str, runs: list[Any]) -> list[Path]:
+    groups = _group_runs(runs, opts.model)
+    LOGGER.info(
+        "sub-%s: %d run(s) in %d fit(s): %s",
+        subject, len(runs), len(groups), ", ".join(_group_name(g) for g in groups),
+    )  # fmt: skip
+    progress = _make_progress()
+    try:
+        for group in groups:
+            _load_group(group, opts, progress)
+            _fit_group(group, opts, progress)
+    finally:
+        _close(progress)
+    start = time.perf_counter()
+    with staging(opts.output_dir) as stage:
+        for group in groups:
+            _write_group(group, opts, stage)
+        published = publish(stage, opts.output_dir)
+    write_dataset_files(opts.output_dir, _source_datasets(opts))
+    for group in groups:
+        group.outputs = [opts.output_dir / p.relative_to(stage) for p in group.outputs]
+        group.timings["write"] = time.perf_counter() - start
+    LOGGER.info("sub-%s: wrote %d files under %s", subject, len(published), opts.output_dir)
+    if not opts.no_report:
+        _report(opts, subject, groups)
+    return published
+
+
+def _group_runs(runs: list[Any], model: str) -> list[FitGroup]:
+    groups: dict[tuple, FitGroup] = {}
+    for run in runs:
+        res = run.entities.get("res")
+        key = OutputKey(run.subject, run.session, run.task, run.space, run.den, res, model)
+        groups.setdefault((key, run.kind), FitGroup(key=key, runs=[])).runs.append(run)
+    return list(groups.values())
+
+
+def _group_name(group: FitGroup) -> str:
+    return group.key.stem().removeprefix(f"sub-{group.key.subject}_")
+
+
+def _load_group(group: FitGroup, opts: Namespace, progress: Callable) -> None:
+    from prfmap.io.aperture import load_aperture
+    from prfmap.io.bold import load_bold
+    from prfmap.preprocess import combine_runs, preprocess_run
+
+    start = time.perf_counter()
+    preprocessed, keys, designs = [], [], {}
+    n_units = None
+    for i, run in enumerate(group.runs):
+        progress("load runs", i, len(group.runs))
+        data, geometry = load_bold(run)
+        if n_units is None:
+            n_units, group.geometry = data.shape[0], geometry
+        elif data.shape[0] != n_units:
+            raise BadDataError(
+                f"{run.name} has {data.shape[0]} units but {group.runs[0].name} has {n_units} "
+                f"in space {run.space}; the runs of one space must share their vertices/voxels"
+            )
+        if group.tr is None:
+            group.tr = run.tr
+        elif abs(run.tr - group.tr) > 1e-6:
+            raise BadDataError(
+                f"{run.name} has RepetitionTime {run.tr} s but {group.runs[0].name} {group.tr} s; "
+                "fit runs with different TRs separately (--run or --task)"
+            )
+        if run.stim_file is None:
+            raise MissingInputError(f"no stimulus aperture for {run.name}; pass --stimulus")
+        aperture = load_aperture(
+            run.stim_file, tr=run.tr, fov_deg=opts.stimulus_fov_deg,
+            frame_index=run.stim_file_index,
+        )  # fmt: skip
+        if group.fov_deg is None:
+            group.fov_deg = float(aperture.fov_deg)
+        elif abs(aperture.fov_deg - group.fov_deg) > 1e-6:
+            raise BadDataError(
+                f"aperture {Path(run.stim_file).name} spans {aperture.fov_deg}° but another run's "
+                f"{group.fov_deg}°; apertures fitted together need one field of view "
+                "(--stimulus-fov-deg)"
+            )
+        dummy, confounds = _confounds(run, opts, data.shape[1])
+        frames, volumes = aperture.design.shape[0], data.shape[1] - dummy
+        if frames != volumes:
+            raise BadDataError(
+                f"aperture {Path(run.stim_file).name} has {frames} frames but "
+                f"{_bold_name(run)} has {volumes} volumes after {dummy} dummy scans "
+                f"({data.shape[1]} in all); they must be equal (check the aperture or "
+                "--dummy-scans)"
+            )
+        preprocessed.append(
+            preprocess_run(
+                data,
+                run.tr,
+                dummy_scans=dummy,
+                high_pass_hz=opts.high_pass_hz,
+                confounds=confounds,
+            )  # fmt: skip
+        )
+        key = run.stimulus_key
+        keys.append(key)
+        designs.setdefault(key, aperture.design)
+        group.dummy_scans.append(dummy)
+        group.inputs += [str(p) for p in run.bold_files]
+        group.inputs += [str(p) for p in (run.mask, run.events, run.confounds) if p is not None]
+        group.inputs.append(str(run.stim_file))
+    progress("load runs", len(group.runs), len(group.runs))
+    group.inputs = list(dict.fromkeys(group.inputs))
+    group.combined = combine_runs(preprocessed, keys, designs)
+    group.timings["load"] = time.perf_counter() - start
+    n_stimuli = len(set(keys))
+    LOGGER.info(
+        "%s: %d run(s), %d stimulus sequence(s) → %d units × %d frames",
+        _group_name(group), len(group.runs), n_stimuli, *group.combined.data.shape,
+    )  # fmt: skip
+
+
+def _bold_name(run: Any) -> str:
+    return " and ".join(Path(p).name for p in run.bold_files)
+
+
+def _confounds(run: Any, opts: Namespace, n_volumes: int) -> tuple[int, np.ndarray | None]:
+    """Dummy scans and the named confound columns of a run (volumes, k)."""
+    needs_table = opts.confounds or opts.dummy_scans is None
+    table = None
+    if needs_table and run.confounds is not None:
+        import pandas as pd
+
+        try:
+            table = pd.read_csv(run.confounds, sep="\t", na_values=["n/a"])
+        except (OSError, ValueError, pd.errors.ParserError) as err:
+            raise BadDataError(f"cannot read confounds {run.confounds} ({err})") from None
+        if len(table) != n_volumes:
+            raise BadDataError(
+                f"{Path(run.confounds).name} has {len(table)} rows but the BOLD has {n_volumes} "
+                "volumes; use the confounds of the same run"
+            )
+    if opts.dummy_scans is not None:
+        dummy = opts.dummy_scans
+    elif table is not None:
+        flags = table.filter(regex=f"^{DUMMY_COLUMN_PREFIX}").fillna(0).to_numpy()
+        flagged = flags.any(axis=1) if flags.size else np.zeros(len(table), bool)
+        dummy = int(np.argmin(flagged)) if not flagged.all() else len(flagged)
+    else:
+        dummy = 0
+    if dummy >= n_volumes:
+        raise BadDataError(f"{dummy} dummy scans leave no volume of {_bold_name(run)}")
+    confounds = None
+    if opts.confounds:
+        if table is None:
+            raise MissingInputError(
+                f"--confounds given but {run.name} has no desc-confounds_timeseries.tsv"
+            )
+        missing = [c for c in opts.confounds if c not in table.columns]
+        if missing:
+            raise UsageError(
+                f"--confounds: column(s) {', '.join(missing)} not in "
+                f"{Path(run.confounds).name}; pick columns of fMRIPrep's confounds file"
+            )
+        confounds = table[list(opts.confounds)].fillna(0.0).to_numpy(dtype=np.float64)
+    return dummy, confounds
+
+
+def _fit_group(group: FitGroup, opts: Namespace, progress: Callable) -> None:
+    from prfmap.engine import Stimulus, fit_prf
+
+    combined = group.combined
+    stim = Stimulus(combined.design, fov_deg=group.fov_deg, run_lengths=combined.run_lengths)
+    start = time.perf_counter()
+    group.result = fit_prf(
+        combined.data,
+        stim,
+        group.tr,
+        model=opts.model,
+        refine=opts.refine,
+        nuisance=combined.nuisance,
+        fit_hrf=opts.fit_hrf,
+        mem_gb=opts.mem_gb,
+        seed=opts.random_seed,
+        progress=progress,
+        return_predictions=bool(opts.save_predictions or not opts.no_report),
+    )
+    group.timings["fit"] = time.perf_counter() - start
+    r2 = np.asarray(group.result.r2)
+    fitted = np.isfinite(np.asarray(group.result.params["x"]))
+    n_bad = int((~fitted).sum())
+    if n_bad:
+        group.warnings.append(
+            f"{n_bad} of {fitted.size} units had no usable signal (NaN or constant: medial "
+            "wall, outside the brain) and are NaN in the maps"
+        )
+    LOGGER.info(
+        "%s: fitted %d units in %.1f s, median r² %.3f",
+        _group_name(group), int(fitted.sum()), group.timings["fit"],
+        float(np.nanmedian(r2[fitted])) if fitted.any() else float("nan"),
+    )  # fmt: skip
+
+
+def _provenance(group: FitGroup, opts: Namespace) -> dict[str, Any]:
+    from prfmap.engine import backend_info
+
+    return {
+        "Sources": group.inputs,
+        "Runs": [run.name for run in group.runs],
+        "RepetitionTime": group.tr,
+        "Stimulus": {
+            "Files": sorted({str(r.stim_file) for r in group.runs}),
+            "FieldOfViewDeg": group.fov_deg,
+            "FramesPerRun": list(group.combined.run_lengths),
+        },
+        "Preprocessing": {
+            "DummyScans": group.dummy_scans,
+            "HighPassHz": opts.high_pass_hz,
+            "Confounds": list(opts.confounds or []),
+            "Units": "percent signal change",
+            "RunCombination": "runs with the same stimulus averaged, others concatenated",
+        },
+        "Software": {"prfmap": __version__, **backend_info()},
+        "Device": backend_info().get("device"),
+        "RandomSeed": opts.random_seed,
+        "Timings": {**group.timings, **dict(getattr(group.result, "timings", {}))},
+    }
+
+
+def _write_group(group: FitGroup, opts: Namespace, stage: Path) -> None:
+    key, geometry, result = group.key, group.geometry, group.result
+    maps = {label: np.asarray(v, dtype=np.float32) for label, v in result.maps().items()}
+    settings = dict(result.settings)
+    provenance = _provenance(group, opts)
+    folder = key.func_dir(stage)
+    folder.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    if geometry.kind == "cifti":
+        path = folder / f"{key.stem()}_boldmap.dscalar.nii"
+        written += geometry.write_maps(maps, lambda hemi: path, {"Model": key.model})
+        sidecar = map_sidecar(None, key.model, settings, {**provenance, "MapNames": list(maps)})
+        sidecar["MapNames"] = list(maps)
+        written += _sidecar(path, sidecar)
+    else:
+        extension = ".func.gii" if geometry.kind == "gifti" else ".nii.gz"
+        for label, values in maps.items():
+
+            def path_for(hemi: str | None, label: str = label) -> Path:
+                return folder / f"{key.stem(hemi=hemi, param=label)}_boldmap{extension}"
+
+            meta = {"Model": key.model, "Parameter": label}
+            files = geometry.write_maps({label: values}, path_for, meta)
+            written += files
+            sidecar = map_sidecar(label, key.model, settings, provenance)
+            for path in files:
+                written += _sidecar(path, sidecar)
+    if opts.save_predictions and result.predictions is not None:
+        written += _write_series(group, folder, provenance)
+    group.outputs = written
+
+
+def _write_series(group: FitGroup, folder: Path, provenance: dict) -> list[Path]:
+    key, geometry = group.key, group.geometry
+    extension = {"gifti": ".func.gii", "cifti": ".dtseries.nii"}.get(geometry.kind, ".nii.gz")
+    written: list[Path] = []
+    series = {
+        "prediction": (group.result.predictions, "fitted model time series"),
+        "preproc": (group.combined.data, "preprocessed data the model was fitted to"),
+    }
+    for desc, (values, description) in series.items():
+
+        def path_for(hemi: str | None, desc: str = desc) -> Path:
+            return folder / f"{key.stem(hemi=hemi, desc=desc)}_bold{extension}"
+
+        files = geometry.write_series(np.asarray(values, np.float32), path_for, group.tr)
+        sidecar = {
+            "Description": f"{description}, after removing the nuisance subspace (DCT "
+            "high-pass, confounds, run means) from data and predictions alike",
+            "RepetitionTime": group.tr,
+            "Model": key.model,
+            "Units": "percent signal change",
+            **provenance,
+        }
+        for path in files:
+            written += [path, *_sidecar(path, sidecar)]
+    return written
+
+
+def _sidecar(path: Path, content: dict[str, Any]) -> list[Path]:
+    name = path.name
+    for ext in (".func.gii", ".dscalar.nii", ".dtseries.nii", ".nii.gz", ".nii"):
+        if name.endswith(ext):
+            name = name[: -len(ext)]
+            break
+    json_path = path.with_name(name + ".json")
+    write_json(json_path, content)
+    return [json_path]
+
+
+def _source_datasets(opts: Namespace) -> list[dict[str, str]]:
+    import json
+
+    sources = [{"URL": opts.bids_dir.as_uri()}]
+    derivatives = dict(opts.derivatives or {}) or {
+        "fmriprep": opts.bids_dir / "derivatives" / "fmriprep"
+    }
+    for path in derivatives.values():
+        entry = {"URL": Path(path).absolute().as_uri()}
+        try:
+            desc = json.loads((Path(path) / "dataset_description.json").read_text())
+            generated = (desc.get("GeneratedBy") or [{}])[0]
+            if generated.get("Version"):
+                entry["Version"] = f"{generated.get('Name', '')} {generated['Version']}".strip()
+        except (OSError, ValueError, AttributeError, IndexError, TypeError):
+            pass
+        sources.append(entry)
+    return sources
+
+
+def _report(opts: Namespace, subject: str, groups: list[FitGroup]) -> None:
+    from prfmap.engine import backend_info
+    from prfmap.report.participant import (
+        ReportContext,
+        SurfaceGeometry,
+        write_participant_report,
+    )
+
+    contexts = []
+    for group in groups:
+        geometry, key = group.geometry, group.key
+        if geometry.kind == "gifti":
+            surface = SurfaceGeometry(hemis=dict(geometry.hemis))
+        elif geometry.kind == "cifti":
+            surface = SurfaceGeometry.from_cifti(group.runs[0].bold)
+        else:
+            surface = None
+        fmriprep = dict(opts.derivatives or {}).get("fmriprep")
+        contexts.append(
+            ReportContext(
+                subject=subject,
+                space=key.space,
+                maps=group.result.maps(),
+                model=key.model,
+                session=key.session,
+                task=key.task,
+                den=key.den,
+                inputs=group.inputs,
+                runs=[r.name.removeprefix(f"sub-{subject}_") for r in group.runs],
+                tr=group.tr,
+                dummy_scans=max(group.dummy_scans, default=0),
+                design=group.combined.design,
+                fov_deg=group.fov_deg,
+                settings=dict(group.result.settings),
+                backend=backend_info(),
+                timings={**group.timings, **dict(group.result.timings)},
+                warnings=group.warnings,
+                surface=surface,
+                fmriprep_dir=Path(fmriprep)
+                if fmriprep
+                else opts.bids_dir / "derivatives" / "fmriprep",
+                data=group.combined.data,
+                predictions=group.result.predictions,
+                r2_threshold=opts.r2_threshold,
+                outputs=[str(p.relative_to(opts.output_dir)) for p in group.outputs],
+            )
+        )
+    path = write_participant_report(opts.output_dir, subject, contexts)
+    LOGGER.info("sub-%s: report %s", subject, path)
+
+
+def _make_progress() -> Callable[[str, int, int], None]:
+    try:
+        from prfmap.progress import make_progress
+    except ImportError:
+        return lambda stage, done, total: None
+    return make_progress()
+
+
+def _close(progress: Any) -> None:
+    close = getattr(progress, "close", None)
+    if callable(close):
+        close()
+
+
+@contextlib.contextmanager
+def _work_dir(work_dir: Path | None) -> Iterator[Path]:
+    if work_dir is not None:
+        work_dir.mkdir(parents=True, exist_ok=True)
+        yield work_dir
+        return
+    with tempfile.TemporaryDirectory(prefix="prfmap-work-") as tmp:
+        yield Path(tmp)
+
+
+@contextlib.contextmanager
+def _participant_log(output_dir: Path, subject: str) -> Iterator[Path]:
+    logs = output_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    path = logs / f"sub-{subject}_{time.strftime('%Y%m%d-%H%M%S')}.log"
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setLevel(logging.DEBUG)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+    root = logging.getLogger("prfmap")
+    root.addHandler(handler)
+    try:
+        yield path
+    finally:
+        root.removeHandler(handler)
+        handler.close()
