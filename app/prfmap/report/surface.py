@@ -229,6 +229,7 @@ def plot_surface_map(
     meshes: dict[str, Mesh],
     vmax: float | None,
     path: Path,
+    style: dict | None = None,
 ) -> Path:
     """Draw one parameter on both hemispheres (medial and posterior views).
 
@@ -244,6 +245,8 @@ def plot_surface_map(
         Top of the colour scale where ``SURFACE_MAPS`` leaves it open.
     path : Path
         Output PNG.
+    style : dict, optional
+        ``cmap``, ``vmin``, ``vmax`` of a label not in ``SURFACE_MAPS``.
 
     Returns
     -------
@@ -253,7 +256,7 @@ def plot_surface_map(
     import matplotlib.pyplot as plt
     from nilearn import plotting
 
-    style = SURFACE_MAPS[label]
+    style = style or SURFACE_MAPS[label]
     views = [(h, v) for h, v in VIEWS if h in meshes and h in values]
     fig, axes = plt.subplots(
         1,

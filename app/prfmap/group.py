@@ -1,0 +1,386 @@
+"""The group level: participants' maps in a shared template space combined vertex by vertex."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from prfmap import __version__
+from prfmap.derivatives import MAP_SUFFIX, OutputKey, write_json
+from prfmap.errors import BadDataError, MissingInputError
+
+log = logging.getLogger(__name__)
+
+TEMPLATE_SPACES = ("fsaverage", "fsaverage5", "fsaverage6", "fsLR")
+HEMIS = ("L", "R")
+STATISTICS = {
+    "polarangle": ("circmean", "deg", "circular mean of the polar angle"),
+    "eccentricity": ("median", "deg", "median eccentricity"),
+    "sigma": ("median", "deg", "median pRF size (sigma)"),
+    "r2": ("mean", "1", "mean variance explained over all participants with a finite r2"),
+}
+COUNT_DESCRIPTION = "participants contributing at the vertex: finite maps and r2 >= threshold"
+
+
+@dataclass(frozen=True)
+class FitKey:
+    """What participants must share to be combined: task, template space, density, model."""
+
+    task: str
+    space: str
+    den: str | None
+    model: str
+
+    def __str__(self) -> str:
+        den = f" den-{self.den}" if self.den else ""
+        return f"task-{self.task} space-{self.space}{den} model-{self.model}"
+
+
+@dataclass
+class ParticipantMaps:
+    """One participant's (and session's) maps of one fit, read per hemisphere.
+
+    Attributes
+    ----------
+    key : OutputKey
+        The entities of the fit.
+    files : list of Path
+        The files the maps come from.
+    maps : dict
+        Parameter label → hemisphere → (vertices,) float array.
+    """
+
+    key: OutputKey
+    files: list[Path] = field(default_factory=list)
+    maps: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+
+    @property
+    def fit(self) -> FitKey:
+        """The fit this map set belongs to."""
+        k = self.key
+        return FitKey(k.task, k.space, k.den, k.model)
+
+
+def _entities(name: str) -> tuple[dict[str, str], str, str] | None:
+    stem, dot, ext = name.partition(".")
+    *pairs, suffix = stem.split("_")
+    entities = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("-")
+        if not sep or not value:
+            return None
+        entities[key] = value
+    return entities, suffix, dot + ext
+
+
+def _output_key(entities: dict[str, str]) -> OutputKey | None:
+    required = ("sub", "task", "space", "model")
+    if any(k not in entities for k in required):
+        return None
+    return OutputKey(
+        subject=entities["sub"],
+        session=entities.get("ses"),
+        task=entities["task"],
+        space=entities["space"],
+        den=entities.get("den"),
+        res=entities.get("res"),
+        model=entities["model"],
+    )
+
+
+def _read_gifti_map(path: Path) -> np.ndarray:
+    from prfmap.io.bold import read_gifti
+
+    values = read_gifti(path)
+    if values.ndim != 2 or values.shape[1] != 1:
+        raise BadDataError(
+            f"{path} holds {values.shape[1]} maps, not one; re-run the participant level"
+        )
+    return values[:, 0].astype(np.float64)
+
+
+def _read_cifti_maps(path: Path) -> dict[str, dict[str, np.ndarray]]:
+    import nibabel as nib
+
+    from prfmap.report.context import SurfaceGeometry
+
+    try:
+        img = nib.load(str(path))
+        names = list(img.header.get_axis(0).name)
+        data = np.asarray(img.get_fdata(dtype=np.float32), dtype=np.float64)
+    except Exception as err:  # nibabel raises many kinds on corrupt files
+        raise BadDataError(f"cannot read {path} ({err}); re-run the participant level") from None
+    surface = SurfaceGeometry.from_cifti(path)
+    return {name: surface.split(data[i]) for i, name in enumerate(names)}
+
+
+def find_participant_maps(
+    output_dir: str | Path, participant_labels: Sequence[str] | None = None
+) -> list[ParticipantMaps]:
+    """Read every participant's surface maps under ``output_dir``.
+
+    Parameters
+    ----------
+    output_dir : str or Path
+        The BIDS-App output folder written by the participant level.
+    participant_labels : sequence of str, optional
+        Only these participants (with or without ``sub-``).
+
+    Returns
+    -------
+    list of ParticipantMaps
+        One per (participant, session, task, space, density, model), GIFTI (one file per
+        parameter and hemisphere) and CIFTI (one ``dscalar`` per fit, cortex only).
+        File names are checked against the participant level's naming
+        (:meth:`prfmap.derivatives.OutputKey.stem`); other files are ignored.
+    """
+    wanted = {p.removeprefix("sub-") for p in participant_labels} if participant_labels else None
+    found: dict[OutputKey, ParticipantMaps] = {}
+    for path in sorted(Path(output_dir).glob(f"sub-*/**/func/sub-*_{MAP_SUFFIX}.*")):
+        parsed = _entities(path.name)
+        if parsed is None:
+            continue
+        entities, _, ext = parsed
+        key = _output_key(entities)
+        if key is None or (wanted is not None and key.subject not in wanted):
+            continue
+        if ext == ".func.gii" and "hemi" in entities and "param" in entities:
+            hemi, param = entities["hemi"], entities["param"]
+            if f"{key.stem(hemi=hemi, param=param)}_{MAP_SUFFIX}{ext}" != path.name:
+                continue
+            entry = found.setdefault(key, ParticipantMaps(key))
+            entry.maps.setdefault(param, {})[hemi] = _read_gifti_map(path)
+            entry.files.append(path)
+        elif ext == ".dscalar.nii" and "param" not in entities:
+            if f"{key.stem()}_{MAP_SUFFIX}{ext}" != path.name:
+                continue
+            entry = found.setdefault(key, ParticipantMaps(key))
+            entry.maps.update(_read_cifti_maps(path))
+            entry.files.append(path)
+    return list(found.values())
+
+
+def combine(stacks: dict[str, np.ndarray], r2_threshold: float) -> dict[str, np.ndarray]:
+    """Combine (participants, vertices) maps into group maps.
+
+    Parameters
+    ----------
+    stacks : dict of str to ndarray
+        ``polarangle``, ``eccentricity``, ``sigma`` and ``r2``, each (participants, vertices).
+    r2_threshold : float
+        A participant contributes at a vertex when its r² there is at least this and its
+        polar angle, eccentricity and sigma are finite.
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``polarangle`` (circular mean, degrees in (−180, 180]), ``eccentricity`` and ``sigma``
+        (medians), ``r2`` (mean over participants with a finite r², thresholded or not) and
+        ``count`` (contributing participants); NaN where nobody contributes.
+    """
+    r2 = stacks["r2"]
+    ok = np.isfinite(r2) & (r2 >= r2_threshold)
+    for label in ("polarangle", "eccentricity", "sigma"):
+        ok &= np.isfinite(stacks[label])
+    count = ok.sum(axis=0)
+    some = count > 0
+    angle = np.radians(np.where(ok, stacks["polarangle"], 0.0))
+    sin, cos = (np.where(ok, f(angle), 0.0).sum(axis=0) for f in (np.sin, np.cos))
+    polar = np.where(some, np.degrees(np.arctan2(sin, cos)), np.nan)
+    polar = np.where(polar == -180.0, 180.0, polar)
+    out = {"polarangle": polar}
+    for label in ("eccentricity", "sigma"):
+        masked = np.where(ok, stacks[label], np.nan)
+        med = np.full(masked.shape[1], np.nan)
+        med[some] = np.nanmedian(masked[:, some], axis=0)
+        out[label] = med
+    finite = np.isfinite(r2)
+    n_r2 = finite.sum(axis=0)
+    total = np.where(finite, r2, 0.0).sum(axis=0)
+    out["r2"] = np.where(n_r2 > 0, total / np.maximum(n_r2, 1), np.nan)
+    out["count"] = count.astype(np.float64)
+    return out
+
+
+def _spaces_message(sets: list[ParticipantMaps], subjects: list[str]) -> str:
+    spaces: dict[str, set[str]] = defaultdict(set)
+    for s in sets:
+        spaces[s.key.subject].add(s.key.space + (f" den-{s.key.den}" if s.key.den else ""))
+    listing = "; ".join(
+        f"sub-{sub}: {', '.join(sorted(spaces[sub])) or 'no surface maps'}" for sub in subjects
+    )
+    return (
+        f"no template space ({', '.join(TEMPLATE_SPACES)}) holds maps of every participant "
+        f"({listing}); re-run the participant level with a shared --output-space, or select "
+        "participants with --participant-label"
+    )
+
+
+def _group_name(key: OutputKey, hemi: str, param: str | None, stat: str) -> str:
+    stem = key.stem(hemi=hemi, param=param)
+    drop = (f"sub-{key.subject}_", f"ses-{key.session}_" if key.session else "")
+    for prefix in drop:
+        stem = stem.removeprefix(prefix)
+    return f"{stem}_stat-{stat}_{MAP_SUFFIX}.func.gii"
+
+
+def _stack(sets: list[ParticipantMaps], label: str, hemi: str) -> np.ndarray:
+    arrays = []
+    for s in sets:
+        values = s.maps.get(label, {}).get(hemi)
+        if values is None:
+            raise BadDataError(
+                f"sub-{s.key.subject} has no {label} map for hemisphere {hemi} in "
+                f"{s.fit}; re-run its participant level"
+            )
+        arrays.append(values)
+    sizes = {a.size for a in arrays}
+    if len(sizes) != 1:
+        listing = ", ".join(
+            f"sub-{s.key.subject}: {a.size}" for s, a in zip(sets, arrays, strict=True)
+        )
+        raise BadDataError(f"hemisphere {hemi} vertex counts differ in {sets[0].fit} ({listing})")
+    return np.stack(arrays)
+
+
+@dataclass
+class GroupResult:
+    """What one fit's group maps hold, for the group report."""
+
+    fit: FitKey
+    subjects: list[str]
+    maps: dict[str, dict[str, np.ndarray]]
+    files: list[Path]
+    r2_threshold: float
+
+
+def run_group(
+    output_dir: str | Path,
+    *,
+    participant_labels: Sequence[str] | None = None,
+    r2_threshold: float = 0.1,
+    report: bool = True,
+) -> list[GroupResult]:
+    """Write group maps of every fit that all participants share in a template space.
+
+    Parameters
+    ----------
+    output_dir : str or Path
+        The BIDS-App output folder holding the participants' maps.
+    participant_labels : sequence of str, optional
+        Only these participants; default: every participant with maps.
+    r2_threshold : float
+        A participant contributes at a vertex when its r² there is at least this.
+    report : bool
+        Also write ``<output_dir>/group.html``.
+
+    Returns
+    -------
+    list of GroupResult
+        One per shared fit (task, space, density, model).
+
+    Raises
+    ------
+    MissingInputError
+        No participant maps under ``output_dir``.
+    BadDataError
+        No fit in a template space shared by every participant (the message lists each
+        participant's spaces), or maps that do not line up.
+    """
+    output_dir = Path(output_dir)
+    sets = find_participant_maps(output_dir, participant_labels)
+    subjects = sorted({s.key.subject for s in sets})
+    if participant_labels:
+        missing = sorted({p.removeprefix("sub-") for p in participant_labels} - set(subjects))
+        if missing:
+            raise MissingInputError(
+                f"no maps of {', '.join('sub-' + m for m in missing)} under {output_dir}; "
+                "run the participant level for them first"
+            )
+    if not subjects:
+        raise MissingInputError(
+            f"no participant maps (*_{MAP_SUFFIX}.func.gii or .dscalar.nii) under {output_dir}; "
+            "run the participant level first"
+        )
+    by_fit: dict[FitKey, list[ParticipantMaps]] = defaultdict(list)
+    for s in sets:
+        if s.key.space in TEMPLATE_SPACES:
+            by_fit[s.fit].append(s)
+    shared = {
+        fit: members
+        for fit, members in by_fit.items()
+        if {m.key.subject for m in members} == set(subjects)
+    }
+    if not shared:
+        raise BadDataError(_spaces_message(sets, subjects))
+    results = [
+        _write_fit(
+            output_dir,
+            fit,
+            sorted(members, key=lambda m: (m.key.subject, m.key.session or "")),
+            subjects,
+            r2_threshold,
+        )
+        for fit, members in sorted(shared.items(), key=lambda item: str(item[0]))
+    ]
+    if report:
+        from prfmap.report.group import write_group_report
+
+        write_group_report(output_dir, results)
+    return results
+
+
+def _write_fit(
+    output_dir: Path,
+    fit: FitKey,
+    members: list[ParticipantMaps],
+    subjects: list[str],
+    r2_threshold: float,
+) -> GroupResult:
+    from prfmap.io.bold import GiftiGeometry
+
+    per_hemi = {
+        hemi: combine({label: _stack(members, label, hemi) for label in STATISTICS}, r2_threshold)
+        for hemi in HEMIS
+    }
+    geometry = GiftiGeometry(hemis={h: per_hemi[h]["count"].size for h in HEMIS})
+    key = members[0].key
+    group_dir = output_dir / "group"
+    sources = [str(p.relative_to(output_dir)) for m in members for p in m.files]
+    written: list[Path] = []
+    outputs = [(label, label, *STATISTICS[label]) for label in STATISTICS]
+    outputs.append(("count", None, "count", "1", COUNT_DESCRIPTION))
+    for label, param, stat, units, description in outputs:
+        values = np.concatenate([per_hemi[h][label] for h in HEMIS])
+        names = {h: _group_name(key, h, param, stat) for h in HEMIS}
+        paths = geometry.write_maps(
+            {label: values},
+            lambda h, n=names: group_dir / n[h],
+            {"Statistic": stat, "Parameter": param or "count"},
+        )
+        for path in paths:
+            write_json(
+                path.with_name(path.name.replace(".func.gii", ".json")),
+                {
+                    "Parameter": param or "count",
+                    "Statistic": stat,
+                    "Units": units,
+                    "Description": description,
+                    "Task": fit.task,
+                    "Space": fit.space,
+                    "Density": fit.den,
+                    "Model": fit.model,
+                    "R2Threshold": r2_threshold,
+                    "Participants": [f"sub-{s}" for s in subjects],
+                    "Sources": sources,
+                    "GeneratedBy": {"Name": "prfmap", "Version": __version__},
+                },
+            )
+            written.append(path)
+    log.info("group maps of %s written for %d participants", fit, len(subjects))
+    return GroupResult(fit, subjects, per_hemi, written, r2_threshold)

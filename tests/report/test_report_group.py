@@ -1,0 +1,148 @@
+"""The group level: participants' template-space maps combined, with sidecars and group.html."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import pytest
+
+from prfmap.derivatives import OutputKey
+from prfmap.errors import BadDataError, ExitCode, MissingInputError
+from prfmap.group import combine, find_participant_maps, run_group
+from prfmap.io.bold import GiftiGeometry
+
+N = 10242
+
+
+def write_maps(output_dir: Path, subject: str, space: str, maps: dict[str, np.ndarray]) -> None:
+    """Write one participant's maps as the participant level names them, one file per param."""
+    key = OutputKey(subject, None, "bar", space, None, None, "gauss")
+    geometry = GiftiGeometry(hemis={"L": N, "R": N})
+    func = key.func_dir(output_dir)
+    for label, values in maps.items():
+        geometry.write_maps(
+            {label: values},
+            lambda hemi, lab=label: func / f"{key.stem(hemi=hemi, param=lab)}_boldmap.func.gii",
+        )
+
+
+def participant(rng: np.random.Generator, angle: float, r2: float) -> dict[str, np.ndarray]:
+    units = 2 * N
+    x = rng.uniform(-8, 8, units)
+    y = rng.uniform(-8, 8, units)
+    out = {
+        "x": x,
+        "y": y,
+        "sigma": rng.uniform(0.5, 3, units),
+        "r2": np.full(units, r2),
+        "polarangle": np.degrees(np.arctan2(y, x)),
+        "eccentricity": np.hypot(x, y),
+    }
+    out["polarangle"][:10] = angle
+    return out
+
+
+def test_combine_statistics() -> None:
+    stacks = {
+        "polarangle": np.array([[170.0, 10.0, 40.0], [-170.0, 30.0, 50.0], [175.0, 20.0, np.nan]]),
+        "eccentricity": np.array([[1.0, 2.0, 3.0], [3.0, 4.0, 5.0], [8.0, 6.0, 1.0]]),
+        "sigma": np.array([[0.5, 1.0, 1.0], [1.5, 2.0, 2.0], [2.5, 9.0, 3.0]]),
+        "r2": np.array([[0.5, 0.5, 0.05], [0.4, 0.6, 0.05], [0.3, 0.05, 0.5]]),
+    }
+    out = combine(stacks, r2_threshold=0.1)
+    np.testing.assert_allclose(out["count"], [3, 2, 0])
+    assert abs(abs(out["polarangle"][0]) - 178.33) < 0.05  # across the ±180° seam, not 58°
+    np.testing.assert_allclose(out["polarangle"][1], 20.0, atol=1e-9)
+    assert np.isnan(out["polarangle"][2]) and np.isnan(out["eccentricity"][2])
+    np.testing.assert_allclose(out["eccentricity"][:2], [3.0, 3.0])
+    np.testing.assert_allclose(out["sigma"][:2], [1.5, 1.5])
+    np.testing.assert_allclose(out["r2"], [0.4, 0.3833333333, 0.2])
+
+
+@pytest.fixture(scope="module")
+def two_participants(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("out")
+    rng = np.random.default_rng(3)
+    a = participant(rng, 170.0, 0.6)
+    b = participant(rng, -170.0, 0.4)
+    b["r2"][N : N + 100] = 0.01
+    write_maps(out, "01", "fsaverage5", a)
+    write_maps(out, "02", "fsaverage5", b)
+    write_maps(out, "02", "fsnative", participant(rng, 0.0, 0.5))
+    return out
+
+
+def test_group_maps_sidecars_and_report(two_participants: Path) -> None:
+    out = two_participants
+    results = run_group(out, r2_threshold=0.1)
+    assert len(results) == 1 and results[0].subjects == ["01", "02"]
+    group = out / "group"
+    stem = "task-bar_hemi-{h}_space-fsaverage5_model-gauss"
+    for hemi in ("L", "R"):
+        for param, stat in (
+            ("polarangle", "circmean"),
+            ("eccentricity", "median"),
+            ("sigma", "median"),
+            ("r2", "mean"),
+        ):
+            path = group / f"{stem.format(h=hemi)}_param-{param}_stat-{stat}_boldmap.func.gii"
+            assert path.is_file(), path
+            sidecar = json.loads(
+                path.with_name(path.name.replace(".func.gii", ".json")).read_text()
+            )
+            assert sidecar["Statistic"] == stat and sidecar["Participants"] == ["sub-01", "sub-02"]
+            assert sidecar["R2Threshold"] == 0.1
+        assert (group / f"{stem.format(h=hemi)}_stat-count_boldmap.func.gii").is_file()
+    polar = nib.load(
+        group / f"{stem.format(h='L')}_param-polarangle_stat-circmean_boldmap.func.gii"
+    )
+    values = polar.agg_data()
+    assert values.shape == (N,)
+    np.testing.assert_allclose(np.abs(values[:10]), 180.0, atol=1e-3)
+    count_r = nib.load(group / f"{stem.format(h='R')}_stat-count_boldmap.func.gii").agg_data()
+    np.testing.assert_array_equal(count_r[:100], 1)
+    np.testing.assert_array_equal(count_r[100:], 2)
+    r2_l = nib.load(group / f"{stem.format(h='L')}_param-r2_stat-mean_boldmap.func.gii").agg_data()
+    np.testing.assert_allclose(r2_l, 0.5, atol=1e-6)
+    html = (out / "group.html").read_text()
+    assert "sub-01, sub-02" in html and "nilearn" in html
+    for src in __import__("re").findall(r'<img src="([^"]+)"', html):
+        assert (out / src).stat().st_size > 0, src
+    assert html.count("<img ") == 6
+
+
+def test_no_common_space(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    write_maps(tmp_path, "01", "fsaverage5", participant(rng, 0.0, 0.5))
+    write_maps(tmp_path, "02", "fsnative", participant(rng, 0.0, 0.5))
+    with pytest.raises(BadDataError) as info:
+        run_group(tmp_path)
+    assert info.value.exit_code == ExitCode.BAD_DATA == 65
+    message = str(info.value)
+    assert "sub-01: fsaverage5" in message and "sub-02: fsnative" in message
+    assert "\n" not in message
+    assert not (tmp_path / "group").exists() and not (tmp_path / "group.html").exists()
+
+
+def test_no_maps_and_missing_participant(two_participants: Path, tmp_path: Path) -> None:
+    with pytest.raises(MissingInputError, match="run the participant level first"):
+        run_group(tmp_path)
+    with pytest.raises(MissingInputError, match="sub-07"):
+        run_group(two_participants, participant_labels=["01", "07"], report=False)
+
+
+def test_foreign_files_are_ignored(two_participants: Path) -> None:
+    func = two_participants / "sub-01" / "func"
+    (func / "sub-01_task-bar_hemi-L_space-fsaverage5_param-x_boldmap.func.gii").write_bytes(b"")
+    sets = find_participant_maps(two_participants, ["01"])
+    assert len(sets) == 1 and set(sets[0].maps) == {
+        "x",
+        "y",
+        "sigma",
+        "r2",
+        "polarangle",
+        "eccentricity",
+    }
