@@ -1,0 +1,135 @@
+"""Derivative names, sidecars, dataset_description and atomic, race-safe writing."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from prfmap.derivatives import (
+    OutputKey,
+    dataset_description,
+    map_sidecar,
+    param_label,
+    publish,
+    staging,
+    write_dataset_files,
+    write_if_absent,
+    write_json,
+)
+
+
+def key(**kw) -> OutputKey:
+    base = dict(subject="01", session=None, task="bar", space="fsaverage5", den=None, res=None,
+                model="gauss")  # fmt: skip
+    return OutputKey(**{**base, **kw})
+
+
+def test_gifti_map_name_follows_design() -> None:
+    stem = key().stem(hemi="L", param="sigma")
+    assert stem == "sub-01_task-bar_hemi-L_space-fsaverage5_model-gauss_param-sigma"
+
+
+def test_session_density_and_folder() -> None:
+    k = key(session="pre", space="fsLR", den="32k", model="css")
+    assert k.stem(hemi="R", param="n") == (
+        "sub-01_ses-pre_task-bar_hemi-R_space-fsLR_den-32k_model-css_param-n"
+    )
+    assert k.func_dir(Path("/out")) == Path("/out/sub-01/ses-pre/func")
+    assert key().func_dir(Path("/out")) == Path("/out/sub-01/func")
+
+
+def test_cifti_and_volume_and_series_names() -> None:
+    assert key(space="fsLR", den="91k").stem() == "sub-01_task-bar_space-fsLR_den-91k_model-gauss"
+    assert key(space="MNI152NLin2009cAsym", res="2").stem(param="r2") == (
+        "sub-01_task-bar_space-MNI152NLin2009cAsym_res-2_model-gauss_param-r2"
+    )
+    assert key().stem(hemi="L", desc="prediction") == (
+        "sub-01_task-bar_hemi-L_space-fsaverage5_desc-prediction_model-gauss"
+    )
+
+
+def test_param_labels_drop_underscores() -> None:
+    assert param_label("sigma_surround") == "sigmasurround"
+    assert param_label("baseline_norm") == "baselinenorm"
+
+
+def test_map_sidecar_content() -> None:
+    settings = {"model": "gauss", "refine": "lm", "hrf": "spm canonical", "backend": "jax"}
+    side = map_sidecar("polarangle", "gauss", settings, {"Device": "cpu", "Timings": {"fit": 1.0}})
+    assert side["Parameter"] == "polarangle" and side["Units"] == "deg"
+    assert "counter-clockwise" in side["PolarAngleConvention"]
+    assert "x to the right, y up" in side["VisualFieldCoordinates"]
+    assert side["HRF"] == "spm canonical" and side["FitSettings"]["refine"] == "lm"
+    assert side["Device"] == "cpu" and side["Timings"] == {"fit": 1.0}
+    json.dumps(side)
+    cifti = map_sidecar(None, "dog", settings, {"MapNames": ["x", "sigmasurround"]})
+    assert set(cifti["Parameters"]) == {"x", "sigmasurround"}
+    assert "MapNames" not in cifti
+
+
+def test_dataset_description_container(monkeypatch) -> None:
+    monkeypatch.setenv("PRFMAP_CONTAINER", "docker")
+    monkeypatch.setenv("PRFMAP_CONTAINER_IMAGE", "prfmap:0.1.0-jax")
+    desc = dataset_description([{"URL": "file:///data"}])
+    assert desc["DatasetType"] == "derivative"
+    gen = desc["GeneratedBy"][0]
+    assert gen["Name"] == "prfmap" and gen["Version"]
+    assert gen["Container"] == {"Type": "docker", "URI": "prfmap:0.1.0-jax"}
+    assert desc["SourceDatasets"] == [{"URL": "file:///data"}]
+
+
+def test_write_json_is_atomic_and_leaves_no_temporaries(tmp_path: Path) -> None:
+    import numpy as np
+
+    path = tmp_path / "a.json"
+    write_json(path, {"n": np.int64(3), "f": np.float32(0.5), "p": tmp_path})
+    assert json.loads(path.read_text()) == {"n": 3, "f": 0.5, "p": str(tmp_path)}
+
+    class Boom:
+        def __str__(self) -> str:
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        write_json(path, {"bad": Boom()})
+    assert json.loads(path.read_text())["n"] == 3
+    assert [p.name for p in tmp_path.iterdir()] == ["a.json"]
+
+
+def _race(args: tuple[str, int]) -> bool:
+    folder, i = args
+    return write_if_absent(Path(folder) / "dataset_description.json", f'{{"writer": {i}}}\n')
+
+
+def test_write_if_absent_has_one_winner_across_processes(tmp_path: Path) -> None:
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        created = pool.map(_race, [(str(tmp_path), i) for i in range(16)])
+    assert sum(created) == 1
+    content = json.loads((tmp_path / "dataset_description.json").read_text())
+    assert content["writer"] == created.index(True)
+    assert [p.name for p in tmp_path.iterdir()] == ["dataset_description.json"]
+
+
+def test_dataset_files(tmp_path: Path) -> None:
+    write_dataset_files(tmp_path, None)
+    assert "*_boldmap.*" in (tmp_path / ".bidsignore").read_text().splitlines()
+    first = (tmp_path / "dataset_description.json").read_text()
+    write_dataset_files(tmp_path, [{"URL": "file:///other"}])
+    assert (tmp_path / "dataset_description.json").read_text() == first
+
+
+def test_staging_publishes_all_or_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError), staging(out) as stage:
+        (stage / "sub-01" / "func").mkdir(parents=True)
+        (stage / "sub-01" / "func" / "a.txt").write_text("a")
+        raise RuntimeError("the writer failed half-way")
+    assert list(out.iterdir()) == []
+    with staging(out) as stage:
+        (stage / "sub-01" / "func").mkdir(parents=True)
+        (stage / "sub-01" / "func" / "a.txt").write_text("a")
+        published = publish(stage, out)
+    assert published == [out / "sub-01" / "func" / "a.txt"]
+    assert sorted(p.name for p in out.iterdir()) == ["sub-01"]
