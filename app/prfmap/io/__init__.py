@@ -1,0 +1,1 @@
+"""Input and output: pybids queries, BOLD readers and writers, stimulus apertures."""

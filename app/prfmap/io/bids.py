@@ -1,0 +1,677 @@
+"""Find the runs to fit: pybids queries over a raw BIDS dataset and its fMRIPrep derivatives."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from prfmap.errors import (
+    BadDataError,
+    MissingInputError,
+    NoFilesSelectedError,
+    NotBIDSError,
+    UsageError,
+)
+
+logger = logging.getLogger(__name__)
+
+Kind = Literal["gifti", "cifti", "volume"]
+SURFACE_SPACES = ("fsnative", "fsaverage", "fsaverage6", "fsaverage5", "fsLR")
+# Default space when none is given: surfaces first, then anatomical, then templates.
+_PREFERENCE = ("fsnative", "fsaverage", "fsaverage6", "fsaverage5", "fsLR:den-91k", "fsLR:den-32k")
+_LEGACY_DEN = {"fsaverage5": "10k", "fsaverage6": "41k"}
+_RUN_ENTITIES = ("subject", "session", "task", "acquisition", "ceagent", "reconstruction",
+                 "direction", "run", "echo")
+_KEPT_ENTITIES = (*_RUN_ENTITIES, "space", "res", "den")
+_BOLD_EXTENSIONS = (".func.gii", ".dtseries.nii", ".nii.gz", ".nii")
+
+
+@dataclass(frozen=True)
+class RunInput:
+    """One preprocessed BOLD run and everything needed to fit it.
+
+    Attributes
+    ----------
+    subject, session, task : str, str or None, str
+        BIDS labels (without ``sub-``/``ses-``/``task-``).
+    run : int or None
+        Run index.
+    space : str
+        Space as in the file name (``fsaverage5``, ``fsLR``, ``T1w``, ``MNI152NLin2009cAsym``).
+    den : str or None
+        Density entity (``32k``, ``91k``), if any.
+    kind : {"gifti", "cifti", "volume"}
+        File format family.
+    bold : dict or pathlib.Path
+        GIFTI: ``{"L": path, "R": path}``; otherwise one path.
+    mask : pathlib.Path or None
+        Brain mask of a volume run (``desc-brain_mask``).
+    tr : float
+        Repetition time in seconds.
+    events : pathlib.Path or None
+        The raw dataset's ``events.tsv``.
+    confounds : pathlib.Path or None
+        fMRIPrep's ``desc-confounds_timeseries.tsv``.
+    stim_file : pathlib.Path or None
+        The aperture file named by the events (under ``bids_dir/stimuli``), or the override.
+    entities : dict
+        pybids entities of the BOLD file as strings (``subject``, ``session``, ``task``,
+        ``acquisition``, ``run`` (zero padding kept), ``space``, ``res``, ``den``, ...), without
+        ``hemi``, ``desc``, ``suffix``, ``extension`` — what output names are built from.
+    stim_file_index : tuple of int or None
+        0-based frame of ``stim_file`` shown in each volume, when the events give one row per
+        volume with a ``stim_file_index`` column (already converted from 1-based if needed).
+    """
+
+    subject: str
+    session: str | None
+    task: str
+    run: int | None
+    space: str
+    den: str | None
+    kind: Kind
+    bold: dict[str, Path] | Path
+    mask: Path | None
+    tr: float
+    events: Path | None
+    confounds: Path | None
+    stim_file: Path | None
+    entities: dict[str, str] = field(default_factory=dict)
+    stim_file_index: tuple[int, ...] | None = None
+
+    @property
+    def name(self) -> str:
+        """A readable run name, e.g. ``sub-01_ses-a_task-prf_run-1``."""
+        parts = [f"sub-{self.subject}"]
+        if self.session:
+            parts.append(f"ses-{self.session}")
+        parts.append(f"task-{self.task}")
+        if "acquisition" in self.entities:
+            parts.append(f"acq-{self.entities['acquisition']}")
+        if "run" in self.entities:
+            parts.append(f"run-{self.entities['run']}")
+        return "_".join(parts)
+
+    @property
+    def stimulus_key(self) -> str:
+        """Runs with equal keys saw the same stimulus (file and frame order) and are averaged."""
+        key = str(self.stim_file)
+        if self.stim_file_index is not None:
+            key += ":" + ",".join(map(str, self.stim_file_index))
+        return key
+
+    @property
+    def bold_files(self) -> list[Path]:
+        """The BOLD file(s) of the run, L before R for GIFTI."""
+        if isinstance(self.bold, dict):
+            return [self.bold[h] for h in sorted(self.bold)]
+        return [self.bold]
+
+
+@dataclass(frozen=True)
+class _SpaceQuery:
+    name: str
+    den: str | None
+    res: str | None
+    kind: Kind | None
+
+
+def parse_space_query(space: str) -> _SpaceQuery:
+    """Parse a space as fMRIPrep writes it and check it against TemplateFlow.
+
+    Parameters
+    ----------
+    space : str
+        e.g. ``fsaverage5``, ``fsaverage:den-10k``, ``fsLR`` (CIFTI 91k), ``fsLR:den-32k`` (GIFTI),
+        ``T1w``, ``MNI152NLin2009cAsym:res-2``.
+
+    Returns
+    -------
+    _SpaceQuery
+        Name, density, resolution and the file kind it implies (None for "any volume").
+
+    Raises
+    ------
+    UsageError
+        Unknown or malformed space.
+    """
+    from prfmap.cli.spaces import parse_space
+
+    try:
+        parsed = parse_space(space)
+    except ValueError as err:
+        raise UsageError(f"--space: {err}") from None
+    name, den, res = parsed.name, parsed.den, parsed.res
+    if name == "fsLR":
+        den = den or "91k"
+        return _SpaceQuery(name, den, None, "cifti" if den == "91k" else "gifti")
+    if name.startswith("fs"):
+        return _SpaceQuery(name, den, None, "gifti")
+    return _SpaceQuery(name, None, res, "volume")
+
+
+def _space_of(entities: Mapping[str, Any]) -> str:
+    """The space string of a file, fMRIPrep-style (legacy fsaverage names, fsLR with density)."""
+    space, den = str(entities.get("space", "")), entities.get("den")
+    if space == "fsaverage" and den:
+        legacy = {v: k for k, v in _LEGACY_DEN.items()}.get(str(den))
+        if legacy:
+            return legacy
+    if space == "fsLR":
+        return f"fsLR:den-{den or ('91k' if entities['extension'] == '.dtseries.nii' else '32k')}"
+    if entities.get("res"):
+        return f"{space}:res-{entities['res']}"
+    return space
+
+
+def _matches_space(entities: Mapping[str, Any], query: _SpaceQuery) -> bool:
+    space, den, ext = str(entities.get("space")), entities.get("den"), entities["extension"]
+    kind = _kind_of(ext)
+    if query.kind is not None and kind != query.kind:
+        return False
+    if query.name in _LEGACY_DEN:
+        return space == query.name or (space == "fsaverage" and den == _LEGACY_DEN[query.name])
+    if space != query.name:
+        return False
+    if query.name == "fsaverage" and den not in (None, "164k"):
+        return False
+    if query.name == "fsLR":
+        file_den = den or ("91k" if kind == "cifti" else "32k")
+        return file_den == query.den
+    if query.den is not None and den != query.den:
+        return False
+    return query.res is None or str(entities.get("res")) == query.res
+
+
+def _kind_of(extension: str) -> Kind:
+    if extension == ".func.gii":
+        return "gifti"
+    if extension == ".dtseries.nii":
+        return "cifti"
+    return "volume"
+
+
+def _strip(labels: Iterable[str] | None, prefix: str) -> list[str] | None:
+    if not labels:
+        return None
+    return [str(lab).removeprefix(prefix) for lab in labels]
+
+
+def _derivative_paths(
+    bids_dir: Path, derivatives: Mapping[str, Any] | Sequence[Any] | str | os.PathLike | None
+) -> list[Path]:
+    if derivatives is None or (isinstance(derivatives, (list, tuple, dict)) and not derivatives):
+        default = bids_dir / "derivatives" / "fmriprep"
+        if not default.is_dir():
+            raise MissingInputError(
+                f"no fMRIPrep derivatives at {default}; run fMRIPrep first or pass "
+                "--derivatives fmriprep=PATH"
+            )
+        paths = [default]
+    elif isinstance(derivatives, (str, os.PathLike)):
+        paths = [Path(derivatives)]
+    elif isinstance(derivatives, Mapping):
+        paths = [Path(p) for p in derivatives.values()]
+    else:
+        paths = [Path(d[1]) if isinstance(d, (tuple, list)) else Path(d) for d in derivatives]
+    for path in paths:
+        if not path.is_dir():
+            raise MissingInputError(
+                f"derivatives folder {path} does not exist; check --derivatives"
+            )
+        if not (path / "dataset_description.json").is_file():
+            raise MissingInputError(
+                f"{path} has no dataset_description.json; point --derivatives at fMRIPrep's "
+                "output folder"
+            )
+    return [p.absolute() for p in paths]
+
+
+def _load_filter(bids_filter: Mapping[str, Any] | str | os.PathLike | None) -> dict[str, Any]:
+    from bids.layout import Query
+
+    if bids_filter is None:
+        return {}
+    if not isinstance(bids_filter, Mapping):
+        path = Path(bids_filter)
+        try:
+            bids_filter = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            raise UsageError(f"--bids-filter-file {path}: cannot read it as JSON ({err})") from None
+        if not isinstance(bids_filter, Mapping):
+            raise UsageError(f"--bids-filter-file {path}: must hold a JSON object")
+    flt = bids_filter.get("bold", bids_filter)
+    if not isinstance(flt, Mapping):
+        raise UsageError("--bids-filter-file: the 'bold' entry must be an object of entities")
+    out: dict[str, Any] = {}
+    for key, value in flt.items():
+        if value is None:
+            out[key] = Query.NONE
+        elif value == "*":
+            out[key] = Query.ANY
+        else:
+            out[key] = value
+    return out
+
+
+def _layout(bids_dir: Path, derivative_paths: list[Path], work_dir: Path | None):
+    from bids import BIDSLayout
+
+    kwargs: dict[str, Any] = {}
+    if work_dir is not None:
+        db = Path(work_dir) / "bids_db"
+        db.mkdir(parents=True, exist_ok=True)
+        kwargs.update(database_path=db, reset_database=True)
+    try:
+        return BIDSLayout(
+            bids_dir, validate=False, derivatives=[str(p) for p in derivative_paths], **kwargs
+        )
+    except (ValueError, OSError) as err:
+        msg = " ".join(str(err).split())
+        raise MissingInputError(
+            f"pybids cannot index {bids_dir} or its derivatives: {msg}"
+        ) from None
+
+
+def _sidecar_chain(layout, entities: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge the raw dataset's ``*_bold.json`` sidecars that apply to a run (inheritance)."""
+    candidates = []
+    for f in layout.get(scope="raw", suffix="bold", extension=".json", task=entities["task"]):
+        ents = f.get_entities()
+        if all(
+            k not in ents or str(ents[k]) == str(entities.get(k))
+            for k in _RUN_ENTITIES
+        ):
+            depth = len(Path(f.path).relative_to(layout.root).parts)
+            candidates.append((depth, len(ents), f.path))
+    meta: dict[str, Any] = {}
+    for _, _, path in sorted(candidates):
+        try:
+            meta.update(json.loads(Path(path).read_text()))
+        except (OSError, ValueError) as err:
+            raise BadDataError(
+                f"sidecar {path} is not valid JSON ({err}); fix or remove it"
+            ) from None
+    return meta
+
+
+def _repetition_time(layout, bold_path: Path, entities: Mapping[str, Any], kind: Kind) -> float:
+    try:
+        meta = layout.get_metadata(str(bold_path))
+    except (ValueError, KeyError):
+        meta = {}
+    tr = meta.get("RepetitionTime")
+    if tr is None:
+        tr = _sidecar_chain(layout, entities).get("RepetitionTime")
+    if tr is None:
+        tr = _header_tr(bold_path, kind)
+    if tr is None:
+        raise MissingInputError(
+            f"no RepetitionTime for {bold_path.name}; add it to the run's *_bold.json sidecar"
+        )
+    try:
+        tr = float(tr)
+    except (TypeError, ValueError):
+        raise BadDataError(f"RepetitionTime of {bold_path.name} is not a number: {tr!r}") from None
+    if not tr > 0:
+        raise BadDataError(f"RepetitionTime of {bold_path.name} must be positive, got {tr}")
+    return tr
+
+
+def _header_tr(path: Path, kind: Kind) -> float | None:
+    import nibabel as nib
+
+    from prfmap.io.bold import READ_ERRORS
+
+    try:
+        img = nib.load(path)
+        if kind == "cifti":
+            axis = img.header.get_axis(0)
+            step = float(axis.step)
+            return step / 1000 if getattr(axis, "unit", "SECOND") == "MSEC" else step
+        if kind == "volume":
+            zooms = img.header.get_zooms()
+            units = img.header.get_xyzt_units()[1]
+            if len(zooms) > 3 and zooms[3] > 0:
+                return float(zooms[3]) / (1000 if units == "msec" else 1)
+    except READ_ERRORS:
+        return None
+    return None
+
+
+def _match_raw(layout, suffix: str, extension: str, entities: Mapping[str, Any]):
+    """Files of the raw dataset that apply to a run, most specific first."""
+    found = []
+    for f in layout.get(scope="raw", suffix=suffix, extension=extension, task=entities["task"]):
+        ents = f.get_entities()
+        if all(k not in ents or str(ents[k]) == str(entities.get(k)) for k in _RUN_ENTITIES):
+            found.append((-len(ents), f.path))
+    return [Path(p) for _, p in sorted(found)]
+
+
+def _match_derivative(layout, entities: Mapping[str, Any], **query) -> Path | None:
+    exact = {k: entities[k] for k in _RUN_ENTITIES if k in entities}
+    from bids.layout import Query
+
+    for k in _RUN_ENTITIES:
+        exact.setdefault(k, Query.NONE)
+    files = layout.get(scope="derivatives", return_type="filename", **exact, **query)
+    return Path(files[0]) if files else None
+
+
+def _read_events(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path, sep="\t", na_values=["n/a"], keep_default_na=True)
+    except (OSError, ValueError, pd.errors.ParserError) as err:
+        raise BadDataError(f"cannot read events file {path} ({err}); fix it") from None
+
+
+def _has_stim_file(path: Path) -> bool:
+    return "stim_file" in _read_events(path).columns
+
+
+def _index_base(events: Path, index: np.ndarray) -> int:
+    """0 or 1: the base of ``stim_file_index``, from events.json if it says, else the values."""
+    sidecar = events.with_suffix(".json")
+    if sidecar.is_file():
+        try:
+            text = json.dumps(json.loads(sidecar.read_text()).get("stim_file_index", "")).lower()
+        except (OSError, ValueError):
+            text = ""
+        if "1-based" in text or "one-based" in text:
+            return 1
+        if "0-based" in text or "zero-based" in text:
+            return 0
+    return 0 if (index == 0).any() else 1
+
+
+def _stimulus(
+    bids_dir: Path, events: Path
+) -> tuple[Path, tuple[int, ...] | None]:
+    table = _read_events(events)
+    if "stim_file" not in table.columns:
+        raise MissingInputError(
+            f"{events.name} has no stim_file column; name the aperture file in it or pass "
+            "--stimulus"
+        )
+    names = table["stim_file"].dropna().astype(str).unique()
+    if len(names) == 0:
+        raise MissingInputError(
+            f"the stim_file column of {events.name} is empty; name the aperture file in it or "
+            "pass --stimulus"
+        )
+    if len(names) > 1:
+        raise BadDataError(
+            f"{events.name} names {len(names)} different stim_files; prfmap needs one aperture "
+            "file per run (combine them, or pass --stimulus)"
+        )
+    stim = bids_dir / "stimuli" / names[0]
+    if not stim.is_file():
+        raise MissingInputError(
+            f"stim_file {names[0]} named in {events.name} not found at {stim}; add it under "
+            "stimuli/ or pass --stimulus"
+        )
+    index = None
+    if "stim_file_index" in table.columns:
+        col = pd.to_numeric(table["stim_file_index"], errors="coerce").to_numpy()
+        if not np.isfinite(col).all() or (col != np.round(col)).any() or (col < 0).any():
+            raise BadDataError(
+                f"stim_file_index of {events.name} must hold non-negative integers in every row"
+            )
+        col = col.astype(int)
+        index = tuple(int(i) for i in col - _index_base(events, col))
+    return stim, index
+
+
+def _group_bold(files) -> dict[tuple, list]:
+    groups: dict[tuple, list] = {}
+    for f in files:
+        ents = f.get_entities()
+        key = tuple(
+            (k, str(ents[k])) for k in sorted(ents) if k not in ("hemi", "extension", "suffix")
+        ) + (("extension", ents["extension"]),)
+        groups.setdefault(key, []).append(f)
+    return groups
+
+
+def find_inputs(
+    bids_dir: str | os.PathLike,
+    output_dir: str | os.PathLike | None = None,
+    *,
+    derivatives: Mapping[str, Any] | Sequence[Any] | str | os.PathLike | None = None,
+    participant_labels: Sequence[str] | None = None,
+    session_labels: Sequence[str] | None = None,
+    tasks: Sequence[str] | None = None,
+    runs: Sequence[int | str] | None = None,
+    space: str | None = None,
+    bids_filter: Mapping[str, Any] | str | os.PathLike | None = None,
+    work_dir: str | os.PathLike | None = None,
+    stimulus: str | os.PathLike | None = None,
+) -> list[RunInput]:
+    """Find the preprocessed BOLD runs to fit, with their TR, events, confounds and aperture.
+
+    Parameters
+    ----------
+    bids_dir : path-like
+        Root of the raw BIDS dataset (holds ``dataset_description.json``, ``stimuli/``).
+    output_dir : path-like, optional
+        prfmap's output folder (unused by the query; kept for the BIDS-Apps call signature).
+    derivatives : mapping, sequence or path, optional
+        fMRIPrep derivatives: ``{"fmriprep": path}``, ``[("fmriprep", path)]``, paths, or one
+        path. Default ``bids_dir/derivatives/fmriprep``.
+    participant_labels, session_labels : sequence of str, optional
+        Labels with or without ``sub-`` / ``ses-``.
+    tasks : sequence of str, optional
+        Task labels. Default: every task whose events name a ``stim_file`` (all tasks when
+        ``stimulus`` is given).
+    runs : sequence of int, optional
+        Run indices.
+    space : str, optional
+        fMRIPrep space string (``fsaverage5``, ``fsLR`` = CIFTI 91k, ``fsLR:den-32k`` = GIFTI,
+        ``T1w``, ``MNI152NLin2009cAsym:res-2``). Default: the first space present among fsnative,
+        fsaverage, fsaverage6, fsaverage5, fsLR 91k, fsLR 32k, then T1w and the templates.
+    bids_filter : mapping or path, optional
+        Extra pybids filters on the BOLD query, fMRIPrep-style (``{"bold": {...}}``) or flat;
+        ``null`` means "entity absent", ``"*"`` "any value".
+    work_dir : path-like, optional
+        The pybids database goes to ``work_dir/bids_db`` (rebuilt on every call).
+    stimulus : path-like, optional
+        An aperture file used for every run instead of the events' ``stim_file``.
+
+    Returns
+    -------
+    list of RunInput
+        Sorted by subject, session, task, run.
+
+    Raises
+    ------
+    NotBIDSError
+        ``bids_dir`` is missing or has no ``dataset_description.json``.
+    MissingInputError
+        No derivatives folder; a run lacks events, a stim_file, a mask, a TR or a hemisphere.
+    NoFilesSelectedError
+        The filters select no preprocessed BOLD.
+    UsageError
+        Unknown space or malformed filter file.
+    """
+    bids_dir = Path(bids_dir).expanduser().absolute()
+    if not bids_dir.is_dir():
+        raise NotBIDSError(f"bids_dir {bids_dir} does not exist; give the root of a BIDS dataset")
+    if not (bids_dir / "dataset_description.json").is_file():
+        raise NotBIDSError(
+            f"{bids_dir} is not a BIDS dataset (no dataset_description.json); give the root of "
+            "a BIDS dataset"
+        )
+    query = parse_space_query(space) if space else None
+    deriv_paths = _derivative_paths(bids_dir, derivatives)
+    extra = _load_filter(bids_filter)
+    layout = _layout(bids_dir, deriv_paths, Path(work_dir) if work_dir else None)
+
+    filters: dict[str, Any] = dict(extra)
+    if participant_labels:
+        filters["subject"] = _strip(participant_labels, "sub-")
+    if session_labels:
+        filters["session"] = _strip(session_labels, "ses-")
+    if tasks:
+        filters["task"] = _strip(tasks, "task-")
+    if runs:
+        filters["run"] = [int(str(r).removeprefix("run-")) for r in runs]
+    try:
+        bold = layout.get(
+            scope="derivatives", suffix="bold", extension=list(_BOLD_EXTENSIONS), **filters
+        )
+    except (ValueError, TypeError) as err:
+        raise UsageError(f"--bids-filter-file: invalid filter ({err})") from None
+    bold = [
+        f for f in bold
+        if _kind_of(f.get_entities()["extension"]) != "volume"
+        or f.get_entities().get("desc") == "preproc"
+    ]
+    where = ", ".join(str(p) for p in deriv_paths)
+    if not bold:
+        raise NoFilesSelectedError(_nothing_selected(layout, filters, where))
+
+    if query is not None:
+        selected = [f for f in bold if _matches_space(f.get_entities(), query)]
+        if not selected:
+            present = sorted({_space_of(f.get_entities()) for f in bold})
+            raise NoFilesSelectedError(
+                f"no preprocessed BOLD in space {space} under {where}; spaces present: "
+                f"{', '.join(present)} (choose one with --space)"
+            )
+    else:
+        present = {_space_of(f.get_entities()) for f in bold}
+        chosen = _default_space(present)
+        logger.info("fitting space %s (of %s); choose with --space", chosen, sorted(present))
+        selected = [f for f in bold if _space_of(f.get_entities()) == chosen]
+
+    stimulus_path = None
+    if stimulus is not None:
+        stimulus_path = Path(stimulus).expanduser().absolute()
+        if not stimulus_path.is_file():
+            raise MissingInputError(f"--stimulus {stimulus_path} does not exist")
+
+    inputs: list[RunInput] = []
+    skipped_tasks: set[str] = set()
+    for files in _group_bold(selected).values():
+        run = _make_run(layout, bids_dir, files, stimulus_path, explicit_tasks=bool(tasks))
+        if run is None:
+            skipped_tasks.add(files[0].get_entities()["task"])
+            continue
+        inputs.append(run)
+    if not inputs:
+        raise MissingInputError(
+            f"no events.tsv with a stim_file column for task(s) {', '.join(sorted(skipped_tasks))}"
+            f" in {bids_dir}; name the aperture in the events' stim_file column or pass --stimulus"
+        )
+    if skipped_tasks:
+        logger.info("skipping task(s) without stim_file in their events: %s", sorted(skipped_tasks))
+    inputs.sort(key=lambda r: (r.subject, r.session or "", r.task, r.run or 0, r.name))
+    return inputs
+
+
+def _default_space(present: set[str]) -> str:
+    for name in _PREFERENCE:
+        if name in present:
+            return name
+    volumes = sorted(present)
+    return next((s for s in volumes if s.split(":")[0] == "T1w"), volumes[0])
+
+
+def _nothing_selected(layout, filters: Mapping[str, Any], where: str) -> str:
+    subjects = layout.get_subjects(scope="derivatives")
+    if "subject" in filters and not set(filters["subject"]) & set(subjects):
+        return (
+            f"participant(s) {', '.join(filters['subject'])} have no preprocessed BOLD under "
+            f"{where}; participants present: {', '.join(subjects) or 'none'}"
+        )
+    shown = {k: v for k, v in filters.items() if isinstance(v, (str, int, list))}
+    desc = ", ".join(f"{k}={v}" for k, v in shown.items()) or "no filters"
+    return (
+        f"no preprocessed BOLD (*_bold.func.gii, *_bold.dtseries.nii, *_desc-preproc_bold.nii.gz) "
+        f"under {where} matches {desc}; check the participant, session, task and run options"
+    )
+
+
+def _make_run(
+    layout, bids_dir: Path, files, stimulus: Path | None, *, explicit_tasks: bool
+) -> RunInput | None:
+    ents = files[0].get_entities()
+    ext = ents["extension"]
+    kind = _kind_of(ext)
+    path0 = Path(files[0].path)
+    entities = {k: str(ents[k]) for k in _KEPT_ENTITIES if k in ents}
+    if kind == "gifti":
+        hemis = {str(f.get_entities().get("hemi")): Path(f.path) for f in files}
+        missing = [h for h in ("L", "R") if h not in hemis]
+        if missing:
+            raise MissingInputError(
+                f"{path0.name}: no hemi-{missing[0]} file next to it; prfmap needs both "
+                "hemispheres (re-run fMRIPrep's surface outputs)"
+            )
+        bold: dict[str, Path] | Path = {"L": hemis["L"], "R": hemis["R"]}
+    else:
+        bold = path0
+    mask = None
+    if kind == "volume":
+        mask = _match_derivative(
+            layout, ents, suffix="mask", desc="brain", space=ents["space"],
+            extension=[".nii.gz", ".nii"], res=ents.get("res", _none()),
+            den=ents.get("den", _none()),
+        )
+        if mask is None:
+            raise MissingInputError(
+                f"no brain mask (*_desc-brain_mask.nii.gz) next to {path0.name}; fMRIPrep writes "
+                "one per run and space"
+            )
+    events_list = _match_raw(layout, "events", ".tsv", ents)
+    events = events_list[0] if events_list else None
+    stim_index = None
+    if stimulus is not None:
+        stim_file = stimulus
+    else:
+        if events is None or not _has_stim_file(events):
+            if not explicit_tasks:
+                return None
+            if events is None:
+                raise MissingInputError(
+                    f"no events.tsv for {path0.name} in {bids_dir}; add one with a stim_file "
+                    "column or pass --stimulus"
+                )
+        stim_file, stim_index = _stimulus(bids_dir, events)
+    confounds = _match_derivative(
+        layout, ents, suffix="timeseries", desc="confounds", extension=".tsv"
+    )
+    tr = _repetition_time(layout, path0, ents, kind)
+    run = ents.get("run")
+    return RunInput(
+        subject=str(ents["subject"]),
+        session=str(ents["session"]) if "session" in ents else None,
+        task=str(ents["task"]),
+        run=int(run) if run is not None else None,
+        space=str(ents["space"]),
+        den=str(ents["den"]) if "den" in ents else None,
+        kind=kind,
+        bold=bold,
+        mask=mask,
+        tr=tr,
+        events=events,
+        confounds=confounds,
+        stim_file=stim_file,
+        entities=entities,
+        stim_file_index=stim_index,
+    )
+
+
+def _none():
+    from bids.layout import Query
+
+    return Query.NONE
