@@ -14,6 +14,7 @@ from prfmap.cli.parser import build_parser
 from prfmap.errors import ExitCode, NotBIDSError, PrfmapError, UsageError
 
 LOGGER = logging.getLogger("prfmap")
+BACKEND_PACKAGES = {"jax": "jax", "torch": "torch", "tensorflow": "tensorflow"}
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS",
     "MKL_NUM_THREADS",
@@ -169,8 +170,17 @@ def _select_backend(opts: Namespace) -> None:
             )
         os.environ["CUDA_VISIBLE_DEVICES"] = visible[index] if visible else str(index)
     name = opts.backend or os.environ.get("KERAS_BACKEND") or "jax"
-    from prfmap.engine.backend import select_backend
-
+    if "keras" not in sys.modules:
+        os.environ["KERAS_BACKEND"] = name
+    try:
+        from prfmap.engine.backend import select_backend
+    except ImportError as err:
+        if (err.name or "").partition(".")[0] != BACKEND_PACKAGES.get(name):
+            raise
+        raise UsageError(
+            f"backend {name!r} is not installed: pip install 'prfmap[{name}]' "
+            "or use a container image built for it"
+        ) from None
     select_backend(name)
     opts.backend = name
     if opts.nprocs and name == "torch":

@@ -1,0 +1,104 @@
+"""Helpers of the command-line tests: run ``prfmap`` in a subprocess, synthetic datasets."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import prfmap
+
+APP_DIR = Path(prfmap.__file__).resolve().parents[1]
+HIDE_SHIM = """import sys
+from importlib.machinery import PathFinder
+
+HIDDEN = set({hidden!r})
+
+
+class HidingPathFinder(PathFinder):
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        if fullname.partition(".")[0] in HIDDEN:
+            return None
+        return PathFinder.find_spec(fullname, path, target)
+
+
+sys.meta_path[:] = [HidingPathFinder if f is PathFinder else f for f in sys.meta_path]
+"""
+
+
+def subprocess_env(backend: str = "jax", hide: tuple[str, ...] = (), tmp: Path | None = None):
+    """Environment for a ``prfmap`` subprocess on ``backend``, optionally hiding packages.
+
+    A ``sitecustomize`` module replaces the path finder by one that does not find the hidden
+    packages, so ``import`` fails and ``importlib.util.find_spec`` returns None for them, exactly
+    as when they are not installed.
+    """
+    env = dict(os.environ)
+    paths = [str(APP_DIR)]
+    if hide:
+        assert tmp is not None
+        shim = tmp / "hide-shim"
+        shim.mkdir(exist_ok=True)
+        (shim / "sitecustomize.py").write_text(HIDE_SHIM.format(hidden=sorted(hide)))
+        paths.insert(0, str(shim))
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["KERAS_BACKEND"] = backend
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env
+
+
+def run_prfmap(
+    *args: str | Path, backend: str = "jax", hide: tuple[str, ...] = (), tmp: Path | None = None,
+    timeout: float = 900,
+) -> subprocess.CompletedProcess:
+    """Run ``python -m prfmap.cli.run ARGS`` and return the completed process (text output)."""
+    return subprocess.run(
+        [sys.executable, "-m", "prfmap.cli.run", *map(str, args)],
+        env=subprocess_env(backend, hide, tmp),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def output_files(output_dir: Path) -> list[str]:
+    """Files under ``output_dir`` (relative, sorted); empty when it does not exist."""
+    if not output_dir.exists():
+        return []
+    return sorted(str(p.relative_to(output_dir)) for p in output_dir.rglob("*") if p.is_file())
+
+
+def only_logs(output_dir: Path) -> bool:
+    """True when ``output_dir`` holds nothing but log files (or does not exist)."""
+    return all(f.startswith("logs/") and f.endswith(".log") for f in output_files(output_dir))
+
+
+def synthesise(out: Path, *args: str) -> Path:
+    """Run ``prfmap-synth OUT ARGS`` in-process and return the BIDS root."""
+    from prfmap.cli.synth import main as synth_main
+
+    code = synth_main([str(out), *args])
+    assert code == 0, f"prfmap-synth {' '.join(args)} failed with {code}"
+    return out
+
+
+@pytest.fixture(scope="session")
+def small_synth(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small fsaverage5 synthetic dataset (one participant, two runs), made once."""
+    return synthesise(tmp_path_factory.mktemp("synth") / "bids", "--subjects", "1", "--runs", "2")
+
+
+@pytest.fixture
+def bids_copy(small_synth: Path, tmp_path: Path) -> Path:
+    """A private copy of :func:`small_synth` that a test may break."""
+    dest = tmp_path / "bids"
+    shutil.copytree(small_synth, dest)
+    return dest
