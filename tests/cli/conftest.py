@@ -55,7 +55,10 @@ def subprocess_env(backend: str = "jax", hide: tuple[str, ...] = (), tmp: Path |
 
 
 def run_prfmap(
-    *args: str | Path, backend: str = "jax", hide: tuple[str, ...] = (), tmp: Path | None = None,
+    *args: str | Path,
+    backend: str = "jax",
+    hide: tuple[str, ...] = (),
+    tmp: Path | None = None,
     timeout: float = 900,
 ) -> subprocess.CompletedProcess:
     """Run ``python -m prfmap.cli.run ARGS`` and return the completed process (text output)."""

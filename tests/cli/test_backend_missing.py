@@ -18,9 +18,7 @@ def test_backend_not_installed(tmp_path: Path, backend: str, package: str) -> No
         json.dumps({"Name": "x", "BIDSVersion": "1.9.0"})
     )
     out = tmp_path / "out"
-    proc = run_prfmap(
-        bids, out, "participant", "--backend", backend, hide=(package,), tmp=tmp_path
-    )
+    proc = run_prfmap(bids, out, "participant", "--backend", backend, hide=(package,), tmp=tmp_path)
     assert proc.returncode == 64, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert lines[-1].startswith("prfmap: error: ")
