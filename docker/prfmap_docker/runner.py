@@ -137,7 +137,7 @@ def resolve_image(client: Any, backend: str, image: str | None, log: BinaryIO) -
         reason = " ".join(str(err).split())
         raise LauncherError(
             f"image {name} is neither here nor pullable ({reason}); build it with "
-            f"'docker buildx bake -f docker/docker-bake.hcl {backend}'",
+            f"'docker buildx bake -f docker/docker-bake.json {backend}'",
             EXIT_NO_IMAGE,
         ) from None
     return name

@@ -1,0 +1,327 @@
+"""Preprocessing of BOLD runs: dummy scans, DCT high-pass, percent signal change, confounds,
+and averaging or concatenating runs."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.linalg import block_diag
+
+from prfmap.errors import BadDataError, MissingInputError, UsageError
+
+NON_STEADY_PREFIX = "non_steady_state_outlier"
+
+
+@dataclass(frozen=True)
+class PreprocessedRun:
+    """A preprocessed run.
+
+    Attributes
+    ----------
+    data : ndarray
+        float32 (units, frames) percent signal change with the nuisance regressors (and the
+        mean) removed; NaN rows for units that cannot be used.
+    nuisance : ndarray
+        float64 (frames, k) regressors that were removed, without the constant.
+    """
+
+    data: np.ndarray
+    nuisance: np.ndarray
+
+
+@dataclass(frozen=True)
+class CombinedData:
+    """Runs averaged (same stimulus) and concatenated (different stimuli).
+
+    Attributes
+    ----------
+    data : ndarray
+        float32 (units, frames).
+    nuisance : ndarray
+        float64 (frames, k) orthonormal regressors removed from the data, orthogonal to a
+        constant; block-diagonal over concatenated runs, with one constant per run after the
+        first (the engine always adds the global constant).
+    design : ndarray
+        float32 (frames, rows, cols) aperture of the concatenated runs.
+    run_lengths : list of int
+        Frames of each concatenated run.
+    """
+
+    data: np.ndarray
+    nuisance: np.ndarray
+    design: np.ndarray
+    run_lengths: list[int]
+
+
+def dct_basis(n_frames: int, tr: float, high_pass_hz: float) -> np.ndarray:
+    """Discrete cosine basis of the drifts below a cut-off frequency (SPM's ``spm_dctmtx``).
+
+    Parameters
+    ----------
+    n_frames : int
+        Number of volumes.
+    tr : float
+        Repetition time, seconds.
+    high_pass_hz : float
+        Cut-off in Hz; cosines of frequency ``k / (2 n_frames tr) <= high_pass_hz`` are
+        returned. 0 gives an empty basis.
+
+    Returns
+    -------
+    ndarray
+        (n_frames, k) orthonormal columns, without the constant.
+    """
+    if high_pass_hz < 0 or tr <= 0 or n_frames < 1:
+        raise ValueError("high_pass_hz must be >= 0, tr > 0 and n_frames >= 1")
+    order = int(np.floor(2 * n_frames * tr * high_pass_hz + 1e-9))
+    order = min(order, n_frames - 1)
+    t = np.arange(n_frames)
+    k = np.arange(1, order + 1)
+    return np.sqrt(2.0 / n_frames) * np.cos(np.pi * np.outer(t + 0.5, k) / n_frames)
+
+
+def _orthonormal(columns: np.ndarray, n_frames: int, *, drop_constant: bool) -> np.ndarray:
+    """Orthonormal basis of the span of ``columns`` (minus the constant if asked)."""
+    if columns.size == 0:
+        return np.zeros((n_frames, 0))
+    x = np.asarray(columns, dtype=np.float64)
+    if drop_constant:
+        x = x - x.mean(axis=0)
+    u, s, _ = np.linalg.svd(x, full_matrices=False)
+    keep = s > max(s.max(initial=0.0), 1e-12) * max(x.shape) * np.finfo(float).eps * 10
+    return u[:, keep]
+
+
+def preprocess_run(
+    data: np.ndarray,
+    tr: float,
+    *,
+    dummy_scans: int = 0,
+    high_pass_hz: float | None = 0.01,
+    confounds: np.ndarray | None = None,
+) -> PreprocessedRun:
+    """Drop dummy scans, convert to percent signal change and regress out drifts and confounds.
+
+    Parameters
+    ----------
+    data : ndarray
+        (units, volumes) raw BOLD.
+    tr : float
+        Repetition time, seconds.
+    dummy_scans : int
+        Initial volumes to drop (from data and confounds).
+    high_pass_hz : float or None
+        DCT high-pass cut-off; 0 or None disables it.
+    confounds : ndarray, optional
+        (volumes, k) regressors (all volumes, dummy scans included); NaN entries (e.g. the first
+        row of ``framewise_displacement``) are replaced by the column mean.
+
+    Returns
+    -------
+    PreprocessedRun
+        ``data``: float32 (units, frames) percent signal change ``100 (y / mean - 1)`` with the
+        constant, DCT and confounds projected out; units with a non-finite value, a mean <= 0 or
+        zero variance are NaN rows. ``nuisance``: (frames, k) DCT then confound columns.
+
+    Raises
+    ------
+    BadDataError
+        Fewer than two volumes remain, or the confounds have the wrong length.
+    """
+    data = np.asarray(data)
+    if data.ndim != 2:
+        raise ValueError(f"data must be (units, volumes), got shape {data.shape}")
+    n_vol = data.shape[1]
+    if dummy_scans < 0 or n_vol - dummy_scans < 2:
+        raise BadDataError(
+            f"{n_vol} volumes with {dummy_scans} dummy scans leave fewer than 2; check "
+            "--dummy-scans"
+        )
+    y = np.asarray(data[:, dummy_scans:], dtype=np.float64)
+    n = y.shape[1]
+    columns = [dct_basis(n, tr, high_pass_hz or 0.0)]
+    if confounds is not None:
+        conf = np.asarray(confounds, dtype=np.float64)
+        conf = conf.reshape(conf.shape[0], -1)
+        if conf.shape[0] != n_vol:
+            raise BadDataError(
+                f"confounds have {conf.shape[0]} rows but the run has {n_vol} volumes; use the "
+                "run's own desc-confounds_timeseries.tsv"
+            )
+        conf = conf[dummy_scans:]
+        means = np.nanmean(np.where(np.isfinite(conf), conf, np.nan), axis=0)
+        conf = np.where(np.isfinite(conf), conf, np.nan_to_num(means)[None, :])
+        columns.append(conf - conf.mean(axis=0))
+    nuisance = np.concatenate(columns, axis=1)
+
+    finite = np.isfinite(y).all(axis=1)
+    mean = np.where(finite, np.nan_to_num(y).mean(axis=1), np.nan)
+    good = finite & (mean > 0) & (np.ptp(np.where(finite[:, None], y, 0), axis=1) > 0)
+    psc = np.full(y.shape, np.nan)
+    psc[good] = 100.0 * (y[good] / mean[good, None] - 1.0)
+    basis = _orthonormal(np.column_stack([np.ones(n), nuisance]), n, drop_constant=False)
+    psc[good] -= (psc[good] @ basis) @ basis.T
+    flat = good.copy()
+    flat[good] = np.abs(psc[good]).max(axis=1) > 1e-9
+    psc[good & ~flat] = np.nan
+    return PreprocessedRun(psc.astype(np.float32), nuisance)
+
+
+def combine_runs(
+    runs: Sequence[PreprocessedRun],
+    stimulus_keys: Sequence[str],
+    designs: dict[str, np.ndarray],
+) -> CombinedData:
+    """Average runs that saw the same stimulus; concatenate runs that saw different ones.
+
+    Parameters
+    ----------
+    runs : sequence of PreprocessedRun
+        Preprocessed runs (same units).
+    stimulus_keys : sequence of str
+        One key per run (``RunInput.stimulus_key``); equal keys are averaged, in the order of
+        their first appearance.
+    designs : dict
+        Key → (frames, rows, cols) aperture of that stimulus.
+
+    Returns
+    -------
+    CombinedData
+        The averaged/concatenated data, nuisance (for an averaged group: an orthonormal basis of
+        the union of its runs' regressors; block-diagonal across groups plus one constant per
+        group after the first), design and run lengths.
+
+    Raises
+    ------
+    BadDataError
+        Runs to average differ in length, runs differ in units, or a design's frame count
+        differs from its runs'.
+    """
+    if not runs or len(runs) != len(stimulus_keys):
+        raise ValueError("give one stimulus key per run, and at least one run")
+    n_units = {r.data.shape[0] for r in runs}
+    if len(n_units) != 1:
+        raise BadDataError(f"runs differ in their number of units ({sorted(n_units)}); fit them "
+                           "in one space")
+    order: list[str] = list(dict.fromkeys(stimulus_keys))
+    data_blocks, nuisance_blocks, design_blocks, lengths = [], [], [], []
+    for key in order:
+        members = [r for r, k in zip(runs, stimulus_keys, strict=True) if k == key]
+        frames = {r.data.shape[1] for r in members}
+        if len(frames) != 1:
+            raise BadDataError(
+                f"runs with the same stimulus have different lengths ({sorted(frames)} frames); "
+                "check --dummy-scans or the runs' stimuli"
+            )
+        n = frames.pop()
+        design = np.asarray(designs[key], dtype=np.float32)
+        if design.shape[0] != n:
+            raise BadDataError(
+                f"the aperture {key} has {design.shape[0]} frames but its runs have {n} volumes "
+                "after dummy scans; they must be equal"
+            )
+        data_blocks.append(np.mean([r.data for r in members], axis=0, dtype=np.float64))
+        nuisance_blocks.append(
+            _orthonormal(np.concatenate([r.nuisance for r in members], axis=1), n,
+                         drop_constant=True)
+        )
+        design_blocks.append(design)
+        lengths.append(n)
+    nuisance = block_diag(*nuisance_blocks) if nuisance_blocks else np.zeros((sum(lengths), 0))
+    if len(lengths) > 1:
+        starts = np.cumsum([0, *lengths])
+        indicators = np.zeros((starts[-1], len(lengths) - 1))
+        for i in range(1, len(lengths)):
+            indicators[starts[i] : starts[i + 1], i - 1] = 1.0
+        indicators -= indicators.mean(axis=0)
+        nuisance = np.concatenate([nuisance, indicators], axis=1)
+    return CombinedData(
+        data=np.concatenate(data_blocks, axis=1).astype(np.float32),
+        nuisance=nuisance,
+        design=np.concatenate(design_blocks, axis=0),
+        run_lengths=lengths,
+    )
+
+
+def read_confounds(path: str | os.PathLike) -> pd.DataFrame:
+    """Read fMRIPrep's ``desc-confounds_timeseries.tsv`` (``n/a`` → NaN).
+
+    Raises
+    ------
+    MissingInputError
+        The file does not exist.
+    BadDataError
+        It cannot be parsed.
+    """
+    if not os.path.isfile(path):
+        raise MissingInputError(f"confounds file {path} does not exist")
+    try:
+        return pd.read_csv(path, sep="\t", na_values=["n/a"])
+    except (OSError, ValueError, pd.errors.ParserError) as err:
+        raise BadDataError(f"cannot read confounds {path} ({err}); fix it") from None
+
+
+def select_confounds(table: pd.DataFrame, columns: Sequence[str], path: str = "") -> np.ndarray:
+    """Pick confound columns by name or shell pattern (``motion_outlier*``).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        From :func:`read_confounds`.
+    columns : sequence of str
+        Names or ``fnmatch`` patterns.
+    path : str
+        File name for messages.
+
+    Returns
+    -------
+    ndarray
+        (volumes, k) float64, NaN kept (``preprocess_run`` fills them).
+
+    Raises
+    ------
+    UsageError
+        A name matches no column.
+    """
+    chosen: list[str] = []
+    for col in columns:
+        hits = fnmatch.filter(table.columns, col) if any(c in col for c in "*?[") else (
+            [col] if col in table.columns else []
+        )
+        if not hits:
+            raise UsageError(
+                f"--confounds: no column {col!r} in {os.path.basename(path) or 'the confounds'}; "
+                f"columns are e.g. {', '.join(list(table.columns)[:8])}"
+            )
+        chosen.extend(h for h in hits if h not in chosen)
+    values = table[chosen].apply(pd.to_numeric, errors="coerce")
+    return values.to_numpy(dtype=np.float64)
+
+
+def dummy_scans_from_confounds(table: pd.DataFrame) -> int:
+    """Number of initial non-steady-state volumes that fMRIPrep flagged.
+
+    fMRIPrep adds one ``non_steady_state_outlier_XX`` (or ``non_steady_state_outlierXX``)
+    column per flagged volume, 1 at that volume. The count is the number of leading
+    volumes up to the last flagged one.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        From :func:`read_confounds`.
+
+    Returns
+    -------
+    int
+        0 when no such column exists.
+    """
+    cols = [c for c in table.columns if str(c).startswith(NON_STEADY_PREFIX)]
+    if not cols:
+        return 0
+    flagged = np.flatnonzero(np.nan_to_num(table[cols].to_numpy(dtype=float)).any(axis=1) != 0)
+    return int(flagged.max()) + 1 if flagged.size else 0
