@@ -20,10 +20,10 @@ RUN python -m pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 # ---------------------------------------------------------------------------------------
 # The TemplateFlow surfaces the reports draw on, fetched once here so that the container
-# never needs the network (docker/build/fetch_templateflow.py lists them).
+# never needs the network (docker/image/fetch_templateflow.py lists them).
 FROM python:3.12.11-slim-bookworm AS templateflow
 ENV TEMPLATEFLOW_HOME=/opt/templateflow
-COPY docker/requirements/templateflow.txt docker/build/fetch_templateflow.py /tmp/
+COPY docker/requirements/templateflow.txt docker/image/fetch_templateflow.py /tmp/
 RUN python -m pip install --no-cache-dir -r /tmp/templateflow.txt \
  && python /tmp/fetch_templateflow.py \
  && chmod -R a+rX,go-w /opt/templateflow
@@ -61,11 +61,11 @@ ARG VCS_REF=unknown
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
 # The base image's own packages (the framework, CUDA wheels, NumPy) are held at their
-# versions by docker/build/constraints.py; the pins in docker/requirements/ win elsewhere.
+# versions by docker/image/constraints.py; the pins in docker/requirements/ win elsewhere.
 RUN --mount=type=bind,source=docker/requirements,target=/tmp/requirements \
-    --mount=type=bind,source=docker/build,target=/tmp/build \
+    --mount=type=bind,source=docker/image,target=/tmp/image \
     --mount=type=bind,from=wheel,source=/wheels,target=/tmp/wheels \
-    /opt/prfmap/bin/python /tmp/build/constraints.py /tmp/requirements/common.txt \
+    /opt/prfmap/bin/python /tmp/image/constraints.py /tmp/requirements/common.txt \
         "/tmp/requirements/${BACKEND}.txt" > /opt/prfmap/base-constraints.txt \
  && /opt/prfmap/bin/python -m pip install --no-cache-dir \
         --constraint /opt/prfmap/base-constraints.txt \
