@@ -1,0 +1,159 @@
+"""Compiled tensor kernels of the fitters, written once with ``keras.ops``.
+
+Everything here is traceable: tensors in and out, no branching on tensor values. The caller (``fit.py``)
+holds the Python loops over tiles and batches and converts to and from numpy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from keras import ops
+
+from prfmap.engine.models import PRFModel
+
+TINY = 1e-20
+
+
+def project(t: Any, q: Any) -> Any:
+    """Remove from time courses ``t`` (..., frames) their projection on orthonormal columns ``q``."""
+    return t - ops.matmul(ops.matmul(t, q), ops.transpose(q))
+
+
+def hrf_regressors(neural: Any, hrf_t: Any) -> Any:
+    """Convolve neural time courses (J, units, frames) with each HRF basis: (J, bases, units, frames)."""
+    return ops.matmul(neural[:, None], hrf_t[None])
+
+
+def _eye_like(m: Any) -> Any:
+    return ops.eye(ops.shape(m)[-1], dtype=m.dtype)[None]
+
+
+def solve_small(m: Any, rhs: Any) -> Any:
+    """Batched solve of small symmetric systems (units, n, n) · x = rhs (units, n, r), regularised."""
+    scale = ops.maximum(ops.mean(ops.diagonal(m, axis1=1, axis2=2), axis=1), TINY)
+    return ops.solve(m + 1e-7 * scale[:, None, None] * _eye_like(m), rhs)
+
+
+def linear_fit(a: Any, y: Any) -> tuple[Any, Any]:
+    """Least-squares weights of regressors ``a`` (units, L, frames) for data ``y`` (units, frames)."""
+    gram = ops.matmul(a, ops.transpose(a, (0, 2, 1)))
+    beta = solve_small(gram, ops.matmul(a, y[:, :, None]))[:, :, 0]
+    return beta, gram
+
+
+def vp_cost(model: PRFModel, u: Any, y: Any, stim: tuple, hrf_t: Any, q: Any) -> Any:
+    """Per-unit residual sum of squares with the linear weights solved for (variable projection)."""
+    theta, _ = model.natural(u)
+    neural = model.neural(theta, stim, jacobian=False)
+    a = ops.transpose(project(hrf_regressors(neural, hrf_t)[0], q), (1, 0, 2))
+    beta, _ = linear_fit(a, y)
+    resid = y - ops.sum(beta[:, :, None] * a, axis=1)
+    return ops.sum(resid * resid, axis=1)
+
+
+def vp_normal_equations(
+    model: PRFModel, u: Any, y: Any, free: Any, stim: tuple, hrf_t: Any, q: Any
+) -> tuple[Any, Any, Any]:
+    """Cost, Gauss–Newton matrix and gradient of the variable-projection residual (Kaufman's Jacobian).
+
+    Returns
+    -------
+    cost : (units,)
+    jtj : (units, K, K)
+    jte : (units, K)
+    """
+    theta, dtheta = model.natural(u)
+    neural = model.neural(theta, stim, jacobian=True)
+    neural = ops.concatenate(
+        [neural[:1], neural[1:] * ops.transpose(dtheta * free[None])[:, :, None]], axis=0
+    )
+    regs = project(hrf_regressors(neural, hrf_t), q)  # (1 + K, L, units, frames)
+    a = ops.transpose(regs[0], (1, 0, 2))  # (units, L, frames)
+    da = ops.transpose(regs[1:], (2, 0, 1, 3))  # (units, K, L, frames)
+    beta, gram = linear_fit(a, y)
+    resid = y - ops.sum(beta[:, :, None] * a, axis=1)
+    cost = ops.sum(resid * resid, axis=1)
+    d = ops.sum(da * beta[:, None, :, None], axis=2)  # (units, K, frames)
+    c = solve_small(gram, ops.matmul(a, ops.transpose(d, (0, 2, 1))))  # (units, L, K)
+    jac = -(d - ops.matmul(ops.transpose(c, (0, 2, 1)), a))
+    jtj = ops.matmul(jac, ops.transpose(jac, (0, 2, 1)))
+    jte = ops.sum(jac * resid[:, None, :], axis=2)
+    return cost, jtj, jte
+
+
+def lm_init(model, u, y, free, stim, hrf_t, q):
+    """Initial Levenberg–Marquardt state for a batch."""
+    cost, jtj, jte = vp_normal_equations(model, u, y, free, stim, hrf_t, q)
+    n = ops.shape(u)[0]
+    return (u, cost, jtj, jte, ops.full((n,), 1e-3, dtype=u.dtype), ops.ones((n,), dtype="bool"),
+            ops.zeros((n,), dtype=u.dtype))
+
+
+def lm_step(model, state, y, free, stim, hrf_t, q, tol: float):
+    """One damped Gauss–Newton step for every active unit; accepted only where the cost drops."""
+    u, cost, jtj, jte, lam, active, rejected = state
+    diag = ops.diagonal(jtj, axis1=1, axis2=2)
+    k = ops.shape(u)[1]
+    damp = lam[:, None] * diag + (1.0 - free)[None] + 1e-9 * ops.maximum(
+        ops.max(diag, axis=1, keepdims=True), TINY)
+    system = jtj + ops.eye(k, dtype=u.dtype)[None] * damp[:, :, None]
+    delta = -ops.solve(system, jte[:, :, None])[:, :, 0] * free[None] * ops.cast(
+        active, u.dtype)[:, None]
+    u_new = u + delta
+    cost_new, jtj_new, jte_new = vp_normal_equations(model, u_new, y, free, stim, hrf_t, q)
+    accept = active & (cost_new < cost) & ops.isfinite(cost_new)
+    rel = (cost - cost_new) / ops.maximum(cost, TINY)
+    rejected = ops.where(accept, 0.0, rejected + ops.cast(active, u.dtype))
+    done = (accept & (rel < tol)) | (rejected >= 4.0)
+    a1 = accept[:, None]
+    state = (
+        ops.where(a1, u_new, u),
+        ops.where(accept, cost_new, cost),
+        ops.where(a1[:, :, None], jtj_new, jtj),
+        ops.where(a1, jte_new, jte),
+        ops.clip(ops.where(accept, lam * 0.3, lam * 8.0), 1e-7, 1e7),
+        active & ~done,
+        rejected,
+    )
+    return state
+
+
+def finalize(model, u, y, y_raw, stim, hrf_t, q):
+    """Linear weights, baseline, cost and fitted time courses at the final parameters.
+
+    Returns
+    -------
+    beta : (units, L)  weights of the HRF bases (amplitude first)
+    baseline : (units,)
+    cost : (units,)
+    fitted : (units, frames) model time course in the space of ``y_raw``
+    """
+    theta, _ = model.natural(u)
+    neural = model.neural(theta, stim, jacobian=False)
+    raw = ops.transpose(hrf_regressors(neural, hrf_t)[0], (1, 0, 2))
+    a = project(raw, q)
+    beta, _ = linear_fit(a, y)
+    fit_proj = ops.sum(beta[:, :, None] * a, axis=1)
+    resid = y - fit_proj
+    baseline = ops.mean(y_raw - ops.sum(beta[:, :, None] * raw, axis=1), axis=1)
+    return beta, baseline, ops.sum(resid * resid, axis=1), fit_proj + (y_raw - y)
+
+
+def grid_predictions(model, theta, stim, hrf_t, q):
+    """Unit-norm, projected canonical-HRF predictions of grid points ``theta`` (grid, K)."""
+    neural = model.neural(theta, stim, jacobian=False)
+    pred = project(ops.matmul(neural[0], hrf_t[0]), q)
+    norm = ops.sqrt(ops.sum(pred * pred, axis=1, keepdims=True))
+    return ops.where(norm > 1e-12, pred / ops.maximum(norm, 1e-12), 0.0)
+
+
+def grid_score(y_unit: Any, grid_unit: Any) -> tuple[Any, Any]:
+    """Best correlation and its grid index for unit-norm data (units, F) against grid (grid, F)."""
+    corr = ops.matmul(y_unit, ops.transpose(grid_unit))
+    return ops.max(corr, axis=1), ops.argmax(corr, axis=1)
+
+
+def sgd_loss(u, model, y, stim, hrf_t, q):
+    """Summed variable-projection cost of a batch, the objective SGD minimises."""
+    return ops.sum(vp_cost(model, u, y, stim, hrf_t, q))
