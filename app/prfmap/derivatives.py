@@ -26,8 +26,7 @@ BIDS_VERSION = "1.9.0"
 BIDSIGNORE_LINES = ("*_boldmap.*", "logs/", "group/")
 
 POLAR_ANGLE_CONVENTION = (
-    "degrees, atan2(y, x): 0 = right horizontal meridian, counter-clockwise positive, "
-    "range (-180, 180]"
+    "degrees, atan2(y, x): 0 = right horizontal meridian, counter-clockwise positive, range (-180, 180]"
 )
 VISUAL_FIELD_CONVENTION = (
     "degrees of visual angle, origin at fixation (the aperture centre), x to the right, y up"
@@ -90,9 +89,7 @@ class OutputKey:
         parts = [f"sub-{self.subject}"] + ([f"ses-{self.session}"] if self.session else [])
         return Path(output_dir).joinpath(*parts, "func")
 
-    def stem(
-        self, *, hemi: str | None = None, param: str | None = None, desc: str | None = None
-    ) -> str:
+    def stem(self, *, hemi: str | None = None, param: str | None = None, desc: str | None = None) -> str:
         """File-name stem (no suffix, no extension) of one output.
 
         Parameters
@@ -222,8 +219,14 @@ def write_if_absent(path: Path, text: str) -> bool:
             os.unlink(tmp)
 
 
-def dataset_description(source_datasets: list[dict[str, str]] | None = None) -> dict[str, Any]:
+def dataset_description(
+    source_datasets: list[dict[str, str]] | None = None,
+    dataset_links: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """The ``dataset_description.json`` of prfmap's derivatives.
+
+    ``dataset_links`` names the datasets that the sidecars' BIDS URIs
+    (``bids:<name>:<path>``) refer to.
 
     Container information comes from the environment the images set: ``PRFMAP_CONTAINER``
     (``docker`` or ``singularity``), ``PRFMAP_CONTAINER_IMAGE`` and ``PRFMAP_CONTAINER_TAG``.
@@ -251,16 +254,23 @@ def dataset_description(source_datasets: list[dict[str, str]] | None = None) -> 
     }
     if source_datasets:
         description["SourceDatasets"] = source_datasets
+    if dataset_links:
+        description["DatasetLinks"] = dict(dataset_links)
     return description
 
 
-def write_dataset_files(output_dir: Path, source_datasets: list[dict[str, str]] | None) -> None:
+def write_dataset_files(
+    output_dir: Path,
+    source_datasets: list[dict[str, str]] | None,
+    dataset_links: Mapping[str, str] | None = None,
+) -> None:
     """Create ``dataset_description.json`` and ``.bidsignore`` in ``output_dir`` if absent.
 
     Safe when several participants are processed at once into the same ``output_dir``.
     """
     output_dir = Path(output_dir)
-    text = json.dumps(dataset_description(source_datasets), indent=2) + "\n"
+    description = dataset_description(source_datasets, dataset_links)
+    text = json.dumps(description, indent=2) + "\n"
     write_if_absent(output_dir / "dataset_description.json", text)
     write_if_absent(output_dir / ".bidsignore", "\n".join(BIDSIGNORE_LINES) + "\n")
 
@@ -300,6 +310,21 @@ def publish(stage_dir: Path, output_dir: Path) -> list[Path]:
         os.replace(src, dest)
         published.append(dest)
     return published
+
+
+def bids_uri(path: str | Path, links: Mapping[str, Path]) -> str:
+    """A BIDS URI ``bids:<name>:<relative path>`` for a file inside a linked dataset.
+
+    The most specific dataset root containing ``path`` wins (``fmriprep`` inside the raw
+    dataset's ``derivatives/``); a file outside every linked dataset keeps its path.
+    """
+    path = Path(path).absolute()
+    best: tuple[int, str] | None = None
+    for name, root in links.items():
+        root = Path(root).absolute()
+        if path.is_relative_to(root) and (best is None or len(root.parts) > best[0]):
+            best = (len(root.parts), f"bids:{name}:{path.relative_to(root).as_posix()}")
+    return best[1] if best else str(path)
 
 
 def _jsonable(value: Any) -> Any:

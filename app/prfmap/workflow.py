@@ -23,6 +23,7 @@ import numpy as np
 from prfmap import __version__
 from prfmap.derivatives import (
     OutputKey,
+    bids_uri,
     map_sidecar,
     publish,
     staging,
@@ -32,7 +33,6 @@ from prfmap.derivatives import (
 from prfmap.errors import BadDataError, MissingInputError, UsageError
 
 LOGGER = logging.getLogger("prfmap.workflow")
-DUMMY_COLUMN_PREFIX = "non_steady_state_outlier"
 
 
 @dataclass
@@ -116,7 +116,7 @@ def _participant(opts: Namespace, subject: str, runs: list[Any]) -> list[Path]:
         for group in groups:
             _write_group(group, opts, stage)
         published = publish(stage, opts.output_dir)
-    write_dataset_files(opts.output_dir, _source_datasets(opts))
+    write_dataset_files(opts.output_dir, _source_datasets(opts), _links_as_uris(opts))
     for group in groups:
         group.outputs = [opts.output_dir / p.relative_to(stage) for p in group.outputs]
         group.timings["write"] = time.perf_counter() - start
@@ -183,7 +183,7 @@ def _load_group(group: FitGroup, opts: Namespace, progress: Callable) -> None:
         if frames != volumes:
             raise BadDataError(
                 f"aperture {Path(run.stim_file).name} has {frames} frames but "
-                f"{_bold_name(run)} has {volumes} volumes after {dummy} dummy scans "
+                f"{run.bold_files[0].name} has {volumes} volumes after {dummy} dummy scans "
                 f"({data.shape[1]} in all); they must be equal (check the aperture or "
                 "--dummy-scans)"
             )
@@ -219,16 +219,12 @@ def _bold_name(run: Any) -> str:
 
 
 def _confounds(run: Any, opts: Namespace, n_volumes: int) -> tuple[int, np.ndarray | None]:
-    """Dummy scans and the named confound columns of a run (volumes, k)."""
-    needs_table = opts.confounds or opts.dummy_scans is None
-    table = None
-    if needs_table and run.confounds is not None:
-        import pandas as pd
+    """Dummy scans and the named confound columns (volumes, k) of a run."""
+    from prfmap.preprocess import dummy_scans_from_confounds, read_confounds, select_confounds
 
-        try:
-            table = pd.read_csv(run.confounds, sep="\t", na_values=["n/a"])
-        except (OSError, ValueError, pd.errors.ParserError) as err:
-            raise BadDataError(f"cannot read confounds {run.confounds} ({err})") from None
+    table = None
+    if (opts.confounds or opts.dummy_scans is None) and run.confounds is not None:
+        table = read_confounds(run.confounds)
         if len(table) != n_volumes:
             raise BadDataError(
                 f"{Path(run.confounds).name} has {len(table)} rows but the BOLD has {n_volumes} "
@@ -236,28 +232,15 @@ def _confounds(run: Any, opts: Namespace, n_volumes: int) -> tuple[int, np.ndarr
             )
     if opts.dummy_scans is not None:
         dummy = opts.dummy_scans
-    elif table is not None:
-        flags = table.filter(regex=f"^{DUMMY_COLUMN_PREFIX}").fillna(0).to_numpy()
-        flagged = flags.any(axis=1) if flags.size else np.zeros(len(table), bool)
-        dummy = int(np.argmin(flagged)) if not flagged.all() else len(flagged)
     else:
-        dummy = 0
+        dummy = dummy_scans_from_confounds(table) if table is not None else 0
     if dummy >= n_volumes:
         raise BadDataError(f"{dummy} dummy scans leave no volume of {_bold_name(run)}")
-    confounds = None
-    if opts.confounds:
-        if table is None:
-            raise MissingInputError(
-                f"--confounds given but {run.name} has no desc-confounds_timeseries.tsv"
-            )
-        missing = [c for c in opts.confounds if c not in table.columns]
-        if missing:
-            raise UsageError(
-                f"--confounds: column(s) {', '.join(missing)} not in "
-                f"{Path(run.confounds).name}; pick columns of fMRIPrep's confounds file"
-            )
-        confounds = table[list(opts.confounds)].fillna(0.0).to_numpy(dtype=np.float64)
-    return dummy, confounds
+    if not opts.confounds:
+        return dummy, None
+    if table is None:
+        raise MissingInputError(f"--confounds given but {run.name} has no desc-confounds_timeseries.tsv")
+    return dummy, select_confounds(table, opts.confounds, str(run.confounds))
 
 
 def _fit_group(group: FitGroup, opts: Namespace, progress: Callable) -> None:
@@ -299,7 +282,7 @@ def _provenance(group: FitGroup, opts: Namespace) -> dict[str, Any]:
     from prfmap.engine import backend_info
 
     return {
-        "Sources": group.inputs,
+        "Sources": [bids_uri(p, _dataset_links(opts)) for p in group.inputs],
         "Runs": [run.name for run in group.runs],
         "RepetitionTime": group.tr,
         "Stimulus": {
@@ -391,20 +374,29 @@ def _sidecar(path: Path, content: dict[str, Any]) -> list[Path]:
     return [json_path]
 
 
+def _dataset_links(opts: Namespace) -> dict[str, Path]:
+    links = {"raw": opts.bids_dir}
+    derivatives = dict(opts.derivatives or {})
+    links.update(derivatives or {"fmriprep": opts.bids_dir / "derivatives" / "fmriprep"})
+    return links
+
+
+def _links_as_uris(opts: Namespace) -> dict[str, str]:
+    return {name: Path(path).absolute().as_uri() for name, path in _dataset_links(opts).items()}
+
+
 def _source_datasets(opts: Namespace) -> list[dict[str, str]]:
     import json
 
-    sources = [{"URL": opts.bids_dir.as_uri()}]
-    derivatives = dict(opts.derivatives or {}) or {
-        "fmriprep": opts.bids_dir / "derivatives" / "fmriprep"
-    }
-    for path in derivatives.values():
-        entry = {"URL": Path(path).absolute().as_uri()}
+    sources = []
+    for name, path in _dataset_links(opts).items():
+        entry = {"URL": f"bids:{name}:"}
         try:
             desc = json.loads((Path(path) / "dataset_description.json").read_text())
-            generated = (desc.get("GeneratedBy") or [{}])[0]
-            if generated.get("Version"):
-                entry["Version"] = f"{generated.get('Name', '')} {generated['Version']}".strip()
+            generated = (desc.get("GeneratedBy") or [{}])[0] if name != "raw" else {}
+            version = generated.get("Version") or desc.get("DatasetDOI")
+            if version:
+                entry["Version"] = str(version)
         except (OSError, ValueError, AttributeError, IndexError, TypeError):
             pass
         sources.append(entry)
@@ -449,9 +441,7 @@ def _report(opts: Namespace, subject: str, groups: list[FitGroup]) -> None:
                 timings={**group.timings, **dict(group.result.timings)},
                 warnings=group.warnings,
                 surface=surface,
-                fmriprep_dir=Path(fmriprep)
-                if fmriprep
-                else opts.bids_dir / "derivatives" / "fmriprep",
+                fmriprep_dir=Path(fmriprep) if fmriprep else opts.bids_dir / "derivatives" / "fmriprep",
                 data=group.combined.data,
                 predictions=group.result.predictions,
                 r2_threshold=opts.r2_threshold,
