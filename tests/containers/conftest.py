@@ -1,0 +1,41 @@
+"""Shared paths and parsers for the container tests (Dockerfile, Singularity, Boutiques, launcher)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BACKENDS = ("jax", "torch", "tensorflow")
+
+
+def project_version() -> str:
+    """The version in pyproject.toml, which every image tag and label must carry."""
+    text = (REPO / "pyproject.toml").read_text()
+    return re.search(r'^version = "([^"]+)"', text, re.MULTILINE).group(1)
+
+
+@pytest.fixture(scope="session")
+def version() -> str:
+    return project_version()
+
+
+@pytest.fixture(scope="session")
+def descriptor() -> dict:
+    return json.loads((REPO / "boutiques.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def docker_recipe() -> dict:
+    from spython.main.parse.parsers import DockerParser
+
+    return DockerParser(str(REPO / "Dockerfile")).recipe
+
+
+@pytest.fixture(scope="session")
+def runtime_env(docker_recipe) -> dict[str, str]:
+    """The runtime stage's ENV as a dict."""
+    return dict(item.split("=", 1) for item in docker_recipe["runtime"].environ)
