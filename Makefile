@@ -23,6 +23,10 @@ $(VENV)/.demo-installed: $(BIN)/python pyproject.toml
 $(VENV)/.test-installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
 	$(BIN)/pip install --quiet "$(TF_SPEC)" -e ".[jax,test]" -e docker/
+	# Debian's chromium for the report's browser test (CI runs as root on Debian).
+	command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
+	  || echo "chromium is missing: the report browser tests will fail (PRFMAP_SKIP_BROWSER=1 skips them)"
 	touch $@ $(VENV)/.demo-installed
 
 demo: $(VENV)/.demo-installed

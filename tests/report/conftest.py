@@ -134,3 +134,12 @@ def make_context(seed: int = 0) -> ReportContext:
 def context() -> ReportContext:
     """A fsaverage5 context with known pRFs."""
     return make_context()
+
+
+@pytest.fixture(scope="session")
+def report(context: ReportContext, tmp_path_factory: pytest.TempPathFactory):
+    """The participant report of ``context``, written once for the session."""
+    from prfmap.report.participant import write_participant_report
+
+    out = tmp_path_factory.mktemp("report")
+    return write_participant_report(out, "sub-01", context)

@@ -133,24 +133,29 @@ def _fsaverage5() -> tuple[dict[str, Mesh], str]:
     return meshes, "nilearn's bundled fsaverage5 inflated mesh"
 
 
-def _templateflow(template: str, density: str) -> tuple[dict[str, Mesh], str]:
-    from templateflow import api
+def _templateflow_files(template: str, hemi: str, density: str, kind: str) -> list[Path]:
+    from templateflow import conf
 
+    found = []
+    for path in sorted(Path(conf.TF_HOME).glob(f"tpl-{template}/tpl-{template}_*_{kind}.surf.gii")):
+        entities = dict(
+            p.split("-", 1) for p in path.name.split(".")[0].split("_")[:-1] if "-" in p
+        )
+        if (
+            entities.get("hemi") == hemi
+            and entities.get("den") == density
+            and "desc" not in entities
+        ):
+            if path.is_file() and path.stat().st_size > 0:
+                found.append(path)
+    return found
+
+
+def _templateflow(template: str, density: str) -> tuple[dict[str, Mesh], str]:
     meshes: dict[str, Mesh] = {}
     for hemi in ("L", "R"):
         for kind in SURFACE_KINDS:
-            files = [
-                Path(f)
-                for f in api.ls(
-                    template,
-                    hemi=hemi,
-                    density=density,
-                    suffix=kind,
-                    extension=".surf.gii",
-                    desc=None,
-                )
-            ]
-            files = [f for f in files if f.is_file() and f.stat().st_size > 0]
+            files = _templateflow_files(template, hemi, density, kind)
             if files:
                 coords, faces = read_gifti_mesh(files[0])
                 meshes[hemi] = Mesh(coords, faces, curvature_shading(coords, faces), files[0].name)
@@ -159,7 +164,7 @@ def _templateflow(template: str, density: str) -> tuple[dict[str, Mesh], str]:
             return {}, (
                 f"no {template} den-{density} hemi-{hemi} surface in the local TemplateFlow "
                 f"cache (prefetch it with templateflow.api.get('{template}', "
-                f"density='{density}', suffix='inflated'))"
+                f"density='{density}', extension='.surf.gii'))"
             )
     return meshes, f"TemplateFlow {template} den-{density} ({meshes['L'].source}, ...)"
 
