@@ -81,17 +81,12 @@ def make_context(seed: int = 0) -> ReportContext:
     ]
     x, y, sigma, visual = (np.concatenate(a) for a in zip(*parts, strict=True))
     design = bar_design()
-    signal = gaussian_predictions(
-        design, x.astype(np.float32), y.astype(np.float32), sigma.astype(np.float32)
-    )
-    signal /= signal.std(axis=1, keepdims=True) + 1e-6
+    fit = gaussian_predictions(design, x.astype(np.float32), y.astype(np.float32), sigma.astype(np.float32))
+    fit -= fit.mean(axis=1, keepdims=True)
+    signal = fit / (fit.std(axis=1, keepdims=True) + 1e-6)
     signal *= np.where(visual, rng.uniform(0.5, 3.0, x.size), 0.0)[:, None]
     data = (signal + rng.normal(0, 1, signal.shape)).astype(np.float32)
     data -= data.mean(axis=1, keepdims=True)
-    fit = gaussian_predictions(
-        design, x.astype(np.float32), y.astype(np.float32), sigma.astype(np.float32)
-    )
-    fit -= fit.mean(axis=1, keepdims=True)
     beta = (fit * data).sum(1) / np.maximum((fit**2).sum(1), 1e-12)
     predictions = (beta[:, None] * fit).astype(np.float32)
     r2 = 1 - ((data - predictions) ** 2).sum(1) / (data**2).sum(1)

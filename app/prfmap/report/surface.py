@@ -69,12 +69,8 @@ def curvature_shading(coords: np.ndarray, faces: np.ndarray) -> np.ndarray:
     from scipy import sparse
 
     n = coords.shape[0]
-    rows = np.concatenate(
-        [faces[:, 0], faces[:, 1], faces[:, 2], faces[:, 1], faces[:, 2], faces[:, 0]]
-    )
-    cols = np.concatenate(
-        [faces[:, 1], faces[:, 2], faces[:, 0], faces[:, 0], faces[:, 1], faces[:, 2]]
-    )
+    rows = np.concatenate([faces[:, 0], faces[:, 1], faces[:, 2], faces[:, 1], faces[:, 2], faces[:, 0]])
+    cols = np.concatenate([faces[:, 1], faces[:, 2], faces[:, 0], faces[:, 0], faces[:, 1], faces[:, 2]])
     adj = sparse.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n, n))
     adj.data[:] = 1.0
     degree = np.asarray(adj.sum(axis=1)).ravel()
@@ -103,9 +99,7 @@ def _fsnative(subject: str, fmriprep_dir: Path | None) -> tuple[dict[str, Mesh],
     meshes: dict[str, Mesh] = {}
     for hemi in ("L", "R"):
         found = sorted(
-            Path(fmriprep_dir).glob(
-                f"sub-{subject}/**/sub-{subject}*_hemi-{hemi}_inflated.surf.gii"
-            )
+            Path(fmriprep_dir).glob(f"sub-{subject}/**/sub-{subject}*_hemi-{hemi}_inflated.surf.gii")
         )
         if not found:
             return {}, (f"no sub-{subject}_hemi-{hemi}_inflated.surf.gii under {fmriprep_dir}")
@@ -138,14 +132,8 @@ def _templateflow_files(template: str, hemi: str, density: str, kind: str) -> li
 
     found = []
     for path in sorted(Path(conf.TF_HOME).glob(f"tpl-{template}/tpl-{template}_*_{kind}.surf.gii")):
-        entities = dict(
-            p.split("-", 1) for p in path.name.split(".")[0].split("_")[:-1] if "-" in p
-        )
-        if (
-            entities.get("hemi") == hemi
-            and entities.get("den") == density
-            and "desc" not in entities
-        ):
+        entities = dict(p.split("-", 1) for p in path.name.split(".")[0].split("_")[:-1] if "-" in p)
+        if entities.get("hemi") == hemi and entities.get("den") == density and "desc" not in entities:
             if path.is_file() and path.stat().st_size > 0:
                 found.append(path)
     return found
@@ -225,6 +213,7 @@ SURFACE_MAPS = {
     "sigma": dict(cmap="plasma", vmin=0.0, vmax=None, units="deg"),
     "r2": dict(cmap="inferno", vmin=0.0, vmax=1.0, units=""),
 }
+LARGE_MESH = 60_000
 VIEWS = (("L", "medial"), ("L", "posterior"), ("R", "posterior"), ("R", "medial"))
 
 
@@ -236,7 +225,8 @@ def plot_surface_map(
     path: Path,
     style: dict | None = None,
 ) -> Path:
-    """Draw one parameter on both hemispheres (medial and posterior views).
+    """Draw one parameter on both hemispheres (medial and posterior views; medial only on
+    meshes of over ``LARGE_MESH`` vertices, which matplotlib draws slowly).
 
     Parameters
     ----------
@@ -262,7 +252,8 @@ def plot_surface_map(
     from nilearn import plotting
 
     style = style or SURFACE_MAPS[label]
-    views = [(h, v) for h, v in VIEWS if h in meshes and h in values]
+    large = max(m.n_vertices for m in meshes.values()) > LARGE_MESH
+    views = [(h, v) for h, v in VIEWS if h in meshes and h in values and not (large and v != "medial")]
     fig, axes = plt.subplots(
         1,
         len(views),
