@@ -103,7 +103,8 @@ RUN groupadd --gid 10001 prfmap \
  && chmod 1777 /home/prfmap \
  && prfmap --version | cut -d' ' -f2 > /version \
  && test "$(cat /version)" = "${PRFMAP_VERSION}" \
- && python -c "import keras; assert keras.backend.backend() == '${BACKEND}'"
+ && python -c "import keras; assert keras.backend.backend() == '${BACKEND}'" \
+ && rm -rf /tmp/.cache
 
 LABEL org.opencontainers.image.title="prfmap" \
       org.opencontainers.image.description="pRF mapping BIDS App (Keras 3 on ${BACKEND}, GPU)" \

@@ -53,8 +53,15 @@ def constraints(installed: dict[str, str], pinned: set[str]) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    """Print the constraints for the running interpreter's installed packages."""
-    installed = {d.metadata["Name"]: d.version for d in distributions() if d.metadata["Name"]}
+    """Print the constraints for the running interpreter's installed packages.
+
+    Where a project is installed twice (a venv over the system site-packages), the copy that
+    ``import`` finds first, the first on ``sys.path``, is the one held.
+    """
+    installed: dict[str, str] = {}
+    for dist in distributions():
+        if dist.metadata["Name"]:
+            installed.setdefault(canonical(dist.metadata["Name"]), dist.version)
     for line in constraints(installed, pinned_names([Path(a) for a in argv])):
         print(line)
     return 0

@@ -20,7 +20,7 @@ from docker.errors import DockerException
 
 from prfmap_docker.cli import main as launcher
 
-from .conftest import REPO, project_version
+from .conftest import REPO, image_script, project_version
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -85,9 +85,7 @@ def test_version_read_only_offline_any_uid(client, image):
 
 
 def test_templateflow_surfaces_are_in_the_image(client, image):
-    sys.path.insert(0, str(REPO / "docker" / "image"))
-    import fetch_templateflow
-
+    fetch_templateflow = image_script("fetch_templateflow")
     script = (
         "import sys; from templateflow import api\n"
         f"queries = {fetch_templateflow.queries()!r}\n"

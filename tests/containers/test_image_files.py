@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import BACKENDS, REPO
+from .conftest import BACKENDS, REPO, image_script
 
-sys.path.insert(0, str(REPO / "docker" / "image"))
-import constraints  # noqa: E402
-import fetch_templateflow  # noqa: E402
+constraints = image_script("constraints")
+fetch_templateflow = image_script("fetch_templateflow")
 
 BASE_IMAGES = {
     "jax": r"nvidia/cuda:12\.\d+\.\d+-[a-z-]*ubuntu\d\d\.\d\d",
@@ -76,6 +75,7 @@ def test_caches_are_under_tmp_and_jax_shares_the_gpu(runtime_env):
     assert env["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
     assert env["KERAS_BACKEND"] == "${BACKEND}"
     assert env["PATH"].startswith("/opt/prfmap/bin:")
+    assert "&& rm -rf /tmp/.cache\n" in dockerfile_text(), "build-time caches would be root's"
 
 
 def test_bake_builds_every_backend_with_versioned_tags(version):
