@@ -155,3 +155,26 @@ def test_foreign_files_are_ignored(grouped: tuple[Path, list]) -> None:
         "polarangle",
         "eccentricity",
     }
+
+
+def test_group_level_through_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from prfmap.cli.run import main
+
+    rng = np.random.default_rng(1)
+    out = tmp_path / "out"
+    write_maps(out, "01", "fsaverage5", participant(rng, 10.0, 0.5))
+    write_maps(out, "02", "fsnative", participant(rng, 20.0, 0.5))
+    bids = tmp_path / "bids"
+    bids.mkdir()
+    assert main([str(bids), str(out), "group"]) == 65
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("prfmap: error: no template space")
+    assert "sub-01: fsaverage5; sub-02: fsnative" in err[0]
+    assert not (out / "group").exists()
+
+    write_maps(out, "02", "fsaverage5", participant(rng, 30.0, 0.5))
+    assert main([str(bids), str(out), "group", "--participant-label", "01", "02"]) == 0
+    maps = sorted((out / "group").glob("*_boldmap.func.gii"))
+    assert len(maps) == 10 and (out / "group.html").is_file()
+    angle = nib.load(next(p for p in maps if "hemi-L" in p.name and "polarangle" in p.name))
+    np.testing.assert_allclose(angle.agg_data()[:10], 20.0, atol=1e-4)
