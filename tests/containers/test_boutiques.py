@@ -234,3 +234,19 @@ def test_simulated_command_line_parses_with_prfmaps_parser(tmp_path, descriptor)
             assert math.isclose(got, value), key
         else:
             assert got == value, key
+
+
+def test_shipped_example_invocation_parses():
+    example = REPO / "docker" / "boutiques-invocation.json"
+    result = subprocess.run(
+        [BOSH, "exec", "simulate", str(REPO / "boutiques.json"), "-i", str(example)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    line = next(x for x in result.stdout.splitlines() if x.startswith("mkdir -p "))
+    words = shlex.split(line.partition("; ")[2])
+    ns = parser_module.build_parser().parse_args(words[1:])
+    invocation = json.loads(example.read_text())
+    assert ns.participant_label == invocation["participant_label"]
+    assert ns.space == invocation["space"] and ns.device == "gpu"
+    assert ns.work_dir == Path(invocation["work_dir"])
