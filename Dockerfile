@@ -71,8 +71,7 @@ RUN --mount=type=bind,source=docker/requirements,target=/tmp/requirements \
         --constraint /opt/prfmap/base-constraints.txt \
         --requirement /tmp/requirements/common.txt \
         --requirement "/tmp/requirements/${BACKEND}.txt" \
-        /tmp/wheels/prfmap-*.whl \
- && find /opt/prfmap -name __pycache__ -prune -exec rm -rf {} +
+        /tmp/wheels/prfmap-*.whl
 
 COPY --from=templateflow /opt/templateflow /opt/templateflow
 

@@ -22,6 +22,7 @@ from prfmap_docker.runner import (
     run_container,
 )
 
+EXIT_CANT_CREATE = 73
 LAUNCHER_OPTIONS = {
     "--image": 1,
     "--gpus": 1,
@@ -128,7 +129,8 @@ def main(argv: list[str] | None = None, client_factory: Callable[[], Any] = dock
     -------
     int
         The container's exit code; 64 for a usage error, 66 for a missing input,
-        69 when no Docker daemon answers, 1 when the image cannot be had.
+        69 when no Docker daemon answers, 73 when an output folder cannot be created,
+        1 when the image cannot be had.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     log = log if log is not None else sys.stdout.buffer
@@ -142,7 +144,12 @@ def main(argv: list[str] | None = None, client_factory: Callable[[], Any] = dock
             return 0
         client = connect(client_factory)
         for folder in plan.create_dirs:
-            folder.mkdir(parents=True, exist_ok=True)
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise LauncherError(
+                    f"cannot create {folder}: {err.strerror}", EXIT_CANT_CREATE
+                ) from None
         image = resolve_image(client, plan.backend, settings.image, log)
         return run_container(client, image, plan, settings, log)
     except LauncherError as err:

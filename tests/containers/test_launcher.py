@@ -302,3 +302,12 @@ def test_no_daemon_is_one_line_and_non_zero(dataset, tmp_path):
     assert result.stderr.startswith("prfmap-docker: error: cannot reach the Docker daemon")
     assert result.stderr.count("\n") == 1
     assert result.stdout == ""
+
+
+def test_output_folder_that_cannot_be_created(dataset, capsys):
+    (dataset / "file").write_text("not a folder")
+    client = FakeClient(present={f"prfmap/prfmap:{__version__}-jax"})
+    code, _ = launch([dataset / "bids", dataset / "file" / "out", "participant"], client)
+    err = capsys.readouterr().err
+    assert code == 73 and err.count("\n") == 1 and "cannot create" in err
+    assert not client.containers.calls
