@@ -95,19 +95,13 @@ def write_fsnative(fmriprep: Path) -> None:
     for hemi, part in (("L", "left"), ("R", "right")):
         m = mesh.parts[part]
         arrays = [
-            nib.gifti.GiftiDataArray(
-                np.asarray(m.coordinates, np.float32), "NIFTI_INTENT_POINTSET"
-            ),
+            nib.gifti.GiftiDataArray(np.asarray(m.coordinates, np.float32), "NIFTI_INTENT_POINTSET"),
             nib.gifti.GiftiDataArray(np.asarray(m.faces, np.int32), "NIFTI_INTENT_TRIANGLE"),
         ]
-        nib.save(
-            nib.gifti.GiftiImage(darrays=arrays), anat / f"sub-01_hemi-{hemi}_inflated.surf.gii"
-        )
+        nib.save(nib.gifti.GiftiImage(darrays=arrays), anat / f"sub-01_hemi-{hemi}_inflated.surf.gii")
 
 
-def test_fsnative_draws_on_the_participants_surfaces(
-    context: ReportContext, tmp_path: Path
-) -> None:
+def test_fsnative_draws_on_the_participants_surfaces(context: ReportContext, tmp_path: Path) -> None:
     write_fsnative(tmp_path / "fmriprep")
     maps = {k: context.maps[k] for k in ("r2", "polarangle")}
     ctx = small_context(context, space="fsnative", maps=maps, fmriprep_dir=tmp_path / "fmriprep")
@@ -161,3 +155,26 @@ def test_one_section_per_fit(context: ReportContext, tmp_path: Path) -> None:
     assert 'id="ses-2_task-bar_space-T1w_model-gauss"' in text
     assert "aperture was not passed" in text
     assert len(check_page(page)) == 8
+
+
+def test_cifti_geometry_puts_units_on_fslr_vertices(tmp_path: Path) -> None:
+    cortex = {"L": np.arange(0, 32492, 2), "R": np.arange(1, 32492, 3)}
+    axis = (
+        nib.cifti2.BrainModelAxis.from_surface(cortex["L"], 32492, "CortexLeft")
+        + nib.cifti2.BrainModelAxis.from_surface(cortex["R"], 32492, "CortexRight")
+        + nib.cifti2.BrainModelAxis.from_mask(np.ones((2, 2, 2), bool), "thalamus_left", affine=np.eye(4))
+    )
+    n = len(axis)
+    values = np.arange(n, dtype=np.float32)
+    img = nib.cifti2.Cifti2Image(values[None], header=(nib.cifti2.ScalarAxis(["r2"]), axis))
+    path = tmp_path / "sub-01_task-bar_space-fsLR_den-91k_bold.dscalar.nii"
+    nib.save(img, path)
+    geometry = SurfaceGeometry.from_cifti(path)
+    assert geometry.hemis == {"L": cortex["L"].size, "R": cortex["R"].size}
+    per_hemi = geometry.split(values)
+    assert per_hemi["L"].shape == per_hemi["R"].shape == (32492,)
+    np.testing.assert_array_equal(per_hemi["L"][cortex["L"]], np.arange(cortex["L"].size))
+    assert np.isnan(per_hemi["L"][1]) and np.isnan(per_hemi["R"][0])
+    assert per_hemi["R"][cortex["R"][-1]] == cortex["L"].size + cortex["R"].size - 1
+    meshes, reason = find_meshes("01", "fsLR", "91k", None)
+    assert meshes or "fsLR den-32k" in reason

@@ -16,6 +16,7 @@ TEMPLATE_DENSITY = {
     "fsaverage": ("fsaverage", "164k"),
     "fsLR": ("fsLR", "32k"),
 }
+CIFTI_MESH_DENSITY = {"91k": "32k", "170k": "59k"}
 SURFACE_KINDS = ("inflated", "veryinflated", "midthickness", "pial", "white")
 
 
@@ -174,7 +175,8 @@ def find_meshes(
         ``fsnative``, ``fsaverage5``, ``fsaverage6``, ``fsaverage`` or ``fsLR`` (with an optional
         ``:den-<d>``); other spaces have no mesh.
     den : str, optional
-        Density (``32k``, ``10k``, ...), overriding the one in ``space``.
+        Density (``32k``, ``10k``, ...), overriding the one in ``space``; CIFTI densities
+        (``91k``, ``170k``) stand for their fsLR meshes (``32k``, ``59k``).
     fmriprep_dir : Path, optional
         Searched for the participant's surfaces when ``space`` is ``fsnative``.
     given : dict of str to Path, optional
@@ -197,6 +199,7 @@ def find_meshes(
         den = modifier[4:]
     if name == "fsnative":
         return _fsnative(subject, fmriprep_dir)
+    den = CIFTI_MESH_DENSITY.get(den, den) if name == "fsLR" else den
     if name == "fsaverage" and den in ("10k", "41k"):
         name = {"10k": "fsaverage5", "41k": "fsaverage6"}[den]
     if name == "fsaverage5":
