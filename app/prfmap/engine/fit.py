@@ -96,6 +96,8 @@ def nuisance_basis(n_frames: int, nuisance: np.ndarray | None) -> np.ndarray:
 
 def _problem(model: PRFModel, stim: Stimulus, tr: float, n_bases: int, nuisance: np.ndarray | None,
              dtype: str, slice_time_ref: float) -> _Problem:
+    if dtype == "float64":
+        get_backend().enable_float64()
     design, px, py = stim.stimulated
     hrf = convolution_matrices(hrf_kernels(tr, n_bases, slice_time_ref), stim.run_lengths)
     pixel_area = stim.pixel_size**2
@@ -171,6 +173,8 @@ def _batch_size(prob: _Problem, mem_gb: float, derivatives: int) -> int:
 
 def _run_batches(n_units: int, batch: int, run: Callable[[int, int, int], None],
                  stage: str, progress: ProgressFn | None) -> None:
+    # pad batches to a power of two at most: few distinct shapes to compile, little padding
+    batch = min(batch, 1 << max(int(n_units - 1).bit_length(), 3))
     tiles = _tiles(n_units, batch)
     for i, (start, stop) in enumerate(tiles):
         run(start, stop, batch)
@@ -179,7 +183,7 @@ def _run_batches(n_units: int, batch: int, run: Callable[[int, int, int], None],
 
 
 def _refine_lm(prob: _Problem, u0: np.ndarray, y: np.ndarray, free: np.ndarray, mem_gb: float,
-               max_iter: int, tol: float, progress: ProgressFn | None) -> tuple[np.ndarray, int]:
+               max_iter: int, tol: float, progress: ProgressFn | None) -> tuple[np.ndarray, list[int]]:
     model, dtype = prob.model, prob.dtype
     backend = get_backend()
     init_fn = partial(core.lm_init, model)
@@ -201,7 +205,7 @@ def _refine_lm(prob: _Problem, u0: np.ndarray, y: np.ndarray, free: np.ndarray, 
     init_c = _compiled(("lm_init", model.name, dtype), init_fn)
     step_c = _compiled(("lm_step", model.name, dtype, tol), step_fn)
     out = np.empty_like(u0)
-    iterations = [0]
+    iterations = [0, 0]  # most iterations of a batch, unit-iterations computed
     free_t = _tensor(free, dtype)
 
     def run(start: int, stop: int, batch: int) -> None:
@@ -218,18 +222,19 @@ def _refine_lm(prob: _Problem, u0: np.ndarray, y: np.ndarray, free: np.ndarray, 
                 n_it += 1
         out[start:stop] = _numpy(state[0])[: stop - start]
         iterations[0] = max(iterations[0], n_it)
+        iterations[1] += n_it * batch
 
     _run_batches(len(u0), _batch_size(prob, mem_gb, u0.shape[1]), run, "refine", progress)
-    return out, iterations[0]
+    return out, iterations
 
 
 def _refine_sgd(prob: _Problem, u0: np.ndarray, y: np.ndarray, free: np.ndarray, mem_gb: float,
                 max_iter: int, tol: float, learning_rate: float, patience: int,
-                progress: ProgressFn | None) -> tuple[np.ndarray, int]:
+                progress: ProgressFn | None) -> tuple[np.ndarray, list[int]]:
     model, dtype = prob.model, prob.dtype
     backend = get_backend()
     batch = _batch_size(prob, mem_gb, u0.shape[1]) // 2 or 8
-    batch = min(batch, len(u0))
+    batch = min(batch, 1 << max(int(len(u0) - 1).bit_length(), 3))
     optimizer = keras.optimizers.Adam(learning_rate=learning_rate)
     optimizer.build([keras.Variable(np.zeros((batch, u0.shape[1]), dtype=dtype))])
     grad_fn = backend.value_and_grad(
@@ -265,7 +270,7 @@ def _refine_sgd(prob: _Problem, u0: np.ndarray, y: np.ndarray, free: np.ndarray,
     step_c = _compiled(("sgd_step",) + key, step)
     free_t = _tensor(free, dtype)
     out = np.empty_like(u0)
-    iterations = [0]
+    iterations = [0, 0]
 
     def run(start: int, stop: int, size: int) -> None:
         ub = _tensor(_pad(u0[start:stop], size), dtype)
@@ -284,9 +289,10 @@ def _refine_sgd(prob: _Problem, u0: np.ndarray, y: np.ndarray, free: np.ndarray,
                 n_it += 1
         out[start:stop] = _numpy(state[0])[: stop - start]
         iterations[0] = max(iterations[0], n_it)
+        iterations[1] += n_it * size
 
     _run_batches(len(u0), batch, run, "refine", progress)
-    return out, iterations[0]
+    return out, iterations
 
 
 def _sgd_objective(model, u, y, stim, hrf_t, q):
@@ -424,7 +430,7 @@ def fit_prf(
 
     u0 = prf_model.internal(theta0)
     t0 = time.perf_counter()
-    iterations = 0
+    iterations = [0, 0]
     if refine == "lm":
         u, iterations = _refine_lm(prob, u0, y_proj[index], free, mem_gb,
                                    max_iter or 30, tol or 1e-6, progress)
@@ -472,7 +478,9 @@ def fit_prf(
         "hrf_bases": list(HRF_BASES[:n_bases]),
         "slice_time_ref": slice_time_ref,
         "grid_points": int(theta_grid.shape[0]),
-        "iterations": int(iterations),
+        "iterations": int(iterations[0]),
+        "unit_iterations": int(iterations[1]),
+        "pixels": int(prob.pixels),
         "max_iter": int(max_iter or (30 if refine == "lm" else 400)),
         "fixed": {k: float(v) for k, v in fixed_values.items()},
         "dtype": dtype,

@@ -147,7 +147,7 @@ class CSSModel(GaussModel):
 
     name = "css"
     params = GaussModel.params + (Param("n", "sigmoid", 0.5),)
-    grid_extras = {"n": (0.25, 0.5, 1.0 - 1e-3)}
+    grid_extras = {"n": (0.25, 0.5, 0.8)}
 
     def neural(self, theta, stim, jacobian):
         s = super().neural(theta, stim, jacobian)

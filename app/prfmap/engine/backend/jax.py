@@ -34,3 +34,8 @@ def device() -> str:
     dev = jax.devices()[0]
     kind = getattr(dev, "device_kind", "")
     return f"{dev.platform}:{dev.id} ({kind})" if dev.platform != "cpu" else "cpu"
+
+
+def enable_float64() -> None:
+    """Allow float64 arrays (JAX computes in float32 unless x64 is enabled)."""
+    jax.config.update("jax_enable_x64", True)

@@ -41,3 +41,7 @@ def device() -> str:
     """The device the computation runs on."""
     gpus = tf.config.list_logical_devices("GPU")
     return f"gpu:0 ({gpus[0].name})" if gpus else "cpu"
+
+
+def enable_float64() -> None:
+    """Nothing to do: float64 tensors are always available on this backend."""

@@ -54,3 +54,7 @@ def device() -> str:
     if torch.cuda.is_available():
         return f"cuda:0 ({torch.cuda.get_device_name(0)})"
     return "cpu"
+
+
+def enable_float64() -> None:
+    """Nothing to do: float64 tensors are always available on this backend."""
