@@ -60,6 +60,17 @@ def test_eccentricity_sigma_line_matches_the_simulated_slope(report: Path) -> No
     assert caption is not None
     slope, intercept = float(caption.group(1)), float(caption.group(2))
     assert abs(slope - 0.2) < 0.01 and abs(intercept - 0.3) < 0.05
+    assert "0 units with r² ≥ 0.1 lie beyond it" in report.read_text()
+
+
+def test_units_beyond_the_stimulated_field_are_counted(context: ReportContext, tmp_path: Path):
+    maps = dict(context.maps)
+    far = np.flatnonzero(maps["r2"] >= 0.1)[:25]
+    maps["eccentricity"] = maps["eccentricity"].copy()
+    maps["eccentricity"][far] = 2500.0
+    ctx = small_context(context, maps=maps, surface=None)
+    text = write_participant_report(tmp_path, "01", ctx).read_text()
+    assert "25 units with r² ≥ 0.1 lie beyond it" in text
 
 
 def test_fit_line_and_example_units() -> None:
@@ -147,13 +158,21 @@ def test_template_meshes_come_from_disk_only() -> None:
 
 def test_one_section_per_fit(context: ReportContext, tmp_path: Path) -> None:
     maps = {k: context.maps[k] for k in ("x", "y", "sigma", "r2")}
-    a = small_context(context, space="T1w", surface=None, maps=maps, design=None)
+    a = small_context(
+        context,
+        space="T1w",
+        surface=None,
+        maps=maps,
+        design=None,
+        timings={"fit": 2.0, "total": 2.5},
+    )
     b = small_context(a, session="2")
     page = write_participant_report(tmp_path, "01", [a, b])
     text = page.read_text()
     assert 'id="task-bar_space-T1w_model-gauss"' in text
     assert 'id="ses-2_task-bar_space-T1w_model-gauss"' in text
     assert "aperture was not passed" in text
+    assert text.count("<th>total</th>") == 2 and "<td>2.50 s</td>" in text
     assert len(check_page(page)) == 8
 
 

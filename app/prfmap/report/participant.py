@@ -93,10 +93,9 @@ class _Section:
         ctx = self.ctx
         backend = table(dict_rows(ctx.backend) or [("backend", "unknown")])
         settings = table(dict_rows(ctx.settings) or [("settings", "not recorded")])
-        total = sum(ctx.timings.values())
-        timing_rows = [(k, f"{v:.2f} s") for k, v in ctx.timings.items()] + [
-            ("total", f"{total:.2f} s")
-        ]
+        timing_rows = [(k, f"{v:.2f} s") for k, v in ctx.timings.items()]
+        if "total" not in ctx.timings:
+            timing_rows.append(("total", f"{sum(ctx.timings.values()):.2f} s"))
         return (
             f"<h3>Backend and device</h3>{backend}<h3>Fitting settings</h3>{settings}"
             f"<h3>Time per stage</h3>{table(timing_rows, ('stage', 'time'))}"
@@ -124,9 +123,7 @@ class _Section:
             )
         keep = np.isfinite(self.r2) & (self.r2 >= ctx.r2_threshold)
         split_keep = ctx.surface.split(keep.astype(np.float64))
-        mismatch = [
-            h for h in split_keep if h in meshes and split_keep[h].size != meshes[h].n_vertices
-        ]
+        mismatch = [h for h in split_keep if h in meshes and split_keep[h].size != meshes[h].n_vertices]
         if mismatch:
             return head + (
                 f'<p class="warning">The data have {split_keep[mismatch[0]].size} '
@@ -159,32 +156,46 @@ class _Section:
             )
         return html
 
+    def _inside(self) -> tuple[np.ndarray, str]:
+        """r² with units outside the stimulated field set to NaN, and a sentence about them."""
+        m, ctx = self.maps, self.ctx
+        if not ctx.fov_deg or "eccentricity" not in m or "sigma" not in m:
+            return self.r2, ""
+        limit = ctx.fov_deg / 2
+        inside = (m["eccentricity"] <= limit) & (m["sigma"] > 0) & (m["sigma"] <= limit)
+        good = np.isfinite(self.r2) & (self.r2 >= ctx.r2_threshold)
+        outside = int(np.sum(good & ~inside))
+        note = (
+            f" Shown: units with eccentricity and sigma up to {limit:g}° (the stimulated "
+            f"field); {outside} units with r² ≥ {ctx.r2_threshold:g} lie beyond it."
+        )
+        return np.where(inside, self.r2, np.nan), note
+
     def visual_field(self) -> str:
         ctx = self.ctx
         thr = ctx.r2_threshold
         html = "<h3>Visual field</h3>"
         m = self.maps
+        r2, note = self._inside()
         if all(k in m for k in ("x", "y", "sigma")):
             path, src = self._fig("coverage")
-            figures.visual_field_coverage(
-                m["x"], m["y"], m["sigma"], self.r2, thr, ctx.fov_deg, path
-            )
+            figures.visual_field_coverage(m["x"], m["y"], m["sigma"], r2, thr, ctx.fov_deg, path)
             html += figure(
                 src,
                 "visual-field coverage",
                 f"Left: pRF centres of units with r² ≥ {thr:g}. Right: coverage, the "
-                "maximum over their Gaussian pRFs; dashed: the stimulated field.",
+                f"maximum over their Gaussian pRFs; dashed: the stimulated field.{note}",
             )
         if "eccentricity" in m and "sigma" in m:
             path, src = self._fig("ecc-sigma")
-            _, line = figures.eccentricity_sigma(m["eccentricity"], m["sigma"], self.r2, thr, path)
+            _, line = figures.eccentricity_sigma(m["eccentricity"], m["sigma"], r2, thr, path)
             fit = (
                 f"fitted line (r²-weighted least squares): sigma = {line[0]:.3f} × eccentricity "
                 f"+ {line[1]:.3f}°"
                 if line
                 else "too few units to fit a line"
             )
-            html += figure(src, "eccentricity versus sigma", f"Units with r² ≥ {thr:g}; {fit}.")
+            html += figure(src, "eccentricity versus sigma", f"Units with r² ≥ {thr:g}; {fit}.{note}")
         path, src = self._fig("r2-hist")
         figures.r2_histogram(self.r2, thr, path)
         html += figure(src, "r² histogram", f"Variance explained by the {ctx.model} model.")
@@ -272,8 +283,6 @@ def write_participant_report(
     about = table([("prfmap", __version__), ("Generated", stamp)])
     body += f'<section id="about"><h2>About</h2>{about}</section>'
     nav = [(s.anchor, s.ctx.key) for s in sections] + [("about", "About")]
-    path = write_text_atomic(
-        output_dir / f"sub-{label}.html", page(f"prfmap: sub-{label}", nav, body)
-    )
+    path = write_text_atomic(output_dir / f"sub-{label}.html", page(f"prfmap: sub-{label}", nav, body))
     log.info("report written to %s", path)
     return path
