@@ -84,19 +84,70 @@ def only_logs(output_dir: Path) -> bool:
     return all(f.startswith("logs/") and f.endswith(".log") for f in output_files(output_dir))
 
 
-def synthesise(out: Path, *args: str) -> Path:
-    """Run ``prfmap-synth OUT ARGS`` in-process and return the BIDS root."""
-    from prfmap.cli.synth import main as synth_main
+def synthesise(out: Path, **settings) -> Path:
+    """Write a ``prfmap-synth`` dataset with ``SynthConfig(**settings)`` and return its root."""
+    from prfmap.synth import SynthConfig, make_synthetic_dataset
 
-    code = synth_main([str(out), *args])
-    assert code == 0, f"prfmap-synth {' '.join(args)} failed with {code}"
+    return make_synthetic_dataset(out, SynthConfig(**settings))
+
+
+def accuracy(bids_dir: Path, output_dir: Path, subject: str = "01") -> dict[str, float]:
+    """Recovery of the ground truth in the units that have a pRF.
+
+    Returns the median centre error (degrees), the median absolute sigma error (degrees), the
+    fraction of pRF units with finite estimates, and their number.
+    """
+    import numpy as np
+
+    from prfmap.synth import load_truth
+
+    truth = load_truth(bids_dir, subject)
+    est = read_maps(bids_dir, output_dir, ("x", "y", "sigma"), subject)
+    prf = truth["mask"]
+    fitted = np.isfinite(est["x"][prf]) & np.isfinite(est["sigma"][prf])
+    centre = np.hypot(est["x"] - truth["x"], est["y"] - truth["y"])[prf]
+    sigma = np.abs(est["sigma"] - truth["sigma"])[prf]
+    return {
+        "centre": float(np.median(np.where(fitted, centre, np.inf))),
+        "sigma": float(np.median(np.where(fitted, sigma, np.inf))),
+        "fitted": float(fitted.mean()),
+        "n_prf": int(prf.sum()),
+    }
+
+
+def read_maps(bids_dir: Path, output_dir: Path, labels, subject: str = "01") -> dict:
+    """prfmap's maps as (units,) arrays in the BOLD's unit order (GIFTI, CIFTI or volume)."""
+    import nibabel as nib
+    import numpy as np
+
+    func = output_dir / f"sub-{subject}" / "func"
+    dscalar = sorted(func.glob("*_boldmap.dscalar.nii"))
+    if dscalar:
+        img = nib.load(dscalar[0])
+        names = list(img.header.get_axis(0).name)
+        data = img.get_fdata(dtype=np.float32)
+        return {label: data[names.index(label)] for label in labels}
+    out = {}
+    for label in labels:
+        gifti = sorted(func.glob(f"*_param-{label}_boldmap.func.gii"))
+        if gifti:
+            assert [("hemi-L" in p.name, "hemi-R" in p.name) for p in gifti] == [
+                (True, False), (False, True)
+            ]  # fmt: skip
+            out[label] = np.concatenate([nib.load(p).darrays[0].data for p in gifti])
+            continue
+        (path,) = sorted(func.glob(f"*_param-{label}_boldmap.nii.gz"))
+        fmriprep = bids_dir / "derivatives" / "fmriprep" / f"sub-{subject}" / "func"
+        mask_path = sorted(fmriprep.glob("*_desc-brain_mask.nii.gz"))[0]
+        mask = np.asanyarray(nib.load(mask_path).dataobj) > 0
+        out[label] = np.asarray(nib.load(path).dataobj, dtype=np.float32)[mask]
     return out
 
 
 @pytest.fixture(scope="session")
 def small_synth(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small fsaverage5 synthetic dataset (one participant, two runs), made once."""
-    return synthesise(tmp_path_factory.mktemp("synth") / "bids", "--subjects", "1", "--runs", "2")
+    return synthesise(tmp_path_factory.mktemp("synth") / "bids", small=True)
 
 
 @pytest.fixture
