@@ -1,20 +1,40 @@
 """The numerical core of prfmap: pRF models and compiled fitters on JAX, PyTorch or TensorFlow.
 
-The engine reads no files. Select the backend with ``KERAS_BACKEND`` (or
-:func:`prfmap.engine.backend.select_backend`) before importing it.
+The engine reads no files. The backend is ``KERAS_BACKEND`` (JAX when unset); choose it with
+:func:`select_backend` before anything imports Keras. Importing this package does not import Keras: the
+public names below load on first use.
 """
 
-from prfmap.engine.backend import select_backend
-from prfmap.engine.fit import FitResult, fit_prf, predict
-from prfmap.engine.grid import cartesian_grid, polar_grid
-from prfmap.engine.hrf import spm_hrf
-from prfmap.engine.models import MODELS, PARAMETER_LABELS, model_parameters
-from prfmap.engine.stimulus import Stimulus
+from __future__ import annotations
 
-__all__ = [
-    "MODELS", "PARAMETER_LABELS", "FitResult", "Stimulus", "backend_info", "cartesian_grid",
-    "fit_prf", "model_parameters", "polar_grid", "predict", "select_backend", "spm_hrf",
-]
+import importlib
+import os
+from typing import Any
+
+from prfmap.engine.backend import select_backend
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+
+_LAZY = {
+    "FitResult": "prfmap.engine.fit",
+    "fit_prf": "prfmap.engine.fit",
+    "predict": "prfmap.engine.fit",
+    "cartesian_grid": "prfmap.engine.grid",
+    "polar_grid": "prfmap.engine.grid",
+    "spm_hrf": "prfmap.engine.hrf",
+    "MODELS": "prfmap.engine.models",
+    "PARAMETER_LABELS": "prfmap.engine.models",
+    "model_parameters": "prfmap.engine.models",
+    "Stimulus": "prfmap.engine.stimulus",
+}
+
+__all__ = sorted([*_LAZY, "backend_info", "select_backend"])
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'prfmap.engine' has no attribute {name!r}")
 
 
 def backend_info() -> dict[str, str]:

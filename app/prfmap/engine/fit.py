@@ -237,6 +237,8 @@ def _refine_sgd(prob: _Problem, u0: np.ndarray, y: np.ndarray, free: np.ndarray,
     batch = min(batch, 1 << max(int(len(u0) - 1).bit_length(), 3))
     optimizer = keras.optimizers.Adam(learning_rate=learning_rate)
     optimizer.build([keras.Variable(np.zeros((batch, u0.shape[1]), dtype=dtype))])
+    # a fresh optimizer state (zero moments, iteration 0, learning rate) for every batch
+    initial_vars = [ops.convert_to_tensor(_numpy(v.value)) for v in optimizer.variables]
     grad_fn = backend.value_and_grad(
         lambda u, yb, stim, hrf_t, q: _sgd_objective(model, u, yb, stim, hrf_t, q), has_aux=True)
 
@@ -275,7 +277,7 @@ def _refine_sgd(prob: _Problem, u0: np.ndarray, y: np.ndarray, free: np.ndarray,
     def run(start: int, stop: int, size: int) -> None:
         ub = _tensor(_pad(u0[start:stop], size), dtype)
         yb = _tensor(_pad(y[start:stop], size), dtype)
-        opt_vars = [ops.zeros_like(v.value) for v in optimizer.variables]
+        opt_vars = list(initial_vars)
         if loop_compiled:
             state = loop_fn(ub, opt_vars, yb, free_t, prob.stim, prob.hrf_t, prob.q)
             n_it = int(_numpy(state[-1]))
