@@ -1,0 +1,176 @@
+"""The participant level end to end on synthetic data (issue 3, Must show 1-4).
+
+One full fsaverage5 demo dataset (one participant, two runs, default noise) is fitted once per
+backend: in this process on JAX (the suite runs with ``KERAS_BACKEND=jax``), and in subprocesses
+on PyTorch and TensorFlow, because Keras fixes its backend per process. Small CIFTI and volume
+sets check the other input formats.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import pytest
+
+from prfmap.cli.run import main
+
+from .conftest import accuracy, read_maps, run_prfmap, synthesise
+
+pytestmark = pytest.mark.slow
+
+GAUSS_LABELS = ("x", "y", "sigma", "amplitude", "baseline", "r2", "polarangle", "eccentricity")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The default demo dataset and prfmap's outputs for it on JAX (with the report)."""
+    root = tmp_path_factory.mktemp("demo")
+    bids = synthesise(root / "bids", subjects=1, runs=2, space="fsaverage5")
+    out = root / "out"
+    code = main([str(bids), str(out), "participant", "--backend", "jax",
+                 "--work-dir", str(root / "work")])  # fmt: skip
+    assert code == 0
+    return bids, out
+
+
+def test_recovers_ground_truth_on_fsaverage5(demo) -> None:
+    bids, out = demo
+    acc = accuracy(bids, out)
+    assert acc["n_prf"] > 100
+    assert acc["fitted"] >= 0.95, acc
+    assert acc["centre"] <= 0.4, acc
+    assert acc["sigma"] <= 0.35, acc
+
+
+def test_gifti_outputs_load_with_nibabel_and_nilearn(demo) -> None:
+    from nilearn import surface
+
+    _, out = demo
+    func = out / "sub-01" / "func"
+    for hemi in ("L", "R"):
+        for label in GAUSS_LABELS:
+            stem = f"sub-01_task-prf_hemi-{hemi}_space-fsaverage5_model-gauss_param-{label}_boldmap"
+            img = nib.load(func / f"{stem}.func.gii")
+            assert img.darrays[0].data.shape == (10242,)
+            assert img.meta["AnatomicalStructurePrimary"] == {"L": "CortexLeft", "R": "CortexRight"}[hemi]
+            data = surface.load_surf_data(str(func / f"{stem}.func.gii"))
+            assert data.shape == (10242,)
+            np.testing.assert_array_equal(data, img.darrays[0].data)
+            sidecar = json.loads((func / f"{stem}.json").read_text())
+            assert sidecar["Model"] == "gauss" and sidecar["Parameter"] == label
+            assert sidecar["FitSettings"]["backend"] == "jax"
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
+        "dataset_description.json", "logs", "sub-01", "sub-01.html"
+    ]  # fmt: skip
+    assert not list(out.glob(".prfmap-staging-*"))
+
+
+def test_maps_are_consistent(demo) -> None:
+    bids, out = demo
+    maps = read_maps(bids, out, ("x", "y", "polarangle", "eccentricity", "r2"))
+    ok = np.isfinite(maps["x"])
+    np.testing.assert_allclose(
+        maps["eccentricity"][ok], np.hypot(maps["x"], maps["y"])[ok], rtol=1e-4, atol=1e-4
+    )
+    angle = np.degrees(np.arctan2(maps["y"], maps["x"]))[ok]
+    delta = (maps["polarangle"][ok] - angle + 180) % 360 - 180
+    assert np.abs(delta).max() < 1e-3
+    assert np.nanmax(maps["r2"]) <= 1.0
+
+
+def test_pybids_indexes_outputs_as_a_derivative_dataset(demo) -> None:
+    from bids import BIDSLayout
+
+    _, out = demo
+    description = json.loads((out / "dataset_description.json").read_text())
+    assert description["DatasetType"] == "derivative"
+    assert description["GeneratedBy"][0]["Name"] == "prfmap"
+    assert "*_boldmap.*" in (out / ".bidsignore").read_text().split()
+    layout = BIDSLayout(out, validate=False, is_derivative=True)
+    maps = layout.get(subject="01", task="prf", space="fsaverage5", extension=".func.gii")
+    assert len(maps) == 2 * len(GAUSS_LABELS)
+    assert {f.get_entities()["hemi"] for f in maps} == {"L", "R"}
+    assert {f.get_entities()["suffix"] for f in maps} == {"boldmap"}
+    left_sigma = next(f for f in maps if "hemi-L" in f.filename and "param-sigma" in f.filename)
+    assert layout.get_metadata(left_sigma.path)["Units"] == "deg"
+
+
+def test_report_written(demo) -> None:
+    _, out = demo
+    html = (out / "sub-01.html").read_text()
+    assert "sub-01" in html
+    figures = list((out / "sub-01" / "figures").glob("*.png"))
+    assert figures and all(p.stat().st_size > 0 for p in figures)
+
+
+@pytest.mark.parametrize("backend", ["torch", "tensorflow"])
+def test_backends_give_the_same_maps(demo, backend: str, tmp_path: Path) -> None:
+    bids, jax_out = demo
+    out = tmp_path / f"out-{backend}"
+    proc = run_prfmap(
+        bids, out, "participant", "--backend", backend, "--no-report",
+        "--work-dir", tmp_path / "work", backend=backend,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sidecar = next((out / "sub-01" / "func").glob("*hemi-L*param-x_boldmap.json"))
+    assert json.loads(sidecar.read_text())["FitSettings"]["backend"] == backend
+    labels = ("x", "y", "sigma")
+    reference = read_maps(bids, jax_out, labels)
+    other = read_maps(bids, out, labels)
+    from prfmap.synth import load_truth
+
+    prf = load_truth(bids)["mask"]
+    for label in labels:
+        both = prf & np.isfinite(reference[label]) & np.isfinite(other[label])
+        assert both.sum() >= 0.95 * prf.sum()
+        delta = np.abs(reference[label][both] - other[label][both])
+        assert np.median(delta) <= 0.01, (label, float(np.median(delta)))
+
+
+@pytest.mark.parametrize("space", ["fsLR", "T1w"])
+def test_cifti_and_volume_inputs(space: str, tmp_path: Path) -> None:
+    """Small CIFTI (fsLR 91k layout) and volume (T1w + brain mask) sets.
+
+    The small sets have a coarser aperture and shorter runs than the demo, so they are
+    simulated at a quarter of the default noise for the demo's accuracy bounds to apply.
+    """
+    bids = synthesise(tmp_path / "bids", space=space, small=True, noise=0.25)
+    out = tmp_path / "out"
+    code = main([str(bids), str(out), "participant", "--no-report", "--save-predictions",
+                 "--work-dir", str(tmp_path / "work")])  # fmt: skip
+    assert code == 0
+    acc = accuracy(bids, out)
+    assert acc["fitted"] >= 0.95, acc
+    assert acc["centre"] <= 0.4, acc
+    assert acc["sigma"] <= 0.35, acc
+
+    func = out / "sub-01" / "func"
+    fmriprep = bids / "derivatives" / "fmriprep" / "sub-01" / "func"
+    if space == "fsLR":
+        (path,) = func.glob("*_boldmap.dscalar.nii")
+        assert path.name == "sub-01_task-prf_space-fsLR_den-91k_model-gauss_boldmap.dscalar.nii"
+        img = nib.load(path)
+        assert set(GAUSS_LABELS) <= set(img.header.get_axis(0).name)
+        bold = nib.load(next(fmriprep.glob("*run-1*_bold.dtseries.nii")))
+        assert img.header.get_axis(1) == bold.header.get_axis(1)
+        (series,) = func.glob("*_desc-prediction_model-gauss_bold.dtseries.nii")
+        assert nib.load(series).shape[1] == bold.shape[1]
+    else:
+        from nilearn.image import load_img
+
+        mask = nib.load(next(fmriprep.glob("*_desc-brain_mask.nii.gz")))
+        for label in GAUSS_LABELS:
+            path = func / f"sub-01_task-prf_space-T1w_model-gauss_param-{label}_boldmap.nii.gz"
+            img = load_img(str(path))
+            assert img.shape == mask.shape
+            np.testing.assert_allclose(img.affine, mask.affine)
+        (series,) = func.glob("*_desc-prediction_model-gauss_bold.nii.gz")
+        assert nib.load(series).shape[:3] == mask.shape
+
+    from bids import BIDSLayout
+
+    layout = BIDSLayout(out, validate=False, is_derivative=True)
+    assert layout.get(subject="01", suffix="boldmap", extension=[".dscalar.nii", ".nii.gz"])
