@@ -60,17 +60,23 @@ def test_eccentricity_sigma_line_matches_the_simulated_slope(report: Path) -> No
     assert caption is not None
     slope, intercept = float(caption.group(1)), float(caption.group(2))
     assert abs(slope - 0.2) < 0.01 and abs(intercept - 0.3) < 0.05
-    assert "0 units with r² ≥ 0.1 lie beyond it" in report.read_text()
+
+
+def beyond(maps: dict[str, np.ndarray]) -> int:
+    inside = (maps["eccentricity"] <= 10) & (maps["sigma"] > 0) & (maps["sigma"] <= 10)
+    return int(np.sum((maps["r2"] >= 0.1) & ~inside))
 
 
 def test_units_beyond_the_stimulated_field_are_counted(context: ReportContext, tmp_path: Path):
     maps = dict(context.maps)
-    far = np.flatnonzero(maps["r2"] >= 0.1)[:25]
+    before = beyond(maps)
+    far = np.flatnonzero((maps["r2"] >= 0.1) & (maps["eccentricity"] < 10))[:25]
     maps["eccentricity"] = maps["eccentricity"].copy()
     maps["eccentricity"][far] = 2500.0
+    assert beyond(maps) == before + 25
     ctx = small_context(context, maps=maps, surface=None)
     text = write_participant_report(tmp_path, "01", ctx).read_text()
-    assert "25 units with r² ≥ 0.1 lie beyond it" in text
+    assert f"{before + 25} units with r² ≥ 0.1 lie beyond it" in text
 
 
 def test_fit_line_and_example_units() -> None:
