@@ -181,3 +181,11 @@ def test_known_templates_match_templateflow_api() -> None:
     from prfmap.cli.spaces import known_templates
 
     assert set(api.templates()) <= set(known_templates())
+
+
+def test_group_level_without_participant_maps_exits_66(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    assert main([str(tmp_path / "bids"), str(out), "group"]) == 66
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("prfmap: error: ") and str(out) in err[0]

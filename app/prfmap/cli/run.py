@@ -62,6 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 opts.output_dir,
                 participant_labels=opts.participant_label,
                 r2_threshold=opts.r2_threshold,
+                report=not opts.no_report,
             )
         return int(ExitCode.OK)
     except PrfmapError as err:
