@@ -133,3 +133,13 @@ def test_staging_publishes_all_or_nothing(tmp_path: Path) -> None:
         published = publish(stage, out)
     assert published == [out / "sub-01" / "func" / "a.txt"]
     assert sorted(p.name for p in out.iterdir()) == ["sub-01"]
+
+
+def test_bids_uri_prefers_the_most_specific_dataset(tmp_path: Path) -> None:
+    from prfmap.derivatives import bids_uri
+
+    links = {"raw": tmp_path, "fmriprep": tmp_path / "derivatives" / "fmriprep"}
+    bold = tmp_path / "derivatives" / "fmriprep" / "sub-01" / "func" / "a_bold.func.gii"
+    assert bids_uri(bold, links) == "bids:fmriprep:sub-01/func/a_bold.func.gii"
+    assert bids_uri(tmp_path / "stimuli" / "bars.nii.gz", links) == "bids:raw:stimuli/bars.nii.gz"
+    assert bids_uri("/elsewhere/x.npy", links) == "/elsewhere/x.npy"
