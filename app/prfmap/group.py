@@ -98,9 +98,7 @@ def _read_gifti_map(path: Path) -> np.ndarray:
 
     values = read_gifti(path)
     if values.ndim != 2 or values.shape[1] != 1:
-        raise BadDataError(
-            f"{path} holds {values.shape[1]} maps, not one; re-run the participant level"
-        )
+        raise BadDataError(f"{path} holds {values.shape[1]} maps, not one; re-run the participant level")
     return values[:, 0].astype(np.float64)
 
 
@@ -241,9 +239,7 @@ def _stack(sets: list[ParticipantMaps], label: str, hemi: str) -> np.ndarray:
         arrays.append(values)
     sizes = {a.size for a in arrays}
     if len(sizes) != 1:
-        listing = ", ".join(
-            f"sub-{s.key.subject}: {a.size}" for s, a in zip(sets, arrays, strict=True)
-        )
+        listing = ", ".join(f"sub-{s.key.subject}: {a.size}" for s, a in zip(sets, arrays, strict=True))
         raise BadDataError(f"hemisphere {hemi} vertex counts differ in {sets[0].fit} ({listing})")
     return np.stack(arrays)
 
@@ -312,9 +308,7 @@ def run_group(
         if s.key.space in TEMPLATE_SPACES:
             by_fit[s.fit].append(s)
     shared = {
-        fit: members
-        for fit, members in by_fit.items()
-        if {m.key.subject for m in members} == set(subjects)
+        fit: members for fit, members in by_fit.items() if {m.key.subject for m in members} == set(subjects)
     }
     if not shared:
         raise BadDataError(_spaces_message(sets, subjects))

@@ -79,9 +79,7 @@ class Progress:
         if self.terminal:
             from tqdm import tqdm
 
-            self._bar = tqdm(
-                total=total, desc=stage, file=self.stream, leave=True, dynamic_ncols=True
-            )
+            self._bar = tqdm(total=total, desc=stage, file=self.stream, leave=True, dynamic_ncols=True)
 
     def _finish(self) -> None:
         if self._bar is not None:
@@ -100,9 +98,7 @@ class Progress:
         self.close()
 
 
-def make_progress(
-    enabled: bool = True, stream: IO[str] | None = None, interval_s: float = 10.0
-) -> Progress:
+def make_progress(enabled: bool = True, stream: IO[str] | None = None, interval_s: float = 10.0) -> Progress:
     """The progress callable to pass as the engine's ``progress=`` and to use for loading runs.
 
     Parameters

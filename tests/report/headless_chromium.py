@@ -154,9 +154,7 @@ def render(page: Path, timeout_s: float = 60.0) -> tuple[list[str], str]:
         pipe = _Pipe(to_chrome_w, from_chrome_r, time.monotonic() + timeout_s)
         try:
             target = pipe.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-            session = pipe.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
-                "sessionId"
-            ]
+            session = pipe.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
             for domain in ("Runtime", "Log", "Page"):
                 pipe.send(f"{domain}.enable", session=session)
             pipe.send("Page.navigate", {"url": page.resolve().as_uri()}, session=session)

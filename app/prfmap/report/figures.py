@@ -111,9 +111,7 @@ def visual_field_coverage(
     """
     keep = _shown(r2, threshold, x, y, sigma)
     idx = np.flatnonzero(keep)
-    half = (
-        fov_deg / 2 if fov_deg else (float(np.nanmax(np.abs([x[idx], y[idx]]))) if idx.size else 10)
-    )
+    half = fov_deg / 2 if fov_deg else (float(np.nanmax(np.abs([x[idx], y[idx]]))) if idx.size else 10)
     lim = 1.15 * half
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9, 4.2), layout="constrained")
     for ax in (ax0, ax1):
@@ -125,14 +123,10 @@ def visual_field_coverage(
         ax.set_xlabel("x (deg)")
         ax.set_ylabel("y (deg)")
         if fov_deg:
-            ax.add_patch(
-                plt.Rectangle((-half, -half), 2 * half, 2 * half, fill=False, ls="--", ec="0.4")
-            )
+            ax.add_patch(plt.Rectangle((-half, -half), 2 * half, 2 * half, fill=False, ls="--", ec="0.4"))
     if idx.size:
         order = idx[np.argsort(r2[idx])]
-        sc = ax0.scatter(
-            x[order], y[order], c=r2[order], s=4, cmap="viridis", vmin=threshold, vmax=1
-        )
+        sc = ax0.scatter(x[order], y[order], c=r2[order], s=4, cmap="viridis", vmin=threshold, vmax=1)
         fig.colorbar(sc, ax=ax0, label="r²", shrink=0.8)
         top = idx[np.argsort(r2[idx])[::-1][:max_units]]
         grid = np.linspace(-lim, lim, 121)
@@ -142,9 +136,7 @@ def visual_field_coverage(
             d2 = (gx[..., None] - x[chunk]) ** 2 + (gy[..., None] - y[chunk]) ** 2
             g = np.exp(-d2 / (2 * np.maximum(sigma[chunk], 1e-3) ** 2))
             coverage = np.maximum(coverage, g.max(axis=-1))
-        im = ax1.imshow(
-            coverage, extent=(-lim, lim, -lim, lim), origin="lower", cmap="magma", vmin=0, vmax=1
-        )
+        im = ax1.imshow(coverage, extent=(-lim, lim, -lim, lim), origin="lower", cmap="magma", vmin=0, vmax=1)
         fig.colorbar(im, ax=ax1, label="max pRF", shrink=0.8)
     else:
         for ax in (ax0, ax1):
@@ -233,9 +225,7 @@ def r2_histogram(r2: np.ndarray, threshold: float, path: Path) -> Path:
     """
     values = r2[np.isfinite(r2)]
     fig, ax = plt.subplots(figsize=(5, 3.5), layout="constrained")
-    ax.hist(
-        values, bins=np.linspace(min(0.0, float(values.min(initial=0))), 1, 51), color="steelblue"
-    )
+    ax.hist(values, bins=np.linspace(min(0.0, float(values.min(initial=0))), 1, 51), color="steelblue")
     ax.axvline(threshold, color="crimson", ls="--", label=f"threshold {threshold:g}")
     ax.set_xlabel("r²")
     ax.set_ylabel("units")
@@ -304,9 +294,7 @@ def timecourses(
         ``path`` and the units shown (``example_units``).
     """
     picks = example_units(r2, threshold)
-    fig, axes = plt.subplots(
-        len(picks), 1, figsize=(9, 2.0 * len(picks)), sharex=True, squeeze=False
-    )
+    fig, axes = plt.subplots(len(picks), 1, figsize=(9, 2.0 * len(picks)), sharex=True, squeeze=False)
     frames = data.shape[1]
     t = np.arange(frames) * (tr or 1.0)
     for ax, (name, unit) in zip(axes[:, 0], picks.items(), strict=True):

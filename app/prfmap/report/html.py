@@ -84,10 +84,7 @@ def figure(src: str, alt: str, caption: str) -> str:
     str
         The element.
     """
-    return (
-        f'<figure><img src="{esc(src)}" alt="{esc(alt)}">'
-        f"<figcaption>{esc(caption)}</figcaption></figure>"
-    )
+    return f'<figure><img src="{esc(src)}" alt="{esc(alt)}"><figcaption>{esc(caption)}</figcaption></figure>'
 
 
 def page(title: str, nav: list[tuple[str, str]], body: str) -> str:
