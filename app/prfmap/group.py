@@ -24,7 +24,10 @@ STATISTICS = {
     "sigma": ("median", "deg", "median pRF size (sigma)"),
     "r2": ("mean", "1", "mean variance explained over all participants with a finite r2"),
 }
-COUNT_DESCRIPTION = "participants contributing at the vertex: finite maps and r2 >= threshold"
+COUNT_DESCRIPTION = (
+    "participants contributing at the vertex: finite maps and r2 >= threshold (a participant "
+    "with several sessions is first combined over them with the same statistics)"
+)
 
 
 @dataclass(frozen=True)
@@ -244,6 +247,22 @@ def _stack(sets: list[ParticipantMaps], label: str, hemi: str) -> np.ndarray:
     return np.stack(arrays)
 
 
+def _per_subject(
+    stacks: dict[str, np.ndarray], members: list[ParticipantMaps], r2_threshold: float
+) -> dict[str, np.ndarray]:
+    """Combine the sessions of each participant first, so each counts once."""
+    subjects = [m.key.subject for m in members]
+    if len(set(subjects)) == len(subjects):
+        return stacks
+    rows: dict[str, list[np.ndarray]] = {label: [] for label in STATISTICS}
+    for subject in dict.fromkeys(subjects):
+        idx = [i for i, s in enumerate(subjects) if s == subject]
+        combined = combine({k: v[idx] for k, v in stacks.items()}, r2_threshold)
+        for label in STATISTICS:
+            rows[label].append(combined[label])
+    return {label: np.stack(values) for label, values in rows.items()}
+
+
 @dataclass
 class GroupResult:
     """What one fit's group maps hold, for the group report."""
@@ -338,10 +357,10 @@ def _write_fit(
 ) -> GroupResult:
     from prfmap.io.bold import GiftiGeometry
 
-    per_hemi = {
-        hemi: combine({label: _stack(members, label, hemi) for label in STATISTICS}, r2_threshold)
-        for hemi in HEMIS
-    }
+    per_hemi = {}
+    for hemi in HEMIS:
+        stacks = {label: _stack(members, label, hemi) for label in STATISTICS}
+        per_hemi[hemi] = combine(_per_subject(stacks, members, r2_threshold), r2_threshold)
     geometry = GiftiGeometry(hemis={h: per_hemi[h]["count"].size for h in HEMIS})
     key = members[0].key
     group_dir = output_dir / "group"

@@ -20,9 +20,11 @@ from prfmap.io.bold import GiftiGeometry
 N = 10242
 
 
-def write_maps(output_dir: Path, subject: str, space: str, maps: dict[str, np.ndarray]) -> None:
+def write_maps(
+    output_dir: Path, subject: str, space: str, maps: dict[str, np.ndarray], session: str | None = None
+) -> None:
     """Write one participant's maps as the participant level names them, one file per param."""
-    key = OutputKey(subject, None, "bar", space, None, None, "gauss")
+    key = OutputKey(subject, session, "bar", space, None, None, "gauss")
     geometry = GiftiGeometry(hemis={"L": N, "R": N})
     func = key.func_dir(output_dir)
     for label, values in maps.items():
@@ -178,3 +180,16 @@ def test_group_level_through_the_command_line(tmp_path: Path, capsys: pytest.Cap
     assert len(maps) == 10 and (out / "group.html").is_file()
     angle = nib.load(next(p for p in maps if "hemi-L" in p.name and "polarangle" in p.name))
     np.testing.assert_allclose(angle.agg_data()[:10], 20.0, atol=1e-4)
+
+
+def test_sessions_of_a_participant_count_once(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    write_maps(tmp_path, "01", "fsaverage5", participant(rng, 170.0, 0.6))
+    write_maps(tmp_path, "02", "fsaverage5", participant(rng, -170.0, 0.4), session="1")
+    write_maps(tmp_path, "02", "fsaverage5", participant(rng, -150.0, 0.4), session="2")
+    (result,) = run_group(tmp_path, report=False)
+    assert result.subjects == ["01", "02"]
+    np.testing.assert_array_equal(result.maps["L"]["count"], 2)
+    np.testing.assert_allclose(result.maps["L"]["polarangle"][:10], -175.0, atol=1e-6)
+    np.testing.assert_allclose(result.maps["R"]["r2"], 0.5, atol=1e-6)
+    assert not (tmp_path / "group.html").exists()
