@@ -55,14 +55,17 @@ class _Checker(HTMLParser):
 
 
 def check_page(page: Path) -> list[Path]:
-    """Assert that ``page`` is well-formed and self-contained; return its images.
+    """Assert that ``page`` is valid and self-contained; return its images.
 
-    Every tag is closed in order, every image has alt text and a relative ``src`` to an
-    existing non-empty PNG, every ``#anchor`` link has its target, nothing points to the
-    network.
+    The page parses without a single HTML5 parse error (html5lib, strict), every tag is closed
+    in order, every image has alt text and a relative ``src`` to an existing non-empty PNG,
+    every ``#anchor`` link has its target, nothing points to the network.
     """
+    import html5lib
+
     text = page.read_text(encoding="utf-8")
     assert text.startswith("<!DOCTYPE html>")
+    html5lib.HTMLParser(strict=True).parse(text)
     checker = _Checker()
     checker.feed(text)
     checker.close()

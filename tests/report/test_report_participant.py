@@ -203,3 +203,22 @@ def test_cifti_geometry_puts_units_on_fslr_vertices(tmp_path: Path) -> None:
     assert per_hemi["R"][cortex["R"][-1]] == cortex["L"].size + cortex["R"].size - 1
     meshes, reason = find_meshes("01", "fsLR", "91k", None)
     assert meshes or "fsLR den-32k" in reason
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "<p><span>unbalanced</p>",
+        '<img src="missing.png" alt="x">',
+        '<img src="https://example.org/a.png" alt="x">',
+        '<a href="#nowhere">x</a>',
+    ],
+)
+def test_page_checks_catch_broken_pages(tmp_path: Path, body: str) -> None:
+    page = tmp_path / "broken.html"
+    page.write_text(
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>t</title></head>'
+        f"<body>{body}</body></html>"
+    )
+    with pytest.raises(Exception):  # noqa: B017 - html5lib ParseError or AssertionError
+        check_page(page)
