@@ -96,11 +96,12 @@ def main() -> None:
     units, frames, pixels, n_grid = args.units, args.frames, s["pixels"], s["grid_points"]
     conv = 2 * frames * frames
     flops = {
-        "grid": 2 * n_grid * frames * pixels + 2 * units * n_grid * frames,
+        "grid_predictions": 2 * n_grid * frames * pixels,
+        "grid_scoring": 2 * units * n_grid * frames,
         "refine": s["unit_iterations"] * 4 * (2 * frames * pixels + conv),
         "linear": units * (2 * frames * pixels + conv),
     }
-    for stage in ("grid", "refine", "linear"):
+    for stage in ("grid_predictions", "grid_scoring", "refine", "linear"):
         seconds = res.timings[stage]
         gflops = flops[stage] / max(seconds, 1e-9) / 1e9
         print(json.dumps({"stage": stage, "seconds": round(seconds, 3),

@@ -28,7 +28,10 @@ _LAZY = {
     "Stimulus": "prfmap.engine.stimulus",
 }
 
-__all__ = sorted([*_LAZY, "backend_info", "select_backend"])
+__all__ = [
+    "MODELS", "PARAMETER_LABELS", "FitResult", "Stimulus", "backend_info", "cartesian_grid", "fit_prf",
+    "model_parameters", "polar_grid", "predict", "select_backend", "spm_hrf",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -118,14 +118,21 @@ def _pad(a: np.ndarray, size: int) -> np.ndarray:
     return np.concatenate([a, pad])
 
 
+def _padded_size(n: int, smallest: int = 256) -> int:
+    """Batch size for ``n`` rows: a power of two, at least ``smallest``, so few shapes get compiled."""
+    return max(smallest, 1 << max(int(n - 1).bit_length(), 0))
+
+
 def _budget_rows(mem_gb: float, bytes_per_row: float, lo: int = 16, hi: int = 65536) -> int:
     rows = int(mem_gb * 2**30 / max(bytes_per_row, 1.0))
     return int(np.clip(rows, lo, hi))
 
 
 def _grid_search(prob: _Problem, y_proj: np.ndarray, theta_grid: np.ndarray, mem_gb: float,
-                 progress: ProgressFn | None) -> tuple[np.ndarray, np.ndarray]:
+                 progress: ProgressFn | None,
+                 timings: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
     model, dtype = prob.model, prob.dtype
+    t0 = time.perf_counter()
     item = np.dtype(dtype).itemsize
     n_grid = theta_grid.shape[0]
     g_tile = min(n_grid, _budget_rows(mem_gb / 2, prob.pixels * item * 3, hi=4096))
@@ -138,12 +145,14 @@ def _grid_search(prob: _Problem, y_proj: np.ndarray, theta_grid: np.ndarray, mem
         preds.append(_numpy(predict_fn(_tensor(theta, dtype), prob.stim, prob.hrf_t, prob.q))
                      [: stop - start])
     grid_unit = np.concatenate(preds)
+    timings["grid_predictions"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
 
     norm = np.linalg.norm(y_proj, axis=1, keepdims=True)
     y_unit = np.divide(y_proj, norm, out=np.zeros_like(y_proj), where=norm > 0)
     n_units = y_unit.shape[0]
     g_block = min(n_grid, _budget_rows(mem_gb / 4, prob.frames * item, hi=16384))
-    u_tile = min(max(n_units, 1), _budget_rows(mem_gb / 2, g_block * item * 2, hi=16384))
+    u_tile = min(_padded_size(n_units), _budget_rows(mem_gb / 2, g_block * item * 2, hi=16384))
     score_fn = _compiled(("grid_score", dtype), core.grid_score)
     best = np.full(n_units, -np.inf)
     best_idx = np.zeros(n_units, dtype=np.int64)
@@ -160,6 +169,7 @@ def _grid_search(prob: _Problem, y_proj: np.ndarray, theta_grid: np.ndarray, mem
             best_idx[start:stop] = np.where(better, idx, best_idx[start:stop])
         if progress:
             progress("grid", i + 1, len(unit_tiles))
+    timings["grid_scoring"] = time.perf_counter() - t0
     return theta_grid[np.minimum(best_idx, n_grid - 1)], best
 
 
@@ -173,8 +183,7 @@ def _batch_size(prob: _Problem, mem_gb: float, derivatives: int) -> int:
 
 def _run_batches(n_units: int, batch: int, run: Callable[[int, int, int], None],
                  stage: str, progress: ProgressFn | None) -> None:
-    # pad batches to a power of two at most: few distinct shapes to compile, little padding
-    batch = min(batch, 1 << max(int(n_units - 1).bit_length(), 3))
+    batch = min(batch, _padded_size(n_units))
     tiles = _tiles(n_units, batch)
     for i, (start, stop) in enumerate(tiles):
         run(start, stop, batch)
@@ -234,7 +243,7 @@ def _refine_sgd(prob: _Problem, u0: np.ndarray, y: np.ndarray, free: np.ndarray,
     model, dtype = prob.model, prob.dtype
     backend = get_backend()
     batch = _batch_size(prob, mem_gb, u0.shape[1]) // 2 or 8
-    batch = min(batch, 1 << max(int(len(u0) - 1).bit_length(), 3))
+    batch = min(batch, _padded_size(len(u0)))
     optimizer = keras.optimizers.Adam(learning_rate=learning_rate)
     optimizer.build([keras.Variable(np.zeros((batch, u0.shape[1]), dtype=dtype))])
     # a fresh optimizer state (zero moments, iteration 0, learning rate) for every batch
@@ -427,7 +436,7 @@ def fit_prf(
     theta_grid = grid_theta(prf_model, grid if grid is not None else polar_grid(stim))
     for name, value in fixed_values.items():
         theta_grid[:, prf_model.names.index(name)] = value
-    theta0, grid_corr = _grid_search(prob, y_proj[index], theta_grid, mem_gb, progress)
+    theta0, _ = _grid_search(prob, y_proj[index], theta_grid, mem_gb, progress, timings)
     timings["grid"] = time.perf_counter() - t0
 
     u0 = prf_model.internal(theta0)

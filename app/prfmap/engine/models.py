@@ -15,6 +15,7 @@ import numpy as np
 from keras import ops
 
 EPS = 1e-12
+MAX_SCALE = 20.0  # largest surround / normalisation size relative to the centre
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class Param:
     """One internal (nonlinear) parameter: its name, bound transform and starting value."""
 
     name: str
-    transform: str  # "identity" | "exp" | "one_plus_exp" | "sigmoid"
+    transform: str  # "identity" | "exp" | "scale" (1 < value < MAX_SCALE) | "sigmoid"
     default: float
 
 
@@ -32,8 +33,8 @@ def to_internal(theta: np.ndarray, transform: str) -> np.ndarray:
         return theta
     if transform == "exp":
         return np.log(np.maximum(theta, EPS))
-    if transform == "one_plus_exp":
-        return np.log(np.maximum(theta - 1.0, EPS))
+    if transform == "scale":
+        return to_internal((theta - 1.0) / (MAX_SCALE - 1.0), "sigmoid")
     if transform == "sigmoid":
         t = np.clip(theta, 1e-6, 1 - 1e-6)
         return np.log(t / (1 - t))
@@ -45,11 +46,11 @@ def from_internal(u: Any, transform: str) -> tuple[Any, Any]:
     if transform == "identity":
         return u, ops.ones_like(u)
     if transform == "exp":
-        v = ops.exp(u)
+        v = ops.exp(ops.clip(u, -30.0, 30.0))
         return v, v
-    if transform == "one_plus_exp":
-        v = ops.exp(u)
-        return 1.0 + v, v
+    if transform == "scale":
+        v = ops.sigmoid(u)
+        return 1.0 + (MAX_SCALE - 1.0) * v, (MAX_SCALE - 1.0) * v * (1.0 - v)
     if transform == "sigmoid":
         v = ops.sigmoid(u)
         return v, v * (1.0 - v)
@@ -168,7 +169,7 @@ class DoGModel(GaussModel):
     """Difference of Gaussians: centre minus a wider surround of relative amplitude ``ratio``."""
 
     name = "dog"
-    params = GaussModel.params + (Param("surround_scale", "one_plus_exp", 3.0),
+    params = GaussModel.params + (Param("surround_scale", "scale", 3.0),
                                   Param("surround_ratio", "exp", 0.1))
 
     def neural(self, theta, stim, jacobian):
@@ -211,7 +212,7 @@ class DNModel(GaussModel):
     """
 
     name = "dn"
-    params = GaussModel.params + (Param("norm_scale", "one_plus_exp", 3.0),
+    params = GaussModel.params + (Param("norm_scale", "scale", 3.0),
                                   Param("amplitude_norm", "exp", 1.0),
                                   Param("activation_ratio", "exp", 0.5),
                                   Param("baseline_norm", "exp", 1.0))
