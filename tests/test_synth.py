@@ -1,0 +1,208 @@
+"""prfmap-synth: stimulus, forward model, dataset layout in each space, and the command line."""
+
+from __future__ import annotations
+
+import json
+
+import nibabel as nib
+import numpy as np
+import pytest
+
+from prfmap.cli.synth import main
+from prfmap.io.aperture import load_aperture
+from prfmap.io.bids import find_inputs
+from prfmap.io.bold import load_bold
+from prfmap.preprocess import dummy_scans_from_confounds, preprocess_run, read_confounds
+from prfmap.synth import (
+    SynthConfig,
+    bar_apertures,
+    gaussian_overlap,
+    hrf_kernel,
+    load_truth,
+    make_synthetic_dataset,
+)
+
+
+def test_bar_apertures_follow_the_screen_convention():
+    cfg = SynthConfig(small=True)
+    design = bar_apertures(cfg)
+    n_frames = 8 * cfg.steps_per_sweep + 5 * cfg.blank_frames
+    assert design.shape == (n_frames, 40, 40) and design.dtype == np.float32
+    assert set(np.unique(design)) == {0.0, 1.0}
+    assert not design[: cfg.blank_frames].any()
+    first = cfg.blank_frames  # sweep 0 moves rightwards: starts at the left (column 0)
+    cols = np.flatnonzero(design[first].any(axis=0))
+    assert cols.max() < 10
+    up = cfg.blank_frames + 2 * cfg.steps_per_sweep + cfg.blank_frames  # third sweep: upwards
+    rows = np.flatnonzero(design[up].any(axis=1))
+    assert rows.min() > 30  # starts at the bottom: the last rows
+    # circular aperture: corners never stimulated
+    assert not design[:, 0, 0].any() and not design[:, -1, -1].any()
+
+
+def test_hrf_kernel_matches_an_independent_exact_integral():
+    from prfmap.engine.hrf import hrf_kernels
+
+    for tr in (1.0, 1.5, 2.0):
+        mine = hrf_kernel(tr)
+        exact = hrf_kernels(tr)[0][: len(mine)]
+        assert abs(mine.sum() - 1) < 1e-3
+        np.testing.assert_allclose(mine, exact, atol=2e-3)
+
+
+def test_gaussian_overlap_is_the_covered_fraction():
+    design = np.ones((2, 101, 101), np.float32)
+    design[1, :, 51:] = 0  # right half blank (x > 0)
+    cover = gaussian_overlap(design, 20.0, np.array([0.0, 3.0]), np.array([0.0, 0.0]),
+                             np.array([1.0, 1.0]))
+    np.testing.assert_allclose(cover[:, 0], 1.0, atol=1e-3)
+    assert abs(cover[0, 1] - 0.5) < 0.05  # half of a central pRF (plus the x = 0 column)
+    assert cover[1, 1] < 0.01  # a pRF at x = 3 deg sees nothing of the left half
+
+
+@pytest.fixture(scope="module")
+def small_sets(tmp_path_factory):
+    out = {}
+    for space in ("fsaverage5", "fsLR", "T1w"):
+        root = tmp_path_factory.mktemp(space) / "bids"
+        make_synthetic_dataset(root, SynthConfig(space=space, small=True, runs=2, seed=3))
+        out[space] = root
+    return out
+
+
+@pytest.mark.parametrize("space", ["fsaverage5", "fsLR", "T1w"])
+def test_dataset_is_found_and_loaded(small_sets, space):
+    root = small_sets[space]
+    desc = json.loads((root / "derivatives" / "fmriprep" / "dataset_description.json").read_text())
+    assert desc["DatasetType"] == "derivative"
+    runs = find_inputs(root, space=space)
+    assert len(runs) == 2 and runs[0].tr == 1.5
+    assert runs[0].stimulus_key == runs[1].stimulus_key  # same stimulus: runs get averaged
+    ap = load_aperture(runs[0].stim_file, tr=runs[0].tr)
+    assert ap.fov_deg == 20.0 and ap.design.shape[1:] == (40, 40)
+    data, geom = load_bold(runs[0])
+    assert data.shape == (geom.n_units, ap.design.shape[0])
+    truth = load_truth(root)
+    assert all(v.shape == (geom.n_units,) for v in truth.values())
+    mask = truth["mask"]
+    assert 50 < mask.sum() < 0.5 * geom.n_units
+    assert np.isfinite(truth["sigma"][mask]).all() and np.isnan(truth["sigma"][~mask]).all()
+    ecc = np.hypot(truth["x"][mask], truth["y"][mask])
+    assert ecc.max() < 10 and truth["sigma"][mask].min() > 0.2
+    np.testing.assert_allclose(truth["eccentricity"][mask], ecc, rtol=1e-5)
+    confounds = read_confounds(runs[0].confounds)
+    assert len(confounds) == data.shape[1] and "framewise_displacement" in confounds
+
+
+def test_fsaverage5_prfs_sit_on_the_occipital_pole(small_sets):
+    from nilearn import datasets
+
+    truth = load_truth(small_sets["fsaverage5"])
+    mesh = datasets.load_fsaverage("fsaverage5")["pial"]
+    pial = np.concatenate([mesh.parts[h].coordinates for h in ("left", "right")])
+    mask = truth["mask"]
+    assert pial[mask, 1].max() < -55  # occipital
+    n_left = mesh.parts["left"].coordinates.shape[0]
+    left, right = mask[:n_left], mask[n_left:]
+    assert left.any() and right.any()
+    # left hemisphere maps the right visual field and vice versa
+    assert (truth["x"][:n_left][left] > 0).mean() > 0.95
+    assert (truth["x"][n_left:][right] < 0).mean() > 0.95
+    # eccentricity grows away from the pole
+    for part, sl in (("left", slice(0, n_left)), ("right", slice(n_left, None))):
+        xyz = mesh.parts[part].coordinates[mask[sl]]
+        ecc = truth["eccentricity"][sl][mask[sl]]
+        dist = np.linalg.norm(xyz - xyz[np.argmin(ecc)], axis=1)
+        assert np.corrcoef(dist, ecc)[0, 1] > 0.5
+    # the medial wall carries no signal: NaN rows after preprocessing
+    run = find_inputs(small_sets["fsaverage5"])[0]
+    data, _ = load_bold(run)
+    pre = preprocess_run(data, run.tr)
+    empty = np.isnan(pre.data).all(axis=1)
+    assert 500 < empty.sum() < 2000 and not (empty & mask).any()
+
+
+def test_noise_free_data_is_the_forward_model(tmp_path):
+    root = tmp_path / "bids"
+    cfg = SynthConfig(space="T1w", small=True, runs=1, noise=0.0)
+    make_synthetic_dataset(root, cfg)
+    run = find_inputs(root)[0]
+    data, _ = load_bold(run)
+    truth = load_truth(root)
+    m = truth["mask"]
+    design = load_aperture(run.stim_file, tr=run.tr).design
+    overlap = gaussian_overlap(design, 20.0, truth["x"][m], truth["y"][m], truth["sigma"][m])
+    kernel = hrf_kernel(run.tr)
+    expected = np.stack([np.convolve(o, kernel)[: design.shape[0]] for o in overlap])
+    pre = preprocess_run(data, run.tr, high_pass_hz=0.02).data[m]
+    q, _ = np.linalg.qr(np.column_stack([np.ones(design.shape[0]),
+                                         preprocess_run(data[:1], run.tr, high_pass_hz=0.02)
+                                         .nuisance]))
+    expected -= (expected @ q) @ q.T
+    r = [np.corrcoef(a, b)[0, 1] for a, b in zip(pre, expected, strict=True)]
+    assert np.min(r) > 0.97
+    # amplitude: regression slope of the data on the unit-amplitude prediction
+    slope = np.sum(pre * expected, axis=1) / np.sum(expected**2, axis=1)
+    np.testing.assert_allclose(slope, truth["amplitude"][m], rtol=0.05)
+
+
+def test_seed_reproducible_and_dummy_scans(tmp_path):
+    cfg = SynthConfig(space="T1w", small=True, runs=1, dummy_scans=3, seed=5)
+    a = make_synthetic_dataset(tmp_path / "a", cfg)
+    b = make_synthetic_dataset(tmp_path / "b", cfg)
+    name = "sub-01_task-prf_run-1_space-T1w_desc-preproc_bold.nii.gz"
+    img_a = nib.load(a / "derivatives/fmriprep/sub-01/func" / name)
+    img_b = nib.load(b / "derivatives/fmriprep/sub-01/func" / name)
+    np.testing.assert_array_equal(img_a.get_fdata(), img_b.get_fdata())
+    run = find_inputs(a)[0]
+    frames = load_aperture(run.stim_file, tr=run.tr).design.shape[0]
+    assert img_a.shape[3] == frames + 3
+    assert dummy_scans_from_confounds(read_confounds(run.confounds)) == 3
+
+
+def test_engine_recovers_the_truth(tmp_path):
+    from prfmap.engine import Stimulus, fit_prf
+    from prfmap.preprocess import combine_runs
+
+    root = tmp_path / "bids"
+    make_synthetic_dataset(root, SynthConfig(space="fsLR", small=True, runs=2, noise=0.3))
+    runs = find_inputs(root)
+    pre, keys, designs = [], [], {}
+    for run in runs:
+        data, _ = load_bold(run)
+        pre.append(preprocess_run(data, run.tr))
+        keys.append(run.stimulus_key)
+        designs[run.stimulus_key] = load_aperture(run.stim_file, tr=run.tr).design
+    comb = combine_runs(pre, keys, designs)
+    stim = Stimulus(comb.design, fov_deg=20.0, run_lengths=comb.run_lengths)
+    res = fit_prf(comb.data, stim, runs[0].tr, nuisance=comb.nuisance)
+    truth = load_truth(root)
+    m = truth["mask"]
+    err = np.hypot(res.params["x"][m] - truth["x"][m], res.params["y"][m] - truth["y"][m])
+    assert np.median(err) < 0.3
+    assert np.median(np.abs(res.params["sigma"][m] - truth["sigma"][m])) < 0.3
+    assert np.median(res.r2[~m]) < 0.2
+
+
+def test_cli_writes_a_dataset_and_rejects_bad_options(tmp_path, capsys):
+    out = tmp_path / "ds"
+    assert main([str(out), "--space", "T1w", "--small", "--runs", "1", "--seed", "2"]) == 0
+    assert "wrote 1 participant" in capsys.readouterr().out
+    assert (out / "stimuli" / "bars.nii.gz").is_file()
+    assert (out / "participants.tsv").read_text().splitlines()[1].startswith("sub-01")
+    events = (out / "sub-01/func/sub-01_task-prf_run-1_events.tsv").read_text()
+    assert "stim_file" in events and "bars.nii.gz" in events
+    sidecar = json.loads((out / "sub-01/func/sub-01_task-prf_run-1_bold.json").read_text())
+    assert sidecar == {"RepetitionTime": 1.5, "TaskName": "prf"}
+    for argv, match in (
+        ([str(out)], "not empty"),
+        ([str(tmp_path / "x"), "--space", "fsaverage"], "invalid choice"),
+        ([str(tmp_path / "x"), "--noise", "-1"], "zero or positive"),
+        ([str(tmp_path / "x"), "--runs", "0"], "positive integer"),
+    ):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 64
+        err = capsys.readouterr().err
+        assert match in err and err.count("\n") == 1
+    assert main([str(out), "--space", "T1w", "--small", "--runs", "1", "--overwrite"]) == 0
