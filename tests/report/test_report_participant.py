@@ -222,3 +222,19 @@ def test_page_checks_catch_broken_pages(tmp_path: Path, body: str) -> None:
     )
     with pytest.raises(Exception):  # noqa: B017 - html5lib ParseError or AssertionError
         check_page(page)
+
+
+def test_culled_surface_figure_matches_the_full_one(context: ReportContext, tmp_path: Path) -> None:
+    import matplotlib.image as mpimg
+
+    from prfmap.report.surface import facing_faces, plot_surface_map
+
+    meshes, _ = find_meshes("01", "fsaverage5", None, None)
+    per_hemi = context.surface.split(context.maps["polarangle"])
+    fast = plot_surface_map("polarangle", per_hemi, meshes, None, tmp_path / "fast.png")
+    full = plot_surface_map("polarangle", per_hemi, meshes, None, tmp_path / "full.png", cull=False)
+    a, b = mpimg.imread(fast), mpimg.imread(full)
+    assert a.shape == b.shape
+    assert np.mean(np.abs(a - b).max(axis=-1) > 0.1) < 0.002
+    kept = facing_faces(meshes["L"], 0.0, 0.0)
+    assert 0.3 < len(kept) / len(meshes["L"].faces) < 0.8

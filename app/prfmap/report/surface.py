@@ -218,6 +218,42 @@ SURFACE_MAPS = {
 }
 LARGE_MESH = 60_000
 VIEWS = (("L", "medial"), ("L", "posterior"), ("R", "posterior"), ("R", "medial"))
+VIEW_ANGLES = {  # (elevation, azimuth) of matplotlib's camera, as nilearn's named views
+    ("L", "medial"): (0.0, 0.0),
+    ("R", "medial"): (0.0, 180.0),
+    ("L", "posterior"): (0.0, 270.0),
+    ("R", "posterior"): (0.0, 270.0),
+}
+
+
+def facing_faces(mesh: Mesh, elev: float, azim: float, slack: float = 0.2) -> np.ndarray:
+    """The triangles that face a camera at (``elev``, ``azim``), plus a margin at the silhouette.
+
+    matplotlib draws every triangle of a 3-D mesh, hidden or not; on a closed surface the
+    triangles facing away are all hidden, so leaving them out draws the same picture in about
+    half the time.
+
+    Parameters
+    ----------
+    mesh : Mesh
+        A closed surface (its outward side found from the triangles' winding).
+    elev, azim : float
+        The camera, in degrees, as ``Axes3D.view_init`` takes it.
+    slack : float
+        Triangles whose unit normal points up to this much away from the camera are kept.
+
+    Returns
+    -------
+    ndarray
+        (kept faces, 3) vertex indices.
+    """
+    tri = mesh.coords[mesh.faces]
+    normals = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    normals /= np.linalg.norm(normals, axis=1, keepdims=True) + 1e-12
+    outward = np.sign(np.sum((tri.mean(axis=1) - mesh.coords.mean(axis=0)) * normals)) or 1.0
+    e, a = np.radians(elev), np.radians(azim)
+    eye = np.array([np.cos(e) * np.cos(a), np.cos(e) * np.sin(a), np.sin(e)])
+    return mesh.faces[outward * (normals @ eye) > -slack]
 
 
 def plot_surface_map(
@@ -227,6 +263,7 @@ def plot_surface_map(
     vmax: float | None,
     path: Path,
     style: dict | None = None,
+    cull: bool = True,
 ) -> Path:
     """Draw one parameter on both hemispheres (medial and posterior views; medial only on
     meshes of over ``LARGE_MESH`` vertices, which matplotlib draws slowly).
@@ -245,6 +282,9 @@ def plot_surface_map(
         Output PNG.
     style : dict, optional
         ``cmap``, ``vmin``, ``vmax`` of a label not in ``SURFACE_MAPS``.
+    cull : bool
+        Draw only the triangles facing each view (:func:`facing_faces`): the same picture,
+        faster.
 
     Returns
     -------
@@ -269,11 +309,12 @@ def plot_surface_map(
         mesh = meshes[hemi]
         data = values[hemi].copy()
         data[~np.isfinite(data)] = np.nan
+        angles = VIEW_ANGLES[hemi, view]
         plotting.plot_surf_stat_map(
-            (mesh.coords, mesh.faces),
+            (mesh.coords, facing_faces(mesh, *angles) if cull else mesh.faces),
             data,
             hemi=NILEARN_HEMI[hemi],
-            view=view,
+            view=angles,
             bg_map=mesh.background,
             cmap=style["cmap"],
             vmin=style["vmin"],
