@@ -25,6 +25,14 @@ MAP_SUFFIX = "boldmap"
 BIDS_VERSION = "1.9.0"
 BIDSIGNORE_LINES = ("*_boldmap.*", "logs/", "group/")
 
+PYBIDS_CONFIG: dict[str, Any] = {
+    "name": "prfmap",
+    "entities": [{"name": "param", "pattern": r"[_/\\]+param-([a-zA-Z0-9]+)"}],
+}
+"""pybids config of the ``param`` entity, which pybids does not know yet: pass
+``config=["bids", "derivatives", PYBIDS_CONFIG]`` to ``BIDSLayout`` to query maps by parameter and
+read each map's own sidecar (without it, maps differing only in ``param`` share metadata)."""
+
 POLAR_ANGLE_CONVENTION = (
     "degrees, atan2(y, x): 0 = right horizontal meridian, counter-clockwise positive, range (-180, 180]"
 )

@@ -94,8 +94,15 @@ def test_pybids_indexes_outputs_as_a_derivative_dataset(demo) -> None:
     assert len(maps) == 2 * len(GAUSS_LABELS)
     assert {f.get_entities()["hemi"] for f in maps} == {"L", "R"}
     assert {f.get_entities()["suffix"] for f in maps} == {"boldmap"}
-    left_sigma = next(f for f in maps if "hemi-L" in f.filename and "param-sigma" in f.filename)
-    assert layout.get_metadata(left_sigma.path)["Units"] == "deg"
+    from prfmap.derivatives import PYBIDS_CONFIG
+
+    layout = BIDSLayout(
+        out, validate=False, is_derivative=True, config=["bids", "derivatives", PYBIDS_CONFIG]
+    )
+    for label, units in (("sigma", "deg"), ("r2", "1"), ("amplitude", "%")):
+        (left,) = layout.get(param=label, hemi="L", suffix="boldmap", extension=".func.gii")
+        meta = layout.get_metadata(left.path)
+        assert (meta["Parameter"], meta["Units"]) == (label, units)
 
 
 def test_report_written(demo) -> None:
