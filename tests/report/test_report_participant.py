@@ -170,16 +170,18 @@ def test_one_section_per_fit(context: ReportContext, tmp_path: Path) -> None:
         surface=None,
         maps=maps,
         design=None,
+        data=None,
         timings={"fit": 2.0, "total": 2.5},
     )
     b = small_context(a, session="2")
-    page = write_participant_report(tmp_path, "01", [a, b])
+    page = write_participant_report(tmp_path, "01", [a, b, b])
     text = page.read_text()
+    assert 'id="ses-2_task-bar_space-T1w_model-gauss_2"' in text
+    assert 'id="ses-2_task-bar_space-T1w_model-gauss_3"' in text
     assert 'id="task-bar_space-T1w_model-gauss"' in text
-    assert 'id="ses-2_task-bar_space-T1w_model-gauss"' in text
     assert "aperture was not passed" in text
-    assert text.count("<th>total</th>") == 2 and "<td>2.50 s</td>" in text
-    assert len(check_page(page)) == 8
+    assert text.count("<th>total</th>") == 3 and "<td>2.50 s</td>" in text
+    assert len(check_page(page)) == 9
 
 
 def test_cifti_geometry_puts_units_on_fslr_vertices(tmp_path: Path) -> None:

@@ -35,14 +35,14 @@ def _visual_field_maps(maps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 class _Section:
     """Figures and HTML for one context."""
 
-    def __init__(self, ctx: ReportContext, fig_dir: Path, rel: str) -> None:
+    def __init__(self, ctx: ReportContext, fig_dir: Path, rel: str, key: str) -> None:
         self.ctx = ctx
         self.fig_dir = fig_dir
         self.rel = rel
         self.maps = _visual_field_maps(ctx.maps)
         self.r2 = self.maps.get("r2", np.full(self._n_units(), np.nan))
-        self.prefix = f"sub-{_strip(ctx.subject, 'sub-')}_{ctx.key}"
-        self.anchor = ctx.key
+        self.prefix = f"sub-{_strip(ctx.subject, 'sub-')}_{key}"
+        self.anchor = key
 
     def _n_units(self) -> int:
         return len(next(iter(self.ctx.maps.values()))) if self.ctx.maps else 0
@@ -277,12 +277,16 @@ def write_participant_report(
     label = _strip(subject, "sub-")
     contexts = [context] if isinstance(context, ReportContext) else list(context)
     fig_dir = output_dir / f"sub-{label}" / "figures"
-    sections = [_Section(ctx, fig_dir, f"sub-{label}/figures") for ctx in contexts]
+    keys = [ctx.key for ctx in contexts]
+    unique = [key if keys.count(key) == 1 else f"{key}_{i + 1}" for i, key in enumerate(keys)]
+    sections = [
+        _Section(ctx, fig_dir, f"sub-{label}/figures", key) for ctx, key in zip(contexts, unique, strict=True)
+    ]
     body = "".join(section.render() for section in sections)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     about = table([("prfmap", __version__), ("Generated", stamp)])
     body += f'<section id="about"><h2>About</h2>{about}</section>'
-    nav = [(s.anchor, s.ctx.key) for s in sections] + [("about", "About")]
+    nav = [(s.anchor, s.anchor) for s in sections] + [("about", "About")]
     path = write_text_atomic(output_dir / f"sub-{label}.html", page(f"prfmap: sub-{label}", nav, body))
     log.info("report written to %s", path)
     return path
