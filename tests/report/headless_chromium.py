@@ -24,6 +24,7 @@ FLAGS = [
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
+    "--disable-dev-shm-usage",
     "--remote-debugging-pipe",
 ]
 IMAGE_CHECK = (
