@@ -30,7 +30,7 @@ from prfmap.derivatives import (
     write_dataset_files,
     write_json,
 )
-from prfmap.errors import BadDataError, MissingInputError, UsageError
+from prfmap.errors import BadDataError, MissingInputError, PrfmapError
 
 LOGGER = logging.getLogger("prfmap.workflow")
 
@@ -91,7 +91,7 @@ def run_participant_level(opts: Namespace) -> list[Path]:
                 try:
                     written += _participant(opts, subject, subject_runs)
                 except Exception as err:
-                    if not isinstance(err, (BadDataError, MissingInputError, UsageError)):
+                    if not isinstance(err, PrfmapError):
                         LOGGER.error("sub-%s failed", subject, exc_info=True)
                         err.prfmap_logged = True  # type: ignore[attr-defined]
                     raise

@@ -144,3 +144,23 @@ def test_logs_record_the_error(bids_copy: Path, tmp_path: Path, capsys) -> None:
     logs = output_files(out)
     assert logs and all(name.startswith("logs/prfmap_") for name in logs)
     assert "stim_file bars.nii.gz" in (out / logs[0]).read_text()
+
+
+def test_unexpected_failure_exits_1_with_the_traceback_in_the_log(
+    bids_copy: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    import prfmap.workflow
+
+    def broken_fit(group, opts, progress) -> None:
+        raise RuntimeError("injected fault")
+
+    monkeypatch.setattr(prfmap.workflow, "_fit_group", broken_fit)
+    out = tmp_path / "out"
+    assert run(bids_copy, out) == 1
+    line = error_line(capsys)
+    assert "unexpected RuntimeError: injected fault" in line and "traceback" in line
+    logs = output_files(out)
+    assert only_logs(out) and any(name.startswith("logs/sub-01_") for name in logs)
+    for name in logs:
+        text = (out / name).read_text()
+        assert "Traceback" in text and "injected fault" in text
