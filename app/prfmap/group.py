@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ import numpy as np
 from prfmap import __version__
 from prfmap.derivatives import MAP_SUFFIX, OutputKey, write_json
 from prfmap.errors import BadDataError, MissingInputError
+from prfmap.report.surface import CIFTI_MESH_DENSITY
 
 log = logging.getLogger(__name__)
 
@@ -363,6 +365,8 @@ def _write_fit(
         per_hemi[hemi] = combine(_per_subject(stacks, members, r2_threshold), r2_threshold)
     geometry = GiftiGeometry(hemis={h: per_hemi[h]["count"].size for h in HEMIS})
     key = members[0].key
+    if key.den in CIFTI_MESH_DENSITY:  # CIFTI grayordinates are written as GIFTI on their mesh
+        key = dataclasses.replace(key, den=CIFTI_MESH_DENSITY[key.den])
     group_dir = output_dir / "group"
     sources = [str(p.relative_to(output_dir)) for m in members for p in m.files]
     written: list[Path] = []

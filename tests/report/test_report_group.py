@@ -193,3 +193,35 @@ def test_sessions_of_a_participant_count_once(tmp_path: Path) -> None:
     np.testing.assert_allclose(result.maps["L"]["polarangle"][:10], -175.0, atol=1e-6)
     np.testing.assert_allclose(result.maps["R"]["r2"], 0.5, atol=1e-6)
     assert not (tmp_path / "group.html").exists()
+
+
+def test_cifti_participants_give_gifti_group_maps_on_fslr(tmp_path: Path) -> None:
+    from prfmap.io.bold import CiftiGeometry
+
+    cortex = {"L": np.arange(0, 32492, 2), "R": np.arange(1, 32492, 2)}
+    axis = nib.cifti2.BrainModelAxis.from_surface(
+        cortex["L"], 32492, "CortexLeft"
+    ) + nib.cifti2.BrainModelAxis.from_surface(cortex["R"], 32492, "CortexRight")
+    geometry = CiftiGeometry(brain_models=axis)
+    units = len(axis)
+    for subject, angle in (("01", 100.0), ("02", 120.0)):
+        key = OutputKey(subject, None, "bar", "fsLR", "91k", None, "gauss")
+        maps = {
+            "polarangle": np.full(units, angle),
+            "eccentricity": np.full(units, 3.0),
+            "sigma": np.full(units, 1.0),
+            "r2": np.full(units, 0.5),
+        }
+        path = key.func_dir(tmp_path) / f"{key.stem()}_boldmap.dscalar.nii"
+        geometry.write_maps(maps, lambda hemi, p=path: p)
+    (result,) = run_group(tmp_path, report=True)
+    assert str(result.fit) == "task-bar space-fsLR den-91k model-gauss"
+    left = tmp_path / "group" / "task-bar_hemi-L_space-fsLR_den-32k_model-gauss_stat-count_boldmap.func.gii"
+    count = nib.load(left).agg_data()
+    assert count.shape == (32492,)
+    np.testing.assert_array_equal(count[cortex["L"]], 2)
+    np.testing.assert_array_equal(count[1::2], 0)
+    angle = result.maps["R"]["polarangle"]
+    np.testing.assert_allclose(angle[cortex["R"]], 110.0, atol=1e-6)
+    assert np.isnan(angle[0])
+    check_page(tmp_path / "group.html")

@@ -20,10 +20,6 @@ __all__ = ["ReportContext", "SurfaceGeometry", "write_participant_report"]
 log = logging.getLogger(__name__)
 
 
-def _strip(label: str, prefix: str) -> str:
-    return label[len(prefix) :] if label.startswith(prefix) else label
-
-
 def _visual_field_maps(maps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     out = {k: np.asarray(v, dtype=np.float64) for k, v in maps.items()}
     if "x" in out and "y" in out:
@@ -41,7 +37,7 @@ class _Section:
         self.rel = rel
         self.maps = _visual_field_maps(ctx.maps)
         self.r2 = self.maps.get("r2", np.full(self._n_units(), np.nan))
-        self.prefix = f"sub-{_strip(ctx.subject, 'sub-')}_{key}"
+        self.prefix = f"sub-{ctx.subject.removeprefix('sub-')}_{key}"
         self.anchor = key
 
     def _n_units(self) -> int:
@@ -56,7 +52,7 @@ class _Section:
         thr = ctx.r2_threshold
         finite = np.isfinite(self.r2)
         rows = [
-            ("Participant", f"sub-{_strip(ctx.subject, 'sub-')}"),
+            ("Participant", f"sub-{ctx.subject.removeprefix('sub-')}"),
             ("Session", ctx.session or "—"),
             ("Task", ctx.task or "—"),
             ("Space", ctx.space + (f" (den-{ctx.den})" if ctx.den else "")),
@@ -112,7 +108,7 @@ class _Section:
         given = ctx.surface.meshes
         try:
             meshes, source = find_meshes(
-                _strip(ctx.subject, "sub-"), ctx.space, ctx.den, ctx.fmriprep_dir, given
+                ctx.subject.removeprefix("sub-"), ctx.space, ctx.den, ctx.fmriprep_dir, given
             )
         except (OSError, ValueError) as err:
             meshes, source = {}, f"the meshes could not be read ({err})"
@@ -141,6 +137,8 @@ class _Section:
             vmax = float(np.percentile(shown, 98)) if shown.size else 1.0
             if label == "eccentricity" and ctx.fov_deg:
                 vmax = ctx.fov_deg / 2
+            elif label == "sigma" and ctx.fov_deg:
+                vmax = min(vmax, ctx.fov_deg / 2)
             path, src = self._fig(f"surf-{label}")
             plot_surface_map(label, per_hemi, meshes, max(vmax, 1e-3), path)
             unit = f" ({style['units']})" if style["units"] else ""
@@ -274,7 +272,7 @@ def write_participant_report(
         system with no network.
     """
     output_dir = Path(output_dir)
-    label = _strip(subject, "sub-")
+    label = subject.removeprefix("sub-")
     contexts = [context] if isinstance(context, ReportContext) else list(context)
     fig_dir = output_dir / f"sub-{label}" / "figures"
     keys = [ctx.key for ctx in contexts]
