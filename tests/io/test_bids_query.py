@@ -185,3 +185,39 @@ def test_messages_are_one_line(dataset, tmp_path):
         with pytest.raises(Exception) as info:
             call()
         assert "\n" not in str(info.value)
+
+
+def test_fslr_32k_gifti_and_legacy_fsaverage_names(dataset):
+    import nibabel as nib
+
+    for path in list(dataset.func().glob("*space-fsaverage5_bold.func.gii")):
+        for new in (path.name.replace("fsaverage5", "fsLR_den-32k"),
+                    path.name.replace("fsaverage5", "fsaverage_den-10k")):
+            nib.save(nib.load(path), path.with_name(new))
+        path.unlink()
+    runs = find_inputs(dataset.root, space="fsLR:den-32k")
+    assert [(r.kind, r.space, r.den) for r in runs] == [("gifti", "fsLR", "32k")] * 2
+    assert runs[0].bold["R"].name == "sub-01_task-prf_run-1_hemi-R_space-fsLR_den-32k_bold.func.gii"
+    # fMRIPrep's modern fsaverage:den-10k is the same space as the legacy fsaverage5
+    runs = find_inputs(dataset.root, space="fsaverage5")
+    assert runs[0].bold["L"].name.endswith("space-fsaverage_den-10k_bold.func.gii")
+    # without --space, surfaces come first: fsaverage (10k) before fsLR
+    assert find_inputs(dataset.root)[0].den == "10k"
+
+
+def test_sessions(dataset):
+    for base in (dataset.root, dataset.fmriprep):
+        old = base / "sub-01" / "func"
+        new = base / "sub-01" / "ses-a" / "func"
+        new.mkdir(parents=True)
+        for path in old.iterdir():
+            path.rename(new / path.name.replace("sub-01_", "sub-01_ses-a_"))
+        old.rmdir()
+    runs = find_inputs(dataset.root, session_labels=["ses-a"], runs=[2])
+    assert len(runs) == 1
+    run = runs[0]
+    assert run.session == "a" and run.name == "sub-01_ses-a_task-prf_run-2"
+    assert run.events.name == "sub-01_ses-a_task-prf_run-2_events.tsv"
+    assert run.confounds.name == "sub-01_ses-a_task-prf_run-2_desc-confounds_timeseries.tsv"
+    with pytest.raises(NoFilesSelectedError):
+        find_inputs(dataset.root, session_labels=["b"])
