@@ -101,7 +101,8 @@ def test_autodiff_gradients_of_every_parameter_are_finite_and_nonzero(model, sti
     def loss(u, y):
         return ops.sum(core.vp_cost(m, u, y, prob.stim, prob.hrf_t, prob.q))
 
-    value, grad = get_backend().value_and_grad(loss)(ops.convert_to_tensor(u), ops.convert_to_tensor(y))
+    value, grad = get_backend().value_and_grad(loss)(ops.convert_to_tensor(u, dtype="float64"),
+                                                     ops.convert_to_tensor(y, dtype="float64"))
     grad = np.asarray(ops.convert_to_numpy(grad))
     assert np.isfinite(float(ops.convert_to_numpy(value)))
     assert np.all(np.isfinite(grad))
@@ -118,14 +119,14 @@ def test_analytic_jacobian_matches_finite_differences(model, stim):
     p = random_params(model, 5, np.random.default_rng(4), max_ecc=5.0)
     theta = m.from_report(p)
     prob = _problem(m, stim, TR, 1, None, "float64", 0.5)
-    jac = np.asarray(ops.convert_to_numpy(m.neural(ops.convert_to_tensor(theta), prob.stim, True)))
+    jac = np.asarray(ops.convert_to_numpy(m.neural(ops.convert_to_tensor(theta, dtype="float64"), prob.stim, True)))
     for k in range(theta.shape[1]):
         h = 1e-6 * max(1.0, np.abs(theta[:, k]).max())
         up, down = theta.copy(), theta.copy()
         up[:, k] += h
         down[:, k] -= h
-        f_up = ops.convert_to_numpy(m.neural(ops.convert_to_tensor(up), prob.stim, False))[0]
-        f_down = ops.convert_to_numpy(m.neural(ops.convert_to_tensor(down), prob.stim, False))[0]
+        f_up = ops.convert_to_numpy(m.neural(ops.convert_to_tensor(up, dtype="float64"), prob.stim, False))[0]
+        f_down = ops.convert_to_numpy(m.neural(ops.convert_to_tensor(down, dtype="float64"), prob.stim, False))[0]
         numeric = (f_up - f_down) / (2 * h)
         np.testing.assert_allclose(jac[k + 1], numeric, rtol=1e-4, atol=1e-6 * np.abs(numeric).max() + 1e-12,
                                    err_msg=f"{model} d/d{m.names[k]}")

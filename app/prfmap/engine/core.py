@@ -10,6 +10,7 @@ from typing import Any
 
 from keras import ops
 
+from prfmap.engine.core_ops import at_least, matmul
 from prfmap.engine.models import PRFModel
 
 TINY = 1e-20
@@ -17,12 +18,12 @@ TINY = 1e-20
 
 def project(t: Any, q: Any) -> Any:
     """Remove from time courses ``t`` (..., frames) their projection on orthonormal columns ``q``."""
-    return t - ops.matmul(ops.matmul(t, q), ops.transpose(q))
+    return t - matmul(matmul(t, q), ops.transpose(q))
 
 
 def hrf_regressors(neural: Any, hrf_t: Any) -> Any:
     """Convolve neural time courses (J, units, frames) with each HRF basis: (J, bases, units, frames)."""
-    return ops.matmul(neural[:, None], hrf_t[None])
+    return matmul(neural[:, None], hrf_t[None])
 
 
 def _eye_like(m: Any) -> Any:
@@ -31,14 +32,14 @@ def _eye_like(m: Any) -> Any:
 
 def solve_small(m: Any, rhs: Any) -> Any:
     """Batched solve of small symmetric systems (units, n, n) · x = rhs (units, n, r), regularised."""
-    scale = ops.maximum(ops.mean(ops.diagonal(m, axis1=1, axis2=2), axis=1), TINY)
+    scale = at_least(ops.mean(ops.diagonal(m, axis1=1, axis2=2), axis=1), TINY)
     return ops.solve(m + 1e-7 * scale[:, None, None] * _eye_like(m), rhs)
 
 
 def linear_fit(a: Any, y: Any) -> tuple[Any, Any]:
     """Least-squares weights of regressors ``a`` (units, L, frames) for data ``y`` (units, frames)."""
-    gram = ops.matmul(a, ops.transpose(a, (0, 2, 1)))
-    beta = solve_small(gram, ops.matmul(a, y[:, :, None]))[:, :, 0]
+    gram = matmul(a, ops.transpose(a, (0, 2, 1)))
+    beta = solve_small(gram, matmul(a, y[:, :, None]))[:, :, 0]
     return beta, gram
 
 
@@ -75,9 +76,9 @@ def vp_normal_equations(
     resid = y - ops.sum(beta[:, :, None] * a, axis=1)
     cost = ops.sum(resid * resid, axis=1)
     d = ops.sum(da * beta[:, None, :, None], axis=2)  # (units, K, frames)
-    c = solve_small(gram, ops.matmul(a, ops.transpose(d, (0, 2, 1))))  # (units, L, K)
-    jac = -(d - ops.matmul(ops.transpose(c, (0, 2, 1)), a))
-    jtj = ops.matmul(jac, ops.transpose(jac, (0, 2, 1)))
+    c = solve_small(gram, matmul(a, ops.transpose(d, (0, 2, 1))))  # (units, L, K)
+    jac = -(d - matmul(ops.transpose(c, (0, 2, 1)), a))
+    jtj = matmul(jac, ops.transpose(jac, (0, 2, 1)))
     jte = ops.sum(jac * resid[:, None, :], axis=2)
     return cost, jtj, jte
 
@@ -95,7 +96,7 @@ def lm_step(model, state, y, free, stim, hrf_t, q, tol: float):
     u, cost, jtj, jte, lam, active, rejected = state
     diag = ops.diagonal(jtj, axis1=1, axis2=2)
     k = ops.shape(u)[1]
-    damp = lam[:, None] * diag + (1.0 - free)[None] + 1e-9 * ops.maximum(
+    damp = lam[:, None] * diag + (1.0 - free)[None] + 1e-9 * at_least(
         ops.max(diag, axis=1, keepdims=True), TINY)
     system = jtj + ops.eye(k, dtype=u.dtype)[None] * damp[:, :, None]
     delta = -ops.solve(system, jte[:, :, None])[:, :, 0] * free[None] * ops.cast(
@@ -103,7 +104,7 @@ def lm_step(model, state, y, free, stim, hrf_t, q, tol: float):
     u_new = u + delta
     cost_new, jtj_new, jte_new = vp_normal_equations(model, u_new, y, free, stim, hrf_t, q)
     accept = active & (cost_new < cost) & ops.isfinite(cost_new)
-    rel = (cost - cost_new) / ops.maximum(cost, TINY)
+    rel = (cost - cost_new) / at_least(cost, TINY)
     rejected = ops.where(accept, 0.0, rejected + ops.cast(active, u.dtype))
     done = (accept & (rel < tol)) | (rejected >= 4.0)
     a1 = accept[:, None]
@@ -143,14 +144,14 @@ def finalize(model, u, y, y_raw, stim, hrf_t, q):
 def grid_predictions(model, theta, stim, hrf_t, q):
     """Unit-norm, projected canonical-HRF predictions of grid points ``theta`` (grid, K)."""
     neural = model.neural(theta, stim, jacobian=False)
-    pred = project(ops.matmul(neural[0], hrf_t[0]), q)
+    pred = project(matmul(neural[0], hrf_t[0]), q)
     norm = ops.sqrt(ops.sum(pred * pred, axis=1, keepdims=True))
-    return ops.where(norm > 1e-12, pred / ops.maximum(norm, 1e-12), 0.0)
+    return ops.where(norm > 1e-12, pred / at_least(norm, 1e-12), 0.0)
 
 
 def grid_score(y_unit: Any, grid_unit: Any) -> tuple[Any, Any]:
     """Best correlation and its grid index for unit-norm data (units, F) against grid (grid, F)."""
-    corr = ops.matmul(y_unit, ops.transpose(grid_unit))
+    corr = matmul(y_unit, ops.transpose(grid_unit))
     return ops.max(corr, axis=1), ops.argmax(corr, axis=1)
 
 

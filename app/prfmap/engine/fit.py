@@ -73,7 +73,7 @@ def _compiled(key: tuple, fn: Callable) -> Callable:
 
 
 def _tensor(a: np.ndarray, dtype: str) -> Any:
-    return ops.convert_to_tensor(np.ascontiguousarray(a, dtype=dtype))
+    return ops.convert_to_tensor(np.ascontiguousarray(a, dtype=dtype), dtype=dtype)
 
 
 def _numpy(t: Any) -> np.ndarray:

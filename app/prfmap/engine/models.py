@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 from keras import ops
 
+from prfmap.engine.core_ops import at_least, matmul
+
 EPS = 1e-12
 MAX_SCALE = 20.0  # largest surround / normalisation size relative to the centre
 
@@ -87,7 +89,7 @@ def gaussian_responses(
         g = ops.stack([g, g * dx / s2, g * dy / s2, g * (r2 / (s2 * sig) - 2.0 / sig)])
     else:
         g = g[None]
-    return ops.matmul(g, design_t)
+    return matmul(g, design_t)
 
 
 class PRFModel:
@@ -153,7 +155,7 @@ class CSSModel(GaussModel):
     def neural(self, theta, stim, jacobian):
         s = super().neural(theta, stim, jacobian)
         n = theta[:, 3][:, None]
-        base = ops.maximum(s[0], EPS)
+        base = at_least(s[0], EPS)
         log_base = ops.log(base)
         out = ops.exp(n * log_base)
         if not jacobian:

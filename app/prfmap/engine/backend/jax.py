@@ -39,3 +39,10 @@ def device() -> str:
 def enable_float64() -> None:
     """Allow float64 arrays (JAX computes in float32 unless x64 is enabled)."""
     jax.config.update("jax_enable_x64", True)
+
+
+def matmul(a: Any, b: Any) -> Any:
+    """Matrix product (``keras.ops.matmul``)."""
+    from keras import ops
+
+    return ops.matmul(a, b)

@@ -45,3 +45,10 @@ def device() -> str:
 
 def enable_float64() -> None:
     """Nothing to do: float64 tensors are always available on this backend."""
+
+
+def matmul(a: Any, b: Any) -> Any:
+    """Matrix product (``keras.ops.matmul``)."""
+    from keras import ops
+
+    return ops.matmul(a, b)

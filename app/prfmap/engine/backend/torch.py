@@ -58,3 +58,8 @@ def device() -> str:
 
 def enable_float64() -> None:
     """Nothing to do: float64 tensors are always available on this backend."""
+
+
+def matmul(a: Any, b: Any) -> Any:
+    """Matrix product keeping float64 (``keras.ops.matmul`` on torch returns float32 for float64)."""
+    return torch.matmul(a, b)
