@@ -283,6 +283,40 @@ def _refine_sgd(prob: _Problem, u0: np.ndarray, y: np.ndarray, free: np.ndarray,
     out = np.empty_like(u0)
     iterations = [0, 0]
 
+    if not backend.STATELESS_OPTIMIZER:
+        # TensorFlow: the optimizer updates a variable in place inside a compiled step
+        var = keras.Variable(np.zeros((batch, u0.shape[1]), dtype=dtype), dtype=dtype)
+        optimizer = keras.optimizers.Adam(learning_rate=learning_rate)
+        optimizer.build([var])
+        initial_vars = [_numpy(v.value) for v in optimizer.variables]
+
+        def stateful_step(best, stall, active, yb, free, stim, hrf_t, q):
+            u = ops.convert_to_tensor(var.value)
+            (_, cost), grad = grad_fn(u, yb, stim, hrf_t, q)
+            grad = ops.where(ops.isfinite(grad), grad, 0.0) * free[None]
+            optimizer.apply([grad], [var])
+            var.assign(ops.where(active[:, None], var.value, u))
+            improved = cost < best * (1.0 - tol)
+            stall = ops.where(improved, 0.0, stall + 1.0)
+            return ops.minimum(best, cost), stall, active & (stall < patience)
+
+        step_c = _compiled(("sgd_stateful",) + key, stateful_step)
+
+    def run_stateful(start: int, stop: int, size: int) -> None:
+        var.assign(_pad(u0[start:stop], size).astype(dtype))
+        for v, init in zip(optimizer.variables, initial_vars, strict=True):
+            v.assign(init)
+        yb = _tensor(_pad(y[start:stop], size), dtype)
+        state = (ops.full((size,), np.inf, dtype=dtype), ops.zeros((size,), dtype=dtype),
+                 ops.ones((size,), dtype="bool"))
+        n_it = 0
+        while n_it < max_iter and bool(_numpy(ops.any(state[2]))):
+            state = step_c(*state, yb, free_t, prob.stim, prob.hrf_t, prob.q)
+            n_it += 1
+        out[start:stop] = _numpy(var.value)[: stop - start]
+        iterations[0] = max(iterations[0], n_it)
+        iterations[1] += n_it * size
+
     def run(start: int, stop: int, size: int) -> None:
         ub = _tensor(_pad(u0[start:stop], size), dtype)
         yb = _tensor(_pad(y[start:stop], size), dtype)
@@ -302,7 +336,8 @@ def _refine_sgd(prob: _Problem, u0: np.ndarray, y: np.ndarray, free: np.ndarray,
         iterations[0] = max(iterations[0], n_it)
         iterations[1] += n_it * size
 
-    _run_batches(len(u0), batch, run, "refine", progress)
+    _run_batches(len(u0), batch, run if backend.STATELESS_OPTIMIZER else run_stateful, "refine",
+                 progress)
     return out, iterations
 
 

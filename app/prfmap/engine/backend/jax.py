@@ -9,6 +9,7 @@ import jax
 
 NAME = "jax"
 LOOPS_COMPILE = True
+STATELESS_OPTIMIZER = True
 
 
 def compile_fun(fn: Callable[..., Any], static_argnames: tuple[str, ...] = ()) -> Callable[..., Any]:

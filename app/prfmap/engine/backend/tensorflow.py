@@ -9,6 +9,7 @@ import tensorflow as tf
 
 NAME = "tensorflow"
 LOOPS_COMPILE = True
+STATELESS_OPTIMIZER = False  # Keras refuses stateless_apply on TensorFlow
 
 
 def compile_fun(fn: Callable[..., Any], static_argnames: tuple[str, ...] = ()) -> Callable[..., Any]:

@@ -12,6 +12,7 @@ import torch
 
 NAME = "torch"
 LOOPS_COMPILE = False
+STATELESS_OPTIMIZER = True
 
 
 def compile_fun(fn: Callable[..., Any], static_argnames: tuple[str, ...] = ()) -> Callable[..., Any]:
