@@ -83,12 +83,11 @@ def vp_normal_equations(
     return cost, jtj, jte
 
 
-def lm_init(model, u, y, free, stim, hrf_t, q):
-    """Initial Levenberg–Marquardt state for a batch."""
+def lm_init(model, u, lam, y, free, stim, hrf_t, q):
+    """Levenberg–Marquardt state for a batch starting at ``u`` with damping ``lam`` (units,)."""
     cost, jtj, jte = vp_normal_equations(model, u, y, free, stim, hrf_t, q)
     n = ops.shape(u)[0]
-    return (u, cost, jtj, jte, ops.full((n,), 1e-3, dtype=u.dtype), ops.ones((n,), dtype="bool"),
-            ops.zeros((n,), dtype=u.dtype))
+    return (u, cost, jtj, jte, lam, ops.ones((n,), dtype="bool"), ops.zeros((n,), dtype=u.dtype))
 
 
 def lm_step(model, state, y, free, stim, hrf_t, q, tol: float):

@@ -182,8 +182,9 @@ def _batch_size(prob: _Problem, mem_gb: float, derivatives: int) -> int:
 
 
 def _run_batches(n_units: int, batch: int, run: Callable[[int, int, int], None],
-                 stage: str, progress: ProgressFn | None) -> None:
-    batch = min(batch, _padded_size(n_units))
+                 stage: str, progress: ProgressFn | None, shrink: bool = True) -> None:
+    if shrink:
+        batch = min(batch, _padded_size(n_units))
     tiles = _tiles(n_units, batch)
     for i, (start, stop) in enumerate(tiles):
         run(start, stop, batch)
@@ -192,14 +193,17 @@ def _run_batches(n_units: int, batch: int, run: Callable[[int, int, int], None],
 
 
 def _refine_lm(prob: _Problem, u0: np.ndarray, y: np.ndarray, free: np.ndarray, mem_gb: float,
-               max_iter: int, tol: float, progress: ProgressFn | None) -> tuple[np.ndarray, list[int]]:
+               max_iter: int, tol: float, progress: ProgressFn | None,
+               round_length: int = 8) -> tuple[np.ndarray, list[int]]:
+    """Levenberg–Marquardt in rounds: units still moving after a round are re-batched for the next,
+    so converged units stop costing anything."""
     model, dtype = prob.model, prob.dtype
     backend = get_backend()
     init_fn = partial(core.lm_init, model)
     step_fn = partial(core.lm_step, model, tol=tol)
 
-    def loop(u, y, free, stim, hrf_t, q):
-        state = init_fn(u, y, free, stim, hrf_t, q) + (ops.convert_to_tensor(0),)
+    def loop(u, lam, y, free, stim, hrf_t, q):
+        state = init_fn(u, lam, y, free, stim, hrf_t, q) + (ops.convert_to_tensor(0),)
 
         def cond(*s):
             return ops.any(s[5])
@@ -207,34 +211,47 @@ def _refine_lm(prob: _Problem, u0: np.ndarray, y: np.ndarray, free: np.ndarray, 
         def body(*s):
             return step_fn(s[:-1], y, free, stim, hrf_t, q) + (s[-1] + 1,)
 
-        return keras.ops.while_loop(cond, body, state, maximum_iterations=max_iter)
+        return keras.ops.while_loop(cond, body, state, maximum_iterations=round_length)
 
     loop_compiled = backend.LOOPS_COMPILE and compile_enabled()
-    loop_fn = _compiled(("lm_loop", model.name, dtype, max_iter, tol), loop)
+    loop_fn = _compiled(("lm_loop", model.name, dtype, round_length, tol), loop)
     init_c = _compiled(("lm_init", model.name, dtype), init_fn)
     step_c = _compiled(("lm_step", model.name, dtype, tol), step_fn)
-    out = np.empty_like(u0)
-    iterations = [0, 0]  # most iterations of a batch, unit-iterations computed
+    u = u0.copy()
+    lam = np.full(len(u0), 1e-3)
+    still = np.ones(len(u0), dtype=bool)
+    iterations = [0, 0]  # most iterations of a unit, unit-iterations computed
     free_t = _tensor(free, dtype)
+    # one batch shape for every round, so the loop is compiled once
+    batch = min(_batch_size(prob, mem_gb, u0.shape[1]), _padded_size(len(u0)))
 
-    def run(start: int, stop: int, batch: int) -> None:
-        ub = _tensor(_pad(u0[start:stop], batch), dtype)
-        yb = _tensor(_pad(y[start:stop], batch), dtype)
-        if loop_compiled:
-            state = loop_fn(ub, yb, free_t, prob.stim, prob.hrf_t, prob.q)
-            n_it = int(_numpy(state[-1]))
-        else:
-            state = init_c(ub, yb, free_t, prob.stim, prob.hrf_t, prob.q)
-            n_it = 0
-            while n_it < max_iter and bool(_numpy(ops.any(state[5]))):
-                state = step_c(state, yb, free_t, prob.stim, prob.hrf_t, prob.q)
-                n_it += 1
-        out[start:stop] = _numpy(state[0])[: stop - start]
-        iterations[0] = max(iterations[0], n_it)
-        iterations[1] += n_it * batch
+    for done_rounds in range(-(-max_iter // round_length)):
+        todo = np.flatnonzero(still)
+        if todo.size == 0:
+            break
 
-    _run_batches(len(u0), _batch_size(prob, mem_gb, u0.shape[1]), run, "refine", progress)
-    return out, iterations
+        def run(start: int, stop: int, batch: int, todo: np.ndarray = todo) -> None:
+            rows = todo[start:stop]
+            args = (_tensor(_pad(u[rows], batch), dtype), _tensor(_pad(lam[rows], batch), dtype),
+                    _tensor(_pad(y[rows], batch), dtype), free_t, prob.stim, prob.hrf_t, prob.q)
+            if loop_compiled:
+                state = loop_fn(*args)
+                n_it = int(_numpy(state[-1]))
+            else:
+                state = init_c(*args)
+                n_it = 0
+                while n_it < round_length and bool(_numpy(ops.any(state[5]))):
+                    state = step_c(state, *args[2:])
+                    n_it += 1
+            k = stop - start
+            u[rows] = _numpy(state[0])[:k]
+            lam[rows] = _numpy(state[4])[:k]
+            still[rows] = _numpy(state[5])[:k]
+            iterations[1] += n_it * batch
+
+        _run_batches(todo.size, batch, run, "refine", progress, shrink=False)
+        iterations[0] = min(max_iter, (done_rounds + 1) * round_length)
+    return u, iterations
 
 
 def _refine_sgd(prob: _Problem, u0: np.ndarray, y: np.ndarray, free: np.ndarray, mem_gb: float,
@@ -396,6 +413,7 @@ def fit_prf(
     max_iter: int | None = None,
     tol: float | None = None,
     learning_rate: float = 0.05,
+    refine_r2_min: float = 0.0,
     slice_time_ref: float = 0.5,
     progress: ProgressFn | None = None,
     return_predictions: bool = False,
@@ -430,9 +448,12 @@ def fit_prf(
     max_iter : int, optional
         Iterations of the refinement (default 30 for LM, 400 for SGD).
     tol : float, optional
-        Per-unit relative cost change under which a unit stops (default 1e-6 LM, 1e-5 SGD).
+        Per-unit relative cost change under which a unit stops (default 1e-4 LM, 1e-5 SGD).
     learning_rate : float
         Adam learning rate, in degrees (positions) and log-units (sizes), for ``refine="sgd"``.
+    refine_r2_min : float
+        Refine only units whose grid fit explains at least this fraction of variance (the grid's best
+        correlation squared); the others keep the grid + linear fit. 0 refines every unit.
     slice_time_ref : float
         Where in each TR the volume is sampled (fMRIPrep default 0.5).
     progress : callable, optional
@@ -471,20 +492,19 @@ def fit_prf(
     theta_grid = grid_theta(prf_model, grid if grid is not None else polar_grid(stim))
     for name, value in fixed_values.items():
         theta_grid[:, prf_model.names.index(name)] = value
-    theta0, _ = _grid_search(prob, y_proj[index], theta_grid, mem_gb, progress, timings)
+    theta0, grid_corr = _grid_search(prob, y_proj[index], theta_grid, mem_gb, progress, timings)
     timings["grid"] = time.perf_counter() - t0
 
-    u0 = prf_model.internal(theta0)
+    u = prf_model.internal(theta0)
     t0 = time.perf_counter()
     iterations = [0, 0]
-    if refine == "lm":
-        u, iterations = _refine_lm(prob, u0, y_proj[index], free, mem_gb,
-                                   max_iter or 30, tol or 1e-6, progress)
-    elif refine == "sgd":
-        u, iterations = _refine_sgd(prob, u0, y_proj[index], free, mem_gb, max_iter or 400,
-                                    tol or 1e-5, learning_rate, 20, progress)
-    else:
-        u = u0
+    chosen = np.flatnonzero(np.maximum(grid_corr, 0.0) ** 2 >= refine_r2_min)
+    if refine == "lm" and chosen.size:
+        u[chosen], iterations = _refine_lm(prob, u[chosen], y_proj[index][chosen], free, mem_gb,
+                                           max_iter or 30, tol or 1e-4, progress)
+    elif refine == "sgd" and chosen.size:
+        u[chosen], iterations = _refine_sgd(prob, u[chosen], y_proj[index][chosen], free, mem_gb,
+                                            max_iter or 400, tol or 1e-5, learning_rate, 20, progress)
     timings["refine"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -524,6 +544,8 @@ def fit_prf(
         "hrf_bases": list(HRF_BASES[:n_bases]),
         "slice_time_ref": slice_time_ref,
         "grid_points": int(theta_grid.shape[0]),
+        "refine_r2_min": float(refine_r2_min),
+        "units_refined": int(chosen.size) if refine != "none" else 0,
         "iterations": int(iterations[0]),
         "unit_iterations": int(iterations[1]),
         "pixels": int(prob.pixels),
