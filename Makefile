@@ -39,11 +39,13 @@ demo: $(VENV)/.demo-installed
 lint: $(VENV)/.test-installed
 	$(BIN)/ruff check app tests docker
 
-# Engine tests run once per backend (Keras picks its backend at import time).
+# Engine tests run once per backend (Keras picks its backend at import time). torch.compile costs
+# minutes of C++ compilation per shape on a CPU, so the torch session runs eagerly; one test per backend
+# (test_compiled_and_eager_fits_agree) runs the compiled path and checks it against the eager one.
 engine-tests: $(VENV)/.test-installed
 	set -e; for b in $(BACKENDS); do \
 	  echo "== engine tests on $$b"; \
-	  KERAS_BACKEND=$$b $(BIN)/python -m pytest -q tests/engine; \
+	  KERAS_BACKEND=$$b PRFMAP_COMPILE=$$( [ $$b = torch ] && echo 0 || echo 1 ) $(BIN)/python -m pytest -q tests/engine; \
 	done
 
 app-tests: $(VENV)/.test-installed

@@ -1,9 +1,12 @@
 """Backend selection: clear errors, only the selected backend imported, compile switch."""
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from prfmap.engine import backend_info
@@ -52,3 +55,27 @@ def test_engine_imports_no_other_backend(name):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     # Keras itself imports jax opportunistically when it is installed; torch and TF never leak.
     assert set(out.stdout.split()) & (others - {"jax"}) == set()
+
+
+def test_compiled_and_eager_fits_agree(tmp_path, backend):
+    """The backend's compiler (jax.jit / torch.compile / tf.function+XLA) gives the eager result."""
+    code = (
+        "import sys, json, numpy as np; sys.path[:0] = [sys.argv[1], sys.argv[2]];"
+        "from conftest import bar_design, random_params, FOV, TR;"
+        "from prfmap.engine import Stimulus, fit_prf, predict;"
+        "stim = Stimulus(bar_design(), FOV); p = random_params('gauss', 40, np.random.default_rng(5));"
+        "res = fit_prf(predict(p, stim, TR), stim, TR, max_iter=8);"
+        "json.dump({k: v.tolist() for k, v in res.params.items()} | {'compiled': res.settings['compiled']},"
+        " open(sys.argv[3], 'w'))"
+    )
+    here = Path(__file__).resolve().parent
+    results = {}
+    for flag in ("1", "0"):
+        out = tmp_path / f"{flag}.json"
+        env = {**os.environ, "KERAS_BACKEND": backend, "PRFMAP_COMPILE": flag}
+        subprocess.run([sys.executable, "-c", code, str(here), APP, str(out)], check=True, env=env,
+                       capture_output=True)
+        results[flag] = json.loads(out.read_text())
+    assert results["1"]["compiled"] is True and results["0"]["compiled"] is False
+    for key in ("x", "y", "sigma", "amplitude"):
+        np.testing.assert_allclose(results["1"][key], results["0"][key], rtol=1e-3, atol=1e-3)

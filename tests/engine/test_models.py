@@ -119,15 +119,17 @@ def test_analytic_jacobian_matches_finite_differences(model, stim):
     p = random_params(model, 5, np.random.default_rng(4), max_ecc=5.0)
     theta = m.from_report(p)
     prob = _problem(m, stim, TR, 1, None, "float64", 0.5)
-    jac = np.asarray(ops.convert_to_numpy(m.neural(ops.convert_to_tensor(theta, dtype="float64"), prob.stim, True)))
+    def neural(t, jacobian):
+        return np.asarray(ops.convert_to_numpy(
+            m.neural(ops.convert_to_tensor(t, dtype="float64"), prob.stim, jacobian)))
+
+    jac = neural(theta, True)
     for k in range(theta.shape[1]):
         h = 1e-6 * max(1.0, np.abs(theta[:, k]).max())
         up, down = theta.copy(), theta.copy()
         up[:, k] += h
         down[:, k] -= h
-        f_up = ops.convert_to_numpy(m.neural(ops.convert_to_tensor(up, dtype="float64"), prob.stim, False))[0]
-        f_down = ops.convert_to_numpy(m.neural(ops.convert_to_tensor(down, dtype="float64"), prob.stim, False))[0]
-        numeric = (f_up - f_down) / (2 * h)
+        numeric = (neural(up, False)[0] - neural(down, False)[0]) / (2 * h)
         np.testing.assert_allclose(jac[k + 1], numeric, rtol=1e-4, atol=1e-6 * np.abs(numeric).max() + 1e-12,
                                    err_msg=f"{model} d/d{m.names[k]}")
 
