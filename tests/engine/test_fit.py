@@ -142,3 +142,29 @@ def test_bad_arguments_are_reported(stim):
         fit_prf(np.zeros((2, 3)), stim, TR)
     with pytest.raises(ValueError, match="cannot fix"):
         fit_prf(data, stim, TR, fixed={"n": 0.5})
+
+
+def test_out_of_memory_shrinks_the_batch_and_retries(monkeypatch):
+    from prfmap.engine import fit
+    from prfmap.engine.backend import get_backend
+
+    class DeviceFull(RuntimeError):
+        pass
+
+    monkeypatch.setattr(get_backend(), "is_out_of_memory", lambda exc: isinstance(exc, DeviceFull))
+    done = []
+
+    def run(start, stop, batch):
+        if batch > 64:
+            raise DeviceFull("RESOURCE_EXHAUSTED: out of memory")
+        done.append((start, stop))
+
+    fit._run_batches(300, 512, run, "refine", None)
+    assert done[0] == (0, 64) and done[-1][1] == 300
+    assert sum(b - a for a, b in done) == 300
+
+    def broken(start, stop, batch):
+        raise ValueError("not a memory problem")
+
+    with pytest.raises(ValueError):
+        fit._run_batches(300, 512, broken, "refine", None)

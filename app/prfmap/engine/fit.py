@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from prfmap.engine.stimulus import Stimulus
 ProgressFn = Callable[[str, int, int], None]
 REFINERS = ("lm", "sgd", "none")
 DEFAULT_MEM_GB = 2.0
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -183,13 +185,24 @@ def _batch_size(prob: _Problem, mem_gb: float, derivatives: int) -> int:
 
 def _run_batches(n_units: int, batch: int, run: Callable[[int, int, int], None],
                  stage: str, progress: ProgressFn | None, shrink: bool = True) -> None:
+    """Call ``run(start, stop, batch)`` over the units; halve the batch and retry on out-of-memory."""
     if shrink:
         batch = min(batch, _padded_size(n_units))
-    tiles = _tiles(n_units, batch)
-    for i, (start, stop) in enumerate(tiles):
-        run(start, stop, batch)
+    backend = get_backend()
+    start = 0
+    while start < n_units:
+        stop = min(start + batch, n_units)
+        try:
+            run(start, stop, batch)
+        except Exception as exc:
+            if batch <= 8 or not backend.is_out_of_memory(exc):
+                raise
+            batch //= 2
+            logger.warning("%s: out of device memory, retrying with batches of %d units", stage, batch)
+            continue
+        start = stop
         if progress:
-            progress(stage, i + 1, len(tiles))
+            progress(stage, -(-start // batch), -(-n_units // batch))
 
 
 def _refine_lm(prob: _Problem, u0: np.ndarray, y: np.ndarray, free: np.ndarray, mem_gb: float,

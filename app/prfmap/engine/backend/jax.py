@@ -47,3 +47,8 @@ def matmul(a: Any, b: Any) -> Any:
     from keras import ops
 
     return ops.matmul(a, b)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is XLA running out of device memory."""
+    return "RESOURCE_EXHAUSTED" in str(exc) or "Out of memory" in str(exc)

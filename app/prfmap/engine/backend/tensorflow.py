@@ -53,3 +53,8 @@ def matmul(a: Any, b: Any) -> Any:
     from keras import ops
 
     return ops.matmul(a, b)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is TensorFlow running out of device memory."""
+    return isinstance(exc, tf.errors.ResourceExhaustedError) or "RESOURCE_EXHAUSTED" in str(exc)

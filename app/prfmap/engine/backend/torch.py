@@ -64,3 +64,8 @@ def enable_float64() -> None:
 def matmul(a: Any, b: Any) -> Any:
     """Matrix product keeping float64 (``keras.ops.matmul`` on torch returns float32 for float64)."""
     return torch.matmul(a, b)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is PyTorch running out of device memory."""
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
