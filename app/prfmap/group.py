@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
@@ -58,11 +59,14 @@ class ParticipantMaps:
         The files the maps come from.
     maps : dict
         Parameter label → hemisphere → (vertices,) float array.
+    fov_deg : float or None
+        Width of the stimulated field, from the maps' sidecars (``Stimulus.FieldOfViewDeg``).
     """
 
     key: OutputKey
     files: list[Path] = field(default_factory=list)
     maps: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    fov_deg: float | None = None
 
     @property
     def fit(self) -> FitKey:
@@ -96,6 +100,15 @@ def _output_key(entities: dict[str, str]) -> OutputKey | None:
         res=entities.get("res"),
         model=entities["model"],
     )
+
+
+def _sidecar_fov(path: Path) -> float | None:
+    sidecar = path.with_name(path.name.split(".")[0] + ".json")
+    try:
+        fov = json.loads(sidecar.read_text()).get("Stimulus", {}).get("FieldOfViewDeg")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(fov) if isinstance(fov, int | float) else None
 
 
 def _read_gifti_map(path: Path) -> np.ndarray:
@@ -159,12 +172,14 @@ def find_participant_maps(
             entry = found.setdefault(key, ParticipantMaps(key))
             entry.maps.setdefault(param, {})[hemi] = _read_gifti_map(path)
             entry.files.append(path)
+            entry.fov_deg = entry.fov_deg or _sidecar_fov(path)
         elif ext == ".dscalar.nii" and "param" not in entities:
             if f"{key.stem()}_{MAP_SUFFIX}{ext}" != path.name:
                 continue
             entry = found.setdefault(key, ParticipantMaps(key))
             entry.maps.update(_read_cifti_maps(path))
             entry.files.append(path)
+            entry.fov_deg = entry.fov_deg or _sidecar_fov(path)
     return list(found.values())
 
 
@@ -274,6 +289,7 @@ class GroupResult:
     maps: dict[str, dict[str, np.ndarray]]
     files: list[Path]
     r2_threshold: float
+    fov_deg: float | None = None
 
 
 def run_group(
@@ -368,6 +384,8 @@ def _write_fit(
     if key.den in CIFTI_MESH_DENSITY:  # CIFTI grayordinates are written as GIFTI on their mesh
         key = dataclasses.replace(key, den=CIFTI_MESH_DENSITY[key.den])
     group_dir = output_dir / "group"
+    fovs = [m.fov_deg for m in members if m.fov_deg]
+    fov = max(fovs) if fovs else None
     sources = [str(p.relative_to(output_dir)) for m in members for p in m.files]
     written: list[Path] = []
     outputs = [(label, label, *STATISTICS[label]) for label in STATISTICS]
@@ -393,6 +411,7 @@ def _write_fit(
                     "Density": fit.den,
                     "Model": fit.model,
                     "R2Threshold": r2_threshold,
+                    "StimulusFieldOfViewDeg": fov,
                     "Participants": [f"sub-{s}" for s in subjects],
                     "Sources": sources,
                     "GeneratedBy": {"Name": "prfmap", "Version": __version__},
@@ -400,4 +419,4 @@ def _write_fit(
             )
             written.append(path)
     log.info("group maps of %s written for %d participants", fit, len(subjects))
-    return GroupResult(fit, subjects, per_hemi, written, r2_threshold)
+    return GroupResult(fit, subjects, per_hemi, written, r2_threshold, fov)

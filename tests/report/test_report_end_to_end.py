@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -76,4 +77,6 @@ def test_group_level_on_the_fitted_participants(fitted: Path) -> None:
     assert count.shape == (20484,) and count.max() == 2 and (count == 2).sum() > 100
     polar = nib.load(group / f"{stem.format(h='L')}_param-polarangle_stat-circmean_boldmap.func.gii")
     assert np.nanmax(np.abs(polar.agg_data())) <= 180
+    sidecar = json.loads(next(group.glob("*hemi-L*param-eccentricity*.json")).read_text())
+    assert sidecar["StimulusFieldOfViewDeg"] == 20.0 and sidecar["Statistic"] == "median"
     assert len(check_page(fitted / "group.html")) == 6

@@ -68,14 +68,23 @@ def _section(output_dir: Path, result: GroupResult, index: int) -> tuple[str, st
     sizes = {h: result.maps[h]["count"].size for h in result.maps}
     if meshes and all(meshes[h].n_vertices == sizes[h] for h in sizes if h in meshes):
         html += f"<h3>Group maps on the surface</h3><p>Drawn on {esc(source)}.</p>"
+        half = result.fov_deg / 2 if result.fov_deg else None
         for label, caption in GROUP_LABELS.items():
-            values = {h: result.maps[h][label] for h in result.maps}
+            values = {
+                h: np.where(result.maps[h]["count"] > 0, result.maps[h][label], np.nan) for h in result.maps
+            }
             shown = np.concatenate([v[np.isfinite(v)] for v in values.values()])
             style = SURFACE_MAPS.get(label) or dict(cmap="viridis", vmin=0.0, vmax=float(n))
             vmax = float(np.percentile(shown, 98)) if shown.size else 1.0
+            if half and label in ("eccentricity", "sigma"):
+                vmax = half if label == "eccentricity" else min(vmax, half)
             path = fig_dir / f"group_{prefix}_surf-{label}.png"
             plot_surface_map(label, values, meshes, max(vmax, 1e-3), path, style)
-            html += figure(f"{rel}/{path.name}", f"group {label}", caption)
+            html += figure(
+                f"{rel}/{path.name}",
+                f"group {label}",
+                f"{caption}, where at least one participant has r² ≥ {result.r2_threshold:g}.",
+            )
     else:
         reason = source if not meshes else "the mesh does not match the maps' vertex count"
         html += f'<p class="note">Surface maps not drawn: {esc(reason)}.</p>'
