@@ -1,0 +1,242 @@
+"""Resumable fitting: the units are fitted in chunks, each saved atomically as soon as it is done.
+
+A chunk file lives in ``<folder>/<key>/`` where ``key`` hashes everything that determines the
+result (the data and stimulus arrays, the input files' names, sizes and modification times, the
+fit arguments, the chunk size, prfmap's version and the backend). A run started again with the same
+arguments reuses the chunks of that key and fits only the missing ones; any change gives another key,
+so old chunks are ignored rather than mixed in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from prfmap import __version__
+from prfmap.signals import check_stop
+
+LOGGER = logging.getLogger("prfmap.checkpoint")
+SUMMED_SETTINGS = ("units", "units_fitted", "units_refined", "unit_iterations")
+
+
+def file_identity(paths: Sequence[str | os.PathLike[str]]) -> list[list[Any]]:
+    """``[path, size, mtime_ns]`` of each input file (a missing file gets ``-1``s)."""
+    out = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+            out.append([str(p), st.st_size, st.st_mtime_ns])
+        except OSError:
+            out.append([str(p), -1, -1])
+    return out
+
+
+def array_digest(*arrays: np.ndarray | None) -> str:
+    """A BLAKE2 digest of the shapes, dtypes and bytes of ``arrays`` (None counts as empty)."""
+    h = hashlib.blake2b(digest_size=16)
+    for a in arrays:
+        if a is None:
+            h.update(b"none")
+            continue
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(memoryview(a).cast("B"))
+    return h.hexdigest()
+
+
+def checkpoint_key(identity: Mapping[str, Any]) -> str:
+    """The key (24 hex digits) of a JSON-able identity."""
+    text = json.dumps(identity, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _save_chunk(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> None:
+    tmp = path.with_name(f".tmp-{uuid.uuid4().hex[:12]}-{path.name}")
+    try:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, __meta__=np.array(json.dumps(meta)), **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _load_chunk(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files if k != "__meta__"}
+            meta = json.loads(str(npz["__meta__"]))
+    except (OSError, ValueError, KeyError, EOFError) as err:
+        LOGGER.warning("ignoring unreadable checkpoint %s (%s)", path.name, err)
+        return None
+    return arrays, meta
+
+
+def _chunk_arrays(result: Any, predictions: bool) -> dict[str, np.ndarray]:
+    arrays = {f"param:{k}": np.asarray(v) for k, v in result.params.items()}
+    arrays["r2"], arrays["loss"] = np.asarray(result.r2), np.asarray(result.loss)
+    if predictions:
+        arrays["predictions"] = np.asarray(result.predictions, dtype=np.float32)
+    return arrays
+
+
+def _merge(model: str, chunks: list[tuple[dict[str, np.ndarray], dict[str, Any]]], chunk: int) -> Any:
+    from prfmap.engine import FitResult
+
+    first = chunks[0][0]
+    params = {
+        k.partition(":")[2]: np.concatenate([c[0][k] for c in chunks])
+        for k in first
+        if k.startswith("param:")
+    }
+    predictions = None
+    if "predictions" in first:
+        predictions = np.concatenate([c[0]["predictions"] for c in chunks])
+    settings = dict(chunks[0][1]["settings"])
+    for name in SUMMED_SETTINGS:
+        if name in settings:
+            settings[name] = int(sum(c[1]["settings"].get(name, 0) for c in chunks))
+    settings["iterations"] = int(max(c[1]["settings"].get("iterations", 0) for c in chunks))
+    settings["chunks"], settings["chunk_units"] = len(chunks), int(chunk)
+    timings: dict[str, float] = {}
+    for _, meta in chunks:
+        for k, v in meta["timings"].items():
+            timings[k] = timings.get(k, 0.0) + float(v)
+    r2 = np.concatenate([c[0]["r2"] for c in chunks])
+    loss = np.concatenate([c[0]["loss"] for c in chunks])
+    return FitResult(model, params, r2, loss, timings, settings, predictions)
+
+
+def fit_chunked(
+    data: np.ndarray,
+    stim: Any,
+    tr: float,
+    *,
+    folder: Path,
+    chunk: int,
+    fit_kwargs: Mapping[str, Any],
+    inputs: Sequence[str | os.PathLike[str]] = (),
+    name: str = "fit",
+    how_to_resume: str = "run the same command again to resume",
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Any:
+    """Fit ``data`` with :func:`prfmap.engine.fit_prf` chunk by chunk, reusing saved chunks.
+
+    Parameters
+    ----------
+    data : ndarray, shape (units, frames)
+        Preprocessed time courses.
+    stim : prfmap.engine.Stimulus
+        The stimulus.
+    tr : float
+        Repetition time, seconds.
+    folder : Path
+        Where this fit's checkpoints live (one sub-folder per key).
+    chunk : int
+        Units per chunk.
+    fit_kwargs : mapping
+        Keyword arguments of ``fit_prf`` (model, refine, nuisance, seed, mem_gb...).
+    inputs : sequence of path-like
+        Input files whose names, sizes and modification times enter the key.
+    name : str
+        Name of the fit in log messages.
+    how_to_resume : str
+        Told to the user when a stop signal ends the run between chunks.
+    progress : callable, optional
+        ``progress(stage, done, total)``, passed on to the engine, plus ``("chunks", i, n)``.
+
+    Returns
+    -------
+    prfmap.engine.FitResult
+        The merged result; ``settings`` gains ``chunks`` and ``chunk_units``.
+
+    Raises
+    ------
+    prfmap.signals.StopRequested
+        When SIGTERM/SIGINT arrived; raised after the chunk being fitted was saved.
+    """
+    from prfmap.engine import backend_info, fit_prf
+
+    n_units, frames = data.shape
+    kwargs = dict(fit_kwargs)
+    nuisance = kwargs.get("nuisance")
+    predictions = bool(kwargs.get("return_predictions"))
+    identity = {
+        "prfmap": __version__,
+        "backend": backend_info(),
+        "fit": {k: v for k, v in kwargs.items() if k not in ("nuisance", "progress")},
+        "tr": float(tr),
+        "stimulus": [array_digest(stim.design), float(stim.fov_deg), list(map(int, stim.run_lengths))],
+        "nuisance": array_digest(None if nuisance is None else np.asarray(nuisance)),
+        "data": array_digest(np.asarray(data)),
+        "inputs": file_identity(inputs),
+        "chunk": int(chunk),
+    }
+    key = checkpoint_key(identity)
+    where = Path(folder) / key
+    where.mkdir(parents=True, exist_ok=True)
+    identity_file = where / "identity.json"
+    if not identity_file.exists():
+        from prfmap.io.atomic import write_text_atomic
+
+        write_text_atomic(identity_file, json.dumps(identity, indent=2, default=str) + "\n")
+    starts = list(range(0, n_units, chunk)) or [0]
+    total = len(starts)
+    chunks, fitted, reused = [], 0, 0
+    for i, start in enumerate(starts):
+        stop = min(start + chunk, n_units)
+        path = where / f"chunk-{i:05d}-of-{total:05d}.npz"
+        loaded = _load_chunk(path) if path.exists() else None
+        if loaded is not None and loaded[1].get("units") == [start, stop]:
+            LOGGER.info(
+                "%s: chunk %d/%d (units %d-%d) reused from checkpoint", name, i + 1, total, start, stop
+            )
+            reused += 1
+        else:
+            t0 = time.perf_counter()
+            result = fit_prf(data[start:stop], stim, tr, progress=progress, **kwargs)
+            meta = {"units": [start, stop], "settings": result.settings, "timings": result.timings}
+            meta = json.loads(json.dumps(meta, default=str))
+            arrays = _chunk_arrays(result, predictions)
+            _save_chunk(path, arrays, meta)
+            loaded = (arrays, meta)
+            fitted += 1
+            LOGGER.info(
+                "%s: chunk %d/%d (units %d-%d) fitted in %.1f s and saved",
+                name,
+                i + 1,
+                total,
+                start,
+                stop,
+                time.perf_counter() - t0,
+            )
+        chunks.append(loaded)
+        if progress:
+            progress("chunks", i + 1, total)
+        if i + 1 < total:
+            check_stop(f"after chunk {i + 1} of {total} of {name} (saved in {where})", how_to_resume)
+    LOGGER.info("%s: %d chunk(s) fitted, %d reused from %s", name, fitted, reused, where)
+    return _merge(str(kwargs.get("model", "gauss")), chunks, chunk)
+
+
+def remove_checkpoints(folder: Path) -> None:
+    """Delete a finished participant's checkpoint folder, and the two folders above it when left empty."""
+    folder = Path(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+    for parent in (folder.parent, folder.parent.parent):
+        try:
+            parent.rmdir()
+        except OSError:
+            return

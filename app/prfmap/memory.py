@@ -1,0 +1,98 @@
+"""Memory budgets: the default ``--mem-gb`` and how a budget is shared between chunks and tiles."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+HOST_SHARE = 0.5
+GPU_SHARE = 0.6
+ENGINE_SHARE = 0.25
+CHUNK_SHARE = 0.125
+CHUNK_COPIES = 12
+MIN_CHUNK, MAX_CHUNK = 256, 16384
+
+
+def available_host_bytes() -> int:
+    """Memory this process may still use: ``MemAvailable`` bounded by a cgroup limit (SLURM, containers)."""
+    available = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    if available is None:
+        try:
+            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            available = 8 * 2**30
+    limit = _cgroup_limit()
+    return min(available, limit) if limit else available
+
+
+def _cgroup_limit() -> int | None:
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 2**60:
+            return int(text)
+    return None
+
+
+def default_mem_gb() -> float:
+    """The default ``--mem-gb``: half of the host memory available now (at least 1 GB)."""
+    return max(1.0, round(HOST_SHARE * available_host_bytes() / 2**30, 2))
+
+
+def gpu_free_bytes() -> int | None:
+    """Free memory of the engine's GPU, or None on CPU or when the backend cannot tell."""
+    backend = os.environ.get("KERAS_BACKEND", "jax")
+    try:
+        if backend == "jax":
+            import jax
+
+            dev = jax.devices()[0]
+            if dev.platform == "cpu":
+                return None
+            stats = dev.memory_stats() or {}
+            return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+        if backend == "torch":
+            import torch
+
+            return int(torch.cuda.mem_get_info()[0]) if torch.cuda.is_available() else None
+        if backend == "tensorflow":
+            import tensorflow as tf
+
+            if not tf.config.list_logical_devices("GPU"):
+                return None
+            info = tf.config.experimental.get_memory_info("GPU:0")
+            return None if "limit" not in info else int(info["limit"]) - int(info["current"])
+    except Exception:  # noqa: BLE001 - a device that cannot report its memory keeps the host budget
+        return None
+    return None
+
+
+def engine_mem_gb(mem_gb: float) -> float:
+    """The engine's tile budget: a quarter of ``mem_gb``, and at most a share of a GPU's free memory."""
+    budget = ENGINE_SHARE * mem_gb
+    free = gpu_free_bytes()
+    if free:
+        budget = min(budget, GPU_SHARE * free / 2**30)
+    return max(budget, 0.05)
+
+
+def chunk_units(mem_gb: float, frames: int) -> int:
+    """Units per checkpointed chunk: a power of two whose per-unit arrays fit an eighth of ``mem_gb``.
+
+    ``PRFMAP_CHUNK_UNITS`` overrides it (any positive integer), e.g. for more frequent checkpoints.
+    """
+    override = os.environ.get("PRFMAP_CHUNK_UNITS")
+    if override:
+        return max(1, int(override))
+    per_unit = CHUNK_COPIES * 8 * max(frames, 1)
+    rows = int(CHUNK_SHARE * mem_gb * 2**30 / per_unit)
+    rows = 1 << max(rows.bit_length() - 1, 0)
+    return int(min(max(rows, MIN_CHUNK), MAX_CHUNK))
