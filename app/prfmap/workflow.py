@@ -31,6 +31,7 @@ from prfmap.derivatives import (
     write_json,
 )
 from prfmap.errors import BadDataError, MissingInputError, PrfmapError
+from prfmap.signals import check_stop, stop_after_chunk
 
 LOGGER = logging.getLogger("prfmap.workflow")
 
@@ -69,8 +70,12 @@ def run_participant_level(opts: Namespace) -> list[Path]:
         Every derivative file written.
     """
     from prfmap.io.bids import find_inputs
+    from prfmap.memory import default_mem_gb
 
-    with _work_dir(opts.work_dir) as work_dir:
+    if not opts.mem_gb:
+        opts.mem_gb = default_mem_gb()
+        LOGGER.info("memory budget %.1f GB (--mem-gb; default: half the available memory)", opts.mem_gb)
+    with stop_after_chunk(), _work_dir(opts.work_dir) as work_dir:
         runs = find_inputs(
             opts.bids_dir,
             opts.output_dir,
@@ -111,6 +116,7 @@ def _participant(opts: Namespace, subject: str, runs: list[Any]) -> list[Path]:
             _fit_group(group, opts, progress)
     finally:
         _close(progress)
+    check_stop("after fitting every chunk, before writing outputs", _how_to_resume(opts))
     start = time.perf_counter()
     with staging(opts.output_dir) as stage:
         for group in groups:
@@ -123,6 +129,9 @@ def _participant(opts: Namespace, subject: str, runs: list[Any]) -> list[Path]:
     LOGGER.info("sub-%s: wrote %d files under %s", subject, len(published), opts.output_dir)
     if not opts.no_report:
         _report(opts, subject, groups)
+    from prfmap.checkpoint import remove_checkpoints
+
+    remove_checkpoints(_checkpoint_dir(opts, subject))
     return published
 
 
@@ -244,23 +253,32 @@ def _confounds(run: Any, opts: Namespace, n_volumes: int) -> tuple[int, np.ndarr
 
 
 def _fit_group(group: FitGroup, opts: Namespace, progress: Callable) -> None:
-    from prfmap.engine import Stimulus, fit_prf
+    from prfmap.checkpoint import fit_chunked
+    from prfmap.engine import Stimulus
+    from prfmap.memory import chunk_units, engine_mem_gb
 
     combined = group.combined
     stim = Stimulus(combined.design, fov_deg=group.fov_deg, run_lengths=combined.run_lengths)
     start = time.perf_counter()
-    group.result = fit_prf(
+    group.result = fit_chunked(
         combined.data,
         stim,
         group.tr,
-        model=opts.model,
-        refine=opts.refine,
-        nuisance=combined.nuisance,
-        fit_hrf=opts.fit_hrf,
-        mem_gb=opts.mem_gb,
-        seed=opts.random_seed,
+        folder=_checkpoint_dir(opts, group.key.subject) / _group_name(group),
+        chunk=chunk_units(opts.mem_gb, combined.data.shape[1]),
+        fit_kwargs={
+            "model": opts.model,
+            "refine": opts.refine,
+            "nuisance": combined.nuisance,
+            "fit_hrf": opts.fit_hrf,
+            "mem_gb": engine_mem_gb(opts.mem_gb),
+            "seed": opts.random_seed,
+            "return_predictions": bool(opts.save_predictions or not opts.no_report),
+        },
+        inputs=group.inputs,
+        name=_group_name(group),
+        how_to_resume=_how_to_resume(opts),
         progress=progress,
-        return_predictions=bool(opts.save_predictions or not opts.no_report),
     )
     group.timings["fit"] = time.perf_counter() - start
     r2 = np.asarray(group.result.r2)
@@ -464,6 +482,16 @@ def _close(progress: Any) -> None:
     close = getattr(progress, "close", None)
     if callable(close):
         close()
+
+
+def _checkpoint_dir(opts: Namespace, subject: str) -> Path:
+    root = opts.work_dir if opts.work_dir is not None else opts.output_dir / ".prfmap-work"
+    return root / "checkpoints" / f"sub-{subject}"
+
+
+def _how_to_resume(opts: Namespace) -> str:
+    same = " with the same --work-dir" if opts.work_dir is not None else ""
+    return f"run the same command again{same} to resume from the saved chunks"
 
 
 @contextlib.contextmanager
