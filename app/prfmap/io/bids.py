@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -267,7 +268,7 @@ def _layout(bids_dir: Path, derivative_paths: list[Path], work_dir: Path | None)
 
     kwargs: dict[str, Any] = {}
     if work_dir is not None:
-        db = Path(work_dir) / "bids_db"
+        db = Path(work_dir) / "bids_db" / f"{socket.gethostname()}-{os.getpid()}"
         db.mkdir(parents=True, exist_ok=True)
         kwargs.update(database_path=db, reset_database=True)
     try:
@@ -482,7 +483,8 @@ def find_inputs(
         Extra pybids filters on the BOLD query, fMRIPrep-style (``{"bold": {...}}``) or flat;
         ``null`` means "entity absent", ``"*"`` "any value".
     work_dir : path-like, optional
-        The pybids database goes to ``work_dir/bids_db`` (rebuilt on every call).
+        The pybids database goes to ``work_dir/bids_db/<host>-<pid>`` (rebuilt on every call; one per
+        process, so participants run at once can share a work dir).
     stimulus : path-like, optional
         An aperture file used for every run instead of the events' ``stim_file``.
 
