@@ -269,6 +269,7 @@ def _fit_group(group: FitGroup, opts: Namespace, progress: Callable) -> None:
         fit_kwargs={
             "model": opts.model,
             "refine": opts.refine,
+            "refine_r2_min": opts.refine_r2_min,
             "nuisance": combined.nuisance,
             "fit_hrf": opts.fit_hrf,
             "mem_gb": engine_mem_gb(opts.mem_gb),

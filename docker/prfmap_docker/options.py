@@ -53,6 +53,7 @@ PRFMAP_OPTIONS: tuple[Option, ...] = (
     Option(("--confounds",), nargs="+"),
     Option(("--model",)),
     Option(("--refine",)),
+    Option(("--refine-r2-min",)),
     Option(("--fit-hrf",), nargs=0),
     Option(("--random-seed",)),
     Option(("--backend",)),

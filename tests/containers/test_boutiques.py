@@ -191,6 +191,7 @@ def _example_invocation(tmp_path: Path) -> dict:
         "confounds": ["trans_x", "rot_z"],
         "model": "css",
         "refine": "sgd",
+        "refine_r2_min": 0.2,
         "fit_hrf": True,
         "random_seed": 7,
         "backend": "torch",
