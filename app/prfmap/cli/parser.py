@@ -327,6 +327,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(grid estimates only)",
     )
     g_model.add_argument(
+        "--refine-r2-min",
+        type=_fraction,
+        default=0.1,
+        metavar="R2",
+        help="refine only units whose grid fit explains at least this fraction of variance; the "
+        "others keep their grid estimates (0 refines every unit)",
+    )
+    g_model.add_argument(
         "--fit-hrf",
         action="store_true",
         help="also fit the HRF's time-derivative and dispersion weights per unit",
