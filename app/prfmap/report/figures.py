@@ -21,16 +21,20 @@ def save(fig: plt.Figure, path: Path) -> Path:
     fig : matplotlib.figure.Figure
         The figure.
     path : Path
-        Where to write it; parent folders are created.
+        Where to write it, atomically (temporary name, then renamed); parent folders are created.
 
     Returns
     -------
     Path
         ``path``.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
-    plt.close(fig)
+    from prfmap.io.atomic import atomic_path
+
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=DPI, bbox_inches="tight", format=path.suffix.lstrip(".") or "png")
+    finally:
+        plt.close(fig)
     return path
 
 
