@@ -17,6 +17,11 @@ from prfmap.errors import BadDataError, MissingInputError, UsageError
 NON_STEADY_PREFIX = "non_steady_state_outlier"
 
 
+def _why(err: BaseException) -> str:
+    """An exception's message on one line."""
+    return " ".join(str(err).split())
+
+
 @dataclass(frozen=True)
 class PreprocessedRun:
     """A preprocessed run.
@@ -142,8 +147,7 @@ def preprocess_run(
             f"{n_vol} volumes with {dummy_scans} dummy scans leave fewer than 2; check "
             "--dummy-scans"
         )
-    y = np.asarray(data[:, dummy_scans:], dtype=np.float64)
-    n = y.shape[1]
+    n = n_vol - dummy_scans
     columns = [dct_basis(n, tr, high_pass_hz or 0.0)]
     if confounds is not None:
         conf = np.asarray(confounds, dtype=np.float64)
@@ -159,17 +163,32 @@ def preprocess_run(
         columns.append(conf - conf.mean(axis=0))
     nuisance = np.concatenate(columns, axis=1)
 
+    basis = _orthonormal(np.column_stack([np.ones(n), nuisance]), n, drop_constant=False)
+    out = np.empty((data.shape[0], n), dtype=np.float32)
+    for start in range(0, data.shape[0], _block_rows(n)):
+        stop = min(start + _block_rows(n), data.shape[0])
+        out[start:stop] = _percent_signal_change(data[start:stop, dummy_scans:], basis)
+    return PreprocessedRun(out, nuisance)
+
+
+def _block_rows(n_frames: int, block_bytes: int = 2**26) -> int:
+    """Rows of a (rows, n_frames) float64 block of about ``block_bytes`` (bounds the temporaries)."""
+    return max(1, block_bytes // (8 * max(n_frames, 1)))
+
+
+def _percent_signal_change(block: np.ndarray, basis: np.ndarray) -> np.ndarray:
+    """Percent signal change of (rows, frames) raw data with ``basis`` projected out; bad rows NaN."""
+    y = np.asarray(block, dtype=np.float64)
     finite = np.isfinite(y).all(axis=1)
     mean = np.where(finite, np.nan_to_num(y).mean(axis=1), np.nan)
     good = finite & (mean > 0) & (np.ptp(np.where(finite[:, None], y, 0), axis=1) > 0)
     psc = np.full(y.shape, np.nan)
     psc[good] = 100.0 * (y[good] / mean[good, None] - 1.0)
-    basis = _orthonormal(np.column_stack([np.ones(n), nuisance]), n, drop_constant=False)
     psc[good] -= (psc[good] @ basis) @ basis.T
     flat = good.copy()
     flat[good] = np.abs(psc[good]).max(axis=1) > 1e-9
     psc[good & ~flat] = np.nan
-    return PreprocessedRun(psc.astype(np.float32), nuisance)
+    return psc
 
 
 def combine_runs(
@@ -209,7 +228,7 @@ def combine_runs(
         raise BadDataError(f"runs differ in their number of units ({sorted(n_units)}); fit them "
                            "in one space")
     order: list[str] = list(dict.fromkeys(stimulus_keys))
-    data_blocks, nuisance_blocks, design_blocks, lengths = [], [], [], []
+    groups, nuisance_blocks, design_blocks, lengths = [], [], [], []
     for key in order:
         members = [r for r, k in zip(runs, stimulus_keys, strict=True) if k == key]
         frames = {r.data.shape[1] for r in members}
@@ -225,7 +244,7 @@ def combine_runs(
                 f"the aperture {key} has {design.shape[0]} frames but its runs have {n} volumes "
                 "after dummy scans; they must be equal"
             )
-        data_blocks.append(np.mean([r.data for r in members], axis=0, dtype=np.float64))
+        groups.append(members)
         nuisance_blocks.append(
             _orthonormal(np.concatenate([r.nuisance for r in members], axis=1), n,
                          drop_constant=True)
@@ -240,8 +259,15 @@ def combine_runs(
             indicators[starts[i] : starts[i + 1], i - 1] = 1.0
         indicators -= indicators.mean(axis=0)
         nuisance = np.concatenate([nuisance, indicators], axis=1)
+    n_rows = n_units.pop()
+    data = np.empty((n_rows, sum(lengths)), dtype=np.float32)
+    for members, start, n in zip(groups, np.cumsum([0, *lengths[:-1]]), lengths, strict=True):
+        for row in range(0, n_rows, _block_rows(n)):
+            stop = min(row + _block_rows(n), n_rows)
+            block = [r.data[row:stop] for r in members]
+            data[row:stop, start : start + n] = np.mean(block, axis=0, dtype=np.float64)
     return CombinedData(
-        data=np.concatenate(data_blocks, axis=1).astype(np.float32),
+        data=data,
         nuisance=nuisance,
         design=np.concatenate(design_blocks, axis=0),
         run_lengths=lengths,
@@ -263,7 +289,7 @@ def read_confounds(path: str | os.PathLike) -> pd.DataFrame:
     try:
         return pd.read_csv(path, sep="\t", na_values=["n/a"])
     except (OSError, ValueError, pd.errors.ParserError) as err:
-        raise BadDataError(f"cannot read confounds {path} ({err}); fix it") from None
+        raise BadDataError(f"cannot read confounds {path} ({_why(err)}); fix it") from None
 
 
 def select_confounds(table: pd.DataFrame, columns: Sequence[str], path: str = "") -> np.ndarray:
