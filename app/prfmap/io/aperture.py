@@ -16,6 +16,11 @@ from prfmap.io.bold import READ_ERRORS
 MAT_VARIABLES = ("stimulus", "stim", "images", "apertures", "aperture")
 
 
+def _why(err: BaseException) -> str:
+    """An exception's message on one line."""
+    return " ".join(str(err).split())
+
+
 @dataclass(frozen=True)
 class Aperture:
     """A stimulus aperture sampled once per TR.
@@ -52,7 +57,7 @@ def _read_sidecar(path: Path) -> dict:
     try:
         meta = json.loads(side.read_text())
     except (OSError, ValueError) as err:
-        raise BadDataError(f"aperture sidecar {side} is not valid JSON ({err}); fix it") from None
+        raise BadDataError(f"aperture sidecar {side} is not valid JSON ({_why(err)}); fix it") from None
     if not isinstance(meta, dict):
         raise BadDataError(f"aperture sidecar {side} must hold a JSON object")
     return meta
@@ -219,8 +224,8 @@ def load_aperture(
     UsageError
         No field of view (neither ``fov_deg`` nor ``FieldOfViewDeg``), or unknown format.
     BadDataError
-        Unreadable file, wrong shape, values outside [0, 1] or NaN, inconsistent timing or
-        frame index out of range.
+        Unreadable file, wrong shape, values outside [0, 1] or NaN, all zeros, inconsistent
+        timing or frame index out of range.
     """
     path = Path(path)
     if not path.is_file():
@@ -256,6 +261,10 @@ def load_aperture(
             "[0, 1] (1 = stimulus; e.g. divide 8-bit images by 255)"
         )
     frames = np.clip(frames, 0.0, 1.0)
+    if not frames.any():
+        raise BadDataError(
+            f"aperture {path.name} is all zeros (no frame shows a stimulus); check the file"
+        )
     period = _frame_period(meta, path)
     if period is not None:
         frames = average_per_tr(frames, period, float(tr), path)

@@ -35,6 +35,11 @@ _KEPT_ENTITIES = (*_RUN_ENTITIES, "space", "res", "den")
 _BOLD_EXTENSIONS = (".func.gii", ".dtseries.nii", ".nii.gz", ".nii")
 
 
+def _why(err: BaseException) -> str:
+    """An exception's message on one line."""
+    return " ".join(str(err).split())
+
+
 @dataclass(frozen=True)
 class RunInput:
     """One preprocessed BOLD run and everything needed to fit it.
@@ -149,7 +154,7 @@ def parse_space_query(space: str) -> _SpaceQuery:
     try:
         parsed = parse_space(space)
     except ValueError as err:
-        raise UsageError(f"--space: {err}") from None
+        raise UsageError(f"--space: {_why(err)}") from None
     name, den, res = parsed.name, parsed.den, parsed.res
     if name == "fsLR":
         den = den or "91k"
@@ -246,7 +251,7 @@ def _load_filter(bids_filter: Mapping[str, Any] | str | os.PathLike | None) -> d
         try:
             bids_filter = json.loads(path.read_text())
         except (OSError, ValueError) as err:
-            raise UsageError(f"--bids-filter-file {path}: cannot read it as JSON ({err})") from None
+            raise UsageError(f"--bids-filter-file {path}: cannot read it as JSON ({_why(err)})") from None
         if not isinstance(bids_filter, Mapping):
             raise UsageError(f"--bids-filter-file {path}: must hold a JSON object")
     flt = bids_filter.get("bold", bids_filter)
@@ -299,7 +304,7 @@ def _sidecar_chain(layout, entities: Mapping[str, Any]) -> dict[str, Any]:
             meta.update(json.loads(Path(path).read_text()))
         except (OSError, ValueError) as err:
             raise BadDataError(
-                f"sidecar {path} is not valid JSON ({err}); fix or remove it"
+                f"sidecar {path} is not valid JSON ({_why(err)}); fix or remove it"
             ) from None
     return meta
 
@@ -372,7 +377,7 @@ def _read_events(path: Path) -> pd.DataFrame:
     try:
         return pd.read_csv(path, sep="\t", na_values=["n/a"], keep_default_na=True)
     except (OSError, ValueError, pd.errors.ParserError) as err:
-        raise BadDataError(f"cannot read events file {path} ({err}); fix it") from None
+        raise BadDataError(f"cannot read events file {path} ({_why(err)}); fix it") from None
 
 
 def _has_stim_file(path: Path) -> bool:
@@ -531,7 +536,7 @@ def find_inputs(
             scope="derivatives", suffix="bold", extension=list(_BOLD_EXTENSIONS), **filters
         )
     except (ValueError, TypeError) as err:
-        raise UsageError(f"--bids-filter-file: invalid filter ({err})") from None
+        raise UsageError(f"--bids-filter-file: invalid filter ({_why(err)})") from None
     bold = [
         f for f in bold
         if _kind_of(f.get_entities()["extension"]) != "volume"
