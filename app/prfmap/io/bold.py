@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 READ_ERRORS = (
     OSError, ValueError, EOFError, zlib.error, ExpatError, ImageFileError, HeaderDataError,
-    struct.error, KeyError, IndexError, TypeError, AttributeError,
+    struct.error, KeyError, IndexError, TypeError, AttributeError, OverflowError,
 )
 STRUCTURES = {"L": "CortexLeft", "R": "CortexRight"}
 PathFor = Callable[[str | None], Path]
