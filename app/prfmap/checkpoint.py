@@ -131,6 +131,7 @@ def fit_chunked(
     name: str = "fit",
     how_to_resume: str = "run the same command again to resume",
     progress: Callable[[str, int, int], None] | None = None,
+    budget: Any = None,
 ) -> Any:
     """Fit ``data`` with :func:`prfmap.engine.fit_prf` chunk by chunk, reusing saved chunks.
 
@@ -156,6 +157,10 @@ def fit_chunked(
         Told to the user when a stop signal ends the run between chunks.
     progress : callable, optional
         ``progress(stage, done, total)``, passed on to the engine, plus ``("chunks", i, n)``.
+    budget : JSON-able, optional
+        What identifies the memory budget in the key instead of ``chunk`` and ``fit_kwargs["mem_gb"]``,
+        e.g. ``"auto"`` for a default derived from the memory available now. A run resuming a key
+        then uses the chunk size and engine budget saved with it, so all its chunks share their tiles.
 
     Returns
     -------
@@ -182,16 +187,23 @@ def fit_chunked(
         "nuisance": array_digest(None if nuisance is None else np.asarray(nuisance)),
         "data": array_digest(np.asarray(data)),
         "inputs": file_identity(inputs),
-        "chunk": int(chunk),
+        "memory": budget if budget is not None else [int(chunk), kwargs.get("mem_gb")],
     }
     key = checkpoint_key(identity)
     where = Path(folder) / key
     where.mkdir(parents=True, exist_ok=True)
     identity_file = where / "identity.json"
-    if not identity_file.exists():
+    saved = _read_identity(identity_file)
+    if saved is None:
         from prfmap.io.atomic import write_text_atomic
 
+        identity["used"] = {"chunk": int(chunk), "mem_gb": kwargs.get("mem_gb")}
         write_text_atomic(identity_file, json.dumps(identity, indent=2, default=str) + "\n")
+    else:
+        chunk, kwargs["mem_gb"] = int(saved["chunk"]), saved["mem_gb"]
+        LOGGER.info(
+            "%s: resuming with the saved chunk size %d and engine budget %s GB", name, chunk, kwargs["mem_gb"]
+        )
     starts = list(range(0, n_units, chunk)) or [0]
     total = len(starts)
     chunks, fitted, reused = [], 0, 0
@@ -229,6 +241,14 @@ def fit_chunked(
             check_stop(f"after chunk {i + 1} of {total} of {name} (saved in {where})", how_to_resume)
     LOGGER.info("%s: %d chunk(s) fitted, %d reused from %s", name, fitted, reused, where)
     return _merge(str(kwargs.get("model", "gauss")), chunks, chunk)
+
+
+def _read_identity(path: Path) -> dict[str, Any] | None:
+    try:
+        used = json.loads(path.read_text())["used"]
+        return {"chunk": int(used["chunk"]), "mem_gb": used["mem_gb"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def remove_checkpoints(folder: Path) -> None:
