@@ -72,7 +72,8 @@ def run_participant_level(opts: Namespace) -> list[Path]:
     from prfmap.io.bids import find_inputs
     from prfmap.memory import default_mem_gb
 
-    if not opts.mem_gb:
+    opts.mem_gb_auto = not opts.mem_gb
+    if opts.mem_gb_auto:
         opts.mem_gb = default_mem_gb()
         LOGGER.info("memory budget %.1f GB (--mem-gb; default: half the available memory)", opts.mem_gb)
     with stop_after_chunk(), _work_dir(opts.work_dir) as work_dir:
@@ -280,6 +281,7 @@ def _fit_group(group: FitGroup, opts: Namespace, progress: Callable) -> None:
         name=_group_name(group),
         how_to_resume=_how_to_resume(opts),
         progress=progress,
+        budget="auto" if getattr(opts, "mem_gb_auto", False) else None,
     )
     group.timings["fit"] = time.perf_counter() - start
     r2 = np.asarray(group.result.r2)
