@@ -1,0 +1,205 @@
+"""Malformed inputs at the loaders: a PrfmapError with its exit code and one line, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from prfmap.errors import ExitCode, PrfmapError
+from prfmap.io.aperture import load_aperture
+from prfmap.io.bids import RunInput, find_inputs
+from prfmap.io.bold import load_bold
+
+NO_SHRINK = [Phase.explicit, Phase.reuse, Phase.generate]
+FAST = settings(max_examples=25, deadline=None, phases=NO_SHRINK, suppress_health_check=list(HealthCheck))
+LOADER_CODES = {ExitCode.BAD_DATA, ExitCode.MISSING_INPUT, ExitCode.USAGE, ExitCode.NO_FILES_SELECTED}
+
+
+def assert_clean_error(err: PrfmapError) -> None:
+    """A user-facing error: one of the documented codes and a one-line message."""
+    assert err.exit_code in LOADER_CODES, (type(err), err)
+    message = str(err)
+    assert message and "\n" not in message and "Traceback" not in message
+
+
+def load_or_error(fn, *args, **kwargs):
+    """Call a loader; a PrfmapError must be clean, anything else fails the test."""
+    try:
+        return fn(*args, **kwargs)
+    except PrfmapError as err:
+        assert_clean_error(err)
+        return None
+
+
+@st.composite
+def damaged(draw: st.DrawFn, original: bytes) -> bytes:
+    """``original`` truncated, with bytes overwritten, or replaced by junk."""
+    kind = draw(st.sampled_from(["truncate", "flip", "junk", "empty"]))
+    if kind == "truncate":
+        return original[: draw(st.integers(0, len(original) - 1))]
+    if kind == "junk":
+        return draw(st.binary(min_size=1, max_size=600))
+    if kind == "empty":
+        return b""
+    data = bytearray(original)
+    for _ in range(draw(st.integers(1, 8))):
+        data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
+    return bytes(data)
+
+
+def run_input(kind: str, bold, mask=None) -> RunInput:
+    return RunInput(subject="01", session=None, task="prf", run=1, space="x", den=None, kind=kind,
+                    bold=bold, mask=mask, tr=1.5, events=None, confounds=None, stim_file=None)  # fmt: skip
+
+
+def _gifti_bytes(n: int = 30, frames: int = 6) -> bytes:
+    rng = np.random.default_rng(0)
+    img = nib.GiftiImage(darrays=[nib.gifti.GiftiDataArray(rng.normal(size=n).astype(np.float32),
+                                                           intent="NIFTI_INTENT_TIME_SERIES")
+                                  for _ in range(frames)])  # fmt: skip
+    return img.to_bytes()
+
+
+def _nifti_bytes(shape=(3, 4, 2, 6)) -> bytes:
+    img = nib.Nifti1Image(np.random.default_rng(0).normal(size=shape).astype(np.float32), np.eye(4))
+    return img.to_bytes()
+
+
+def _cifti_bytes(n: int = 20, frames: int = 5) -> bytes:
+    axis = nib.cifti2.BrainModelAxis.from_mask(np.ones(n, bool), name="CortexLeft")
+    series = nib.cifti2.SeriesAxis(0, 1.5, frames)
+    data = np.random.default_rng(0).normal(size=(frames, n)).astype(np.float32)
+    return nib.Cifti2Image(data, header=(series, axis)).to_bytes()
+
+
+GIFTI, NIFTI, CIFTI = _gifti_bytes(), _nifti_bytes(), _cifti_bytes()
+
+
+@FAST
+@given(st.data())
+def test_damaged_gifti(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
+    folder = tmp_path_factory.mktemp("gii")
+    paths = {h: folder / f"sub-01_hemi-{h} ü_bold.func.gii" for h in "LR"}
+    paths["L"].write_bytes(data.draw(damaged(GIFTI)))
+    paths["R"].write_bytes(GIFTI)
+    out = load_or_error(load_bold, run_input("gifti", paths))
+    if out is not None:
+        assert out[0].ndim == 2 and out[0].dtype == np.float32
+
+
+@FAST
+@given(st.data())
+def test_damaged_cifti(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
+    path = tmp_path_factory.mktemp("cifti") / "sub-01 bold.dtseries.nii"
+    path.write_bytes(data.draw(damaged(CIFTI)))
+    out = load_or_error(load_bold, run_input("cifti", path))
+    if out is not None:
+        assert out[0].ndim == 2
+
+
+@FAST
+@given(st.data(), st.booleans())
+def test_damaged_nifti_or_mask(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject,
+                               gzipped: bool) -> None:  # fmt: skip
+    folder = tmp_path_factory.mktemp("nii")
+    ext = ".nii.gz" if gzipped else ".nii"
+    bold, mask = folder / f"bold{ext}", folder / f"mask{ext}"
+    raw = NIFTI
+    if gzipped:
+        import gzip
+
+        raw = gzip.compress(raw)
+    bold.write_bytes(data.draw(damaged(raw)))
+    nib.save(nib.Nifti1Image(np.ones((3, 4, 2), np.uint8), np.eye(4)), mask)
+    out = load_or_error(load_bold, run_input("volume", bold, mask))
+    if out is not None:
+        assert out[0].shape[0] == 24
+
+
+aperture_arrays = st.one_of(
+    hnp.arrays(
+        dtype=st.sampled_from([np.float32, np.float64, np.int16, np.uint8, np.bool_, np.complex64]),
+        shape=hnp.array_shapes(min_dims=0, max_dims=5, min_side=0, max_side=5),
+    ),
+    hnp.arrays(np.float64, hnp.array_shapes(min_dims=3, max_dims=3, min_side=1, max_side=4),
+               elements=st.sampled_from([0.0, 1.0, 0.5, np.nan, np.inf, -1.0, 2.0])),
+)  # fmt: skip
+
+
+@FAST
+@given(aperture_arrays, st.sampled_from([".npy", ".nii.gz"]),
+       st.sampled_from([None, "{}", "[1]", "not json", '{"RepetitionTime": -1}',
+                        '{"SamplingFrequency": "fast"}', '{"FieldOfViewDeg": 0}']))  # fmt: skip
+def test_hostile_apertures(tmp_path_factory: pytest.TempPathFactory, array: np.ndarray, ext: str,
+                           sidecar: str | None) -> None:  # fmt: skip
+    folder = tmp_path_factory.mktemp("ap")
+    path = folder / f"stïm file{ext}"
+    if ext == ".npy":
+        np.save(path, array)
+    else:
+        try:
+            nib.save(nib.Nifti1Image(array, np.eye(4)), path)
+        except Exception:  # noqa: BLE001 - nibabel refuses to write some arrays: nothing to load
+            return
+    if sidecar is not None:
+        (folder / "stïm file.json").write_text(sidecar)
+    out = load_or_error(load_aperture, path, tr=1.5, fov_deg=None if sidecar else 20.0)
+    if out is not None:
+        design = out.design
+        assert design.ndim == 3 and np.isfinite(design).all() and design.any()
+        assert 0 <= design.min() and design.max() <= 1
+
+
+def test_all_zero_aperture_is_bad_data(tmp_path: Path) -> None:
+    path = tmp_path / "zeros.npy"
+    np.save(path, np.zeros((10, 8, 8), np.float32))
+    with pytest.raises(PrfmapError) as info:
+        load_aperture(path, tr=1.5, fov_deg=20.0)
+    assert info.value.exit_code == ExitCode.BAD_DATA and "all zeros" in str(info.value)
+
+
+@pytest.fixture(scope="module")
+def small_bids(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from prfmap.synth import SynthConfig, make_synthetic_dataset
+
+    return make_synthetic_dataset(tmp_path_factory.mktemp("ds") / "bids dïr",
+                                  SynthConfig(space="T1w", small=True, runs=1))  # fmt: skip
+
+
+EVENTS = st.one_of(
+    st.text(max_size=200),
+    st.lists(st.lists(st.sampled_from(["0", "1.5", "-3", "nan", "bars", "bars.nii.gz", "missing.nii.gz",
+                                       "", "n/a", "x\ty"]), min_size=1, max_size=5),
+             min_size=0, max_size=5).map(
+        lambda rows: "onset\tduration\ttrial_type\tstim_file\n" + "\n".join("\t".join(r) for r in rows)),
+)  # fmt: skip
+SIDECARS = st.one_of(
+    st.text(max_size=80),
+    st.dictionaries(st.sampled_from(["RepetitionTime", "TaskName", "SliceTiming"]),
+                    st.one_of(st.none(), st.floats(allow_nan=True), st.text(max_size=5), st.integers()),
+                    max_size=3).map(json.dumps),
+)  # fmt: skip
+
+
+@settings(max_examples=20, deadline=None, phases=NO_SHRINK, suppress_health_check=list(HealthCheck))
+@given(events=st.one_of(st.none(), EVENTS), sidecar=st.one_of(st.none(), SIDECARS))
+def test_hostile_events_and_sidecars(tmp_path_factory: pytest.TempPathFactory, small_bids: Path,
+                                     events: str | None, sidecar: str | None) -> None:  # fmt: skip
+    root = tmp_path_factory.mktemp("copy") / "bids"
+    shutil.copytree(small_bids, root)
+    func = root / "sub-01" / "func"
+    if events is not None:
+        next(func.glob("*_events.tsv")).write_text(events)
+    if sidecar is not None:
+        next(func.glob("*_bold.json")).write_text(sidecar)
+    runs = load_or_error(find_inputs, root, root / "derivatives" / "prfmap")
+    if runs is not None:
+        assert runs and all(r.tr > 0 for r in runs)
