@@ -181,7 +181,7 @@ def fit_chunked(
     identity = {
         "prfmap": __version__,
         "backend": backend_info(),
-        "fit": {k: v for k, v in kwargs.items() if k not in ("nuisance", "progress")},
+        "fit": {k: v for k, v in kwargs.items() if k not in ("nuisance", "progress", "mem_gb")},
         "tr": float(tr),
         "stimulus": [array_digest(stim.design), float(stim.fov_deg), list(map(int, stim.run_lengths))],
         "nuisance": array_digest(None if nuisance is None else np.asarray(nuisance)),
