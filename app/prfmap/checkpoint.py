@@ -16,6 +16,8 @@ import os
 import shutil
 import time
 import uuid
+import zipfile
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -78,7 +80,7 @@ def _load_chunk(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]] | No
         with np.load(path, allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files if k != "__meta__"}
             meta = json.loads(str(npz["__meta__"]))
-    except (OSError, ValueError, KeyError, EOFError) as err:
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as err:
         LOGGER.warning("ignoring unreadable checkpoint %s (%s)", path.name, err)
         return None
     return arrays, meta
@@ -237,8 +239,7 @@ def fit_chunked(
         chunks.append(loaded)
         if progress:
             progress("chunks", i + 1, total)
-        if i + 1 < total:
-            check_stop(f"after chunk {i + 1} of {total} of {name} (saved in {where})", how_to_resume)
+        check_stop(f"after chunk {i + 1} of {total} of {name} (saved in {where})", how_to_resume)
     LOGGER.info("%s: %d chunk(s) fitted, %d reused from %s", name, fitted, reused, where)
     return _merge(str(kwargs.get("model", "gauss")), chunks, chunk)
 

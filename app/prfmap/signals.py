@@ -47,7 +47,12 @@ def check_stop(where: str, how_to_resume: str) -> None:
 
 def _handler(signum: int, frame: FrameType | None) -> None:
     if _requested:
-        raise KeyboardInterrupt
+        name = signal.Signals(signum).name
+        raise StopRequested(
+            f"stopped at once by a second {name}; the chunks saved so far are kept: run the same "
+            "command again to resume",
+            signum,
+        )
     _requested.append(signum)
     LOGGER.warning(
         "%s received: stopping after the current chunk (send it again to stop at once)",
@@ -59,7 +64,7 @@ def _handler(signum: int, frame: FrameType | None) -> None:
 def stop_after_chunk() -> Iterator[None]:
     """Within the block, SIGTERM/SIGINT only request a stop that :func:`check_stop` acts on.
 
-    A second signal interrupts at once. Outside the main thread nothing is installed.
+    A second signal raises :class:`StopRequested` at once. Outside the main thread nothing is installed.
     """
     if threading.current_thread() is not threading.main_thread():
         yield

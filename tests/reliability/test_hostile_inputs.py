@@ -203,3 +203,45 @@ def test_hostile_events_and_sidecars(tmp_path_factory: pytest.TempPathFactory, s
     runs = load_or_error(find_inputs, root, root / "derivatives" / "prfmap")
     if runs is not None:
         assert runs and all(r.tr > 0 for r in runs)
+
+
+def _truncate_bold(root: Path) -> None:
+    bold = next((root / "derivatives" / "fmriprep").rglob("*_desc-preproc_bold.nii.gz"))
+    bold.write_bytes(bold.read_bytes()[:5000])
+
+
+def _nan_aperture(root: Path) -> None:
+    path = root / "stimuli" / "bars.nii.gz"
+    img = nib.load(path)
+    data = np.asanyarray(img.dataobj).astype(np.float32)
+    data[0, 0, ...] = np.nan
+    nib.save(nib.Nifti1Image(data, img.affine), path)
+
+
+def _bad_sidecar(root: Path) -> None:
+    for path in root.rglob("*_bold.json"):
+        path.write_text('{"RepetitionTime": -1.5}')
+
+
+def _no_stim_column(root: Path) -> None:
+    next((root / "sub-01" / "func").glob("*_events.tsv")).write_text("onset\tduration\n0\t10\n")
+
+
+@pytest.mark.parametrize(
+    ("damage", "code"),
+    [(_truncate_bold, 65), (_nan_aperture, 65), (_bad_sidecar, 65), (_no_stim_column, 66)],
+)
+def test_cli_hostile_input_one_line_no_outputs(
+    small_bids: Path, tmp_path: Path, capsys: pytest.CaptureFixture, damage, code: int
+) -> None:
+    from prfmap.cli.run import main
+
+    root = tmp_path / "bïds copy"
+    shutil.copytree(small_bids, root)
+    damage(root)
+    out = tmp_path / "out put"
+    assert main([str(root), str(out), "participant", "--no-report", "--refine", "none"]) == code
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("prfmap: error: ") and "Traceback" not in err
+    left = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert all(p.startswith("logs/") for p in left), left

@@ -1,0 +1,103 @@
+"""fit_chunked, the memory budgets and the stop signals, in process on small arrays."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from prfmap.checkpoint import fit_chunked
+from prfmap.memory import chunk_units, default_mem_gb, engine_mem_gb
+from prfmap.signals import StopRequested, check_stop, stop_after_chunk
+
+KWARGS = {"model": "gauss", "refine": "none", "seed": 0}
+
+
+@pytest.fixture(scope="module")
+def problem():
+    from prfmap.engine import Stimulus, predict
+
+    design = np.zeros((40, 12, 12), np.float32)
+    for t in range(40):
+        design[t, :, t % 12] = 1.0
+    stim = Stimulus(design, fov_deg=10.0)
+    rng = np.random.default_rng(0)
+    n = 150
+    params = {"x": rng.uniform(-3, 3, n), "y": rng.uniform(-3, 3, n), "sigma": rng.uniform(0.5, 2, n),
+              "amplitude": np.ones(n), "baseline": np.zeros(n)}  # fmt: skip
+    data = predict(params, stim, 1.5) + rng.normal(0, 0.05, (n, 40))
+    data[3] = np.nan
+    return data, stim
+
+
+def _chunks(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("chunk-*.npz"))
+
+
+def test_chunks_are_saved_reused_and_merged(problem, tmp_path: Path, caplog) -> None:
+    data, stim = problem
+    first = fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=KWARGS)
+    assert len(_chunks(tmp_path)) == 3 and first.settings["chunks"] == 3
+    assert first.settings["units"] == 150 and first.settings["units_fitted"] == 149
+    assert np.isnan(first.params["x"][3]) and np.isfinite(first.params["x"][:3]).all()
+    _chunks(tmp_path)[1].write_bytes(_chunks(tmp_path)[1].read_bytes()[:100])  # a torn file
+    caplog.set_level("INFO", logger="prfmap.checkpoint")
+    again = fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=KWARGS)
+    assert "1 chunk(s) fitted, 2 reused" in caplog.text and "unreadable checkpoint" in caplog.text
+    for k in first.params:
+        assert first.params[k].tobytes() == again.params[k].tobytes()
+    assert first.r2.tobytes() == again.r2.tobytes()
+
+
+def test_any_change_gives_a_new_key(problem, tmp_path: Path) -> None:
+    data, stim = problem
+    fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=KWARGS)
+    changed = data.copy()
+    changed[0, 0] += 1e-3
+    fit_chunked(changed, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=KWARGS)
+    fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs={**KWARGS, "seed": 1})
+    fit_chunked(data, stim, 2.0, folder=tmp_path, chunk=64, fit_kwargs=KWARGS)
+    assert len({p.parent for p in _chunks(tmp_path)}) == 4
+
+
+def test_stop_signal_ends_after_a_chunk(problem, tmp_path: Path) -> None:
+    data, stim = problem
+    calls = []
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage == "chunks":
+            calls.append(done)
+            if done == 1:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    with stop_after_chunk(), pytest.raises(StopRequested) as info:
+        fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=KWARGS, progress=progress,
+                    how_to_resume="run it again")  # fmt: skip
+    assert info.value.exit_code == 143 and calls == [1]
+    assert "stopped by SIGTERM after chunk 1 of 3" in str(info.value) and "run it again" in str(info.value)
+    assert len(_chunks(tmp_path)) == 1
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_second_signal_stops_at_once() -> None:
+    with stop_after_chunk():
+        os.kill(os.getpid(), signal.SIGINT)
+        check_stop  # noqa: B018 - the first signal only sets the flag
+        with pytest.raises(StopRequested) as info:
+            os.kill(os.getpid(), signal.SIGINT)
+        assert info.value.exit_code == 130
+    check_stop("never", "nothing")  # outside the block no stop is pending
+
+
+def test_memory_budgets(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert default_mem_gb() >= 1.0
+    assert engine_mem_gb(8.0) == pytest.approx(2.0)
+    monkeypatch.delenv("PRFMAP_CHUNK_UNITS", raising=False)
+    sizes = [chunk_units(gb, 300) for gb in (0.1, 1, 4, 64)]
+    assert sizes == sorted(sizes) and sizes[0] == 256 and sizes[-1] == 16384
+    assert all(s & (s - 1) == 0 for s in sizes)
+    monkeypatch.setenv("PRFMAP_CHUNK_UNITS", "100")
+    assert chunk_units(4, 300) == 100
