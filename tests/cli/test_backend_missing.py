@@ -14,9 +14,7 @@ from .conftest import only_logs, run_prfmap
 def test_backend_not_installed(tmp_path: Path, backend: str, package: str) -> None:
     bids = tmp_path / "bids"
     bids.mkdir()
-    (bids / "dataset_description.json").write_text(
-        json.dumps({"Name": "x", "BIDSVersion": "1.9.0"})
-    )
+    (bids / "dataset_description.json").write_text(json.dumps({"Name": "x", "BIDSVersion": "1.9.0"}))
     out = tmp_path / "out"
     proc = run_prfmap(bids, out, "participant", "--backend", backend, hide=(package,), tmp=tmp_path)
     assert proc.returncode == 64, proc.stderr
