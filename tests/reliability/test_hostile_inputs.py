@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -19,7 +20,10 @@ from prfmap.io.bids import RunInput, find_inputs
 from prfmap.io.bold import load_bold
 
 NO_SHRINK = [Phase.explicit, Phase.reuse, Phase.generate]
-FAST = settings(max_examples=25, deadline=None, phases=NO_SHRINK, suppress_health_check=list(HealthCheck))
+# CI replays a fixed set of examples (a failure there must be reproducible); local runs explore anew
+DERANDOMIZE = bool(os.environ.get("CI"))
+FAST = settings(max_examples=25, deadline=None, phases=NO_SHRINK, suppress_health_check=list(HealthCheck),
+                derandomize=DERANDOMIZE)
 LOADER_CODES = {ExitCode.BAD_DATA, ExitCode.MISSING_INPUT, ExitCode.USAGE, ExitCode.NO_FILES_SELECTED}
 
 
@@ -189,7 +193,8 @@ SIDECARS = st.one_of(
 )  # fmt: skip
 
 
-@settings(max_examples=20, deadline=None, phases=NO_SHRINK, suppress_health_check=list(HealthCheck))
+@settings(max_examples=20, deadline=None, phases=NO_SHRINK, suppress_health_check=list(HealthCheck),
+          derandomize=DERANDOMIZE)
 @given(events=st.one_of(st.none(), EVENTS), sidecar=st.one_of(st.none(), SIDECARS))
 def test_hostile_events_and_sidecars(tmp_path_factory: pytest.TempPathFactory, small_bids: Path,
                                      events: str | None, sidecar: str | None) -> None:  # fmt: skip

@@ -12,7 +12,9 @@ from xml.parsers.expat import ExpatError
 
 import nibabel as nib
 import numpy as np
+from nibabel.cifti2.cifti2 import Cifti2HeaderError
 from nibabel.filebasedimages import ImageFileError
+from nibabel.gifti.parse_gifti_fast import GiftiParseError
 from nibabel.spatialimages import HeaderDataError
 
 from prfmap.errors import BadDataError, MissingInputError
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 READ_ERRORS = (
     OSError, ValueError, EOFError, zlib.error, ExpatError, ImageFileError, HeaderDataError,
     struct.error, KeyError, IndexError, TypeError, AttributeError, OverflowError,
+    Cifti2HeaderError, GiftiParseError,
 )
 STRUCTURES = {"L": "CortexLeft", "R": "CortexRight"}
 PathFor = Callable[[str | None], Path]
