@@ -197,7 +197,7 @@ def test_cli_writes_a_dataset_and_rejects_bad_options(tmp_path, capsys):
     for argv, match in (
         ([str(out)], "not empty"),
         ([str(tmp_path / "x"), "--space", "fsaverage"], "invalid choice"),
-        ([str(tmp_path / "x"), "--noise", "-1"], "zero or positive"),
+        ([str(tmp_path / "x"), "--noise", "-1"], "zero or a positive number"),
         ([str(tmp_path / "x"), "--runs", "0"], "positive integer"),
     ):
         with pytest.raises(SystemExit) as info:

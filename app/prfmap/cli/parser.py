@@ -110,7 +110,7 @@ def _existing_file(value: str) -> Path:
     return path
 
 
-def _positive_float(value: str) -> float:
+def positive_float(value: str) -> float:
     try:
         number = float(value)
     except ValueError:
@@ -120,7 +120,7 @@ def _positive_float(value: str) -> float:
     return number
 
 
-def _nonnegative_float(value: str) -> float:
+def nonnegative_float(value: str) -> float:
     try:
         number = float(value)
     except ValueError:
@@ -130,7 +130,7 @@ def _nonnegative_float(value: str) -> float:
     return number
 
 
-def _nonnegative_int(value: str) -> int:
+def nonnegative_int(value: str) -> int:
     try:
         number = int(value)
     except ValueError:
@@ -140,15 +140,15 @@ def _nonnegative_int(value: str) -> int:
     return number
 
 
-def _positive_int(value: str) -> int:
-    number = _nonnegative_int(value)
+def positive_int(value: str) -> int:
+    number = nonnegative_int(value)
     if number == 0:
         raise argparse.ArgumentTypeError(f"{value!r} must be a positive integer")
     return number
 
 
 def _fraction(value: str) -> float:
-    number = _nonnegative_float(value)
+    number = nonnegative_float(value)
     if number > 1:
         raise argparse.ArgumentTypeError(f"{value!r} must lie in [0, 1]")
     return number
@@ -281,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g_stim.add_argument(
         "--stimulus-fov-deg",
-        type=_positive_float,
+        type=positive_float,
         metavar="DEG",
         help="full width of the aperture in degrees of visual angle (default: FieldOfViewDeg of "
         "the aperture's JSON sidecar)",
@@ -290,14 +290,14 @@ def build_parser() -> argparse.ArgumentParser:
     g_pre = parser.add_argument_group("Preprocessing")
     g_pre.add_argument(
         "--dummy-scans",
-        type=_nonnegative_int,
+        type=nonnegative_int,
         metavar="N",
         help="number of initial volumes to drop (default: fMRIPrep's non_steady_state_outlier "
         "confounds, else 0); the aperture must have as many frames as volumes remain",
     )
     g_pre.add_argument(
         "--high-pass-hz",
-        type=_nonnegative_float,
+        type=nonnegative_float,
         default=0.01,
         metavar="HZ",
         help="cut-off of the DCT high-pass filter in Hz (0 disables it); the same basis is "
@@ -341,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g_model.add_argument(
         "--random-seed",
-        type=_nonnegative_int,
+        type=nonnegative_int,
         default=0,
         metavar="N",
         help="seed of every random choice of the fit, for reproducible maps",
@@ -365,7 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--nprocs",
         "--nthreads",
         dest="nprocs",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help="maximum number of CPU threads (default: all available)",
     )
@@ -373,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--mem-gb",
         "--mem_gb",
         dest="mem_gb",
-        type=_positive_float,
+        type=positive_float,
         metavar="GB",
         help="upper bound on the memory the fit may use, in GB; sets the tile sizes "
         "(default: a safe fraction of the available memory)",

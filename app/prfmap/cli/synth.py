@@ -6,52 +6,15 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from prfmap import __version__
-from prfmap.errors import ExitCode
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        message = " ".join(message.split())
-        sys.stderr.write(f"{self.prog}: error: {message}; see '{self.prog} --help'\n")
-        sys.exit(int(ExitCode.USAGE))
-
-
-def _positive_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} must be a positive integer")
-    return number
-
-
-def _nonnegative_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"{value!r} must be zero or a positive integer")
-    return number
-
-
-def _float(minimum: float, strict: bool):
-    def parse(value: str) -> float:
-        try:
-            number = float(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-        ok = number > minimum if strict else number >= minimum
-        if not ok or number == float("inf"):
-            bound = "positive" if strict else "zero or positive"
-            raise argparse.ArgumentTypeError(f"{value!r} must be {bound}")
-        return number
-
-    return parse
+from prfmap.cli.parser import (
+    PrfmapArgumentParser,
+    nonnegative_float,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     """
     from prfmap.synth import DEFAULT_NOISE, SPACES
 
-    parser = _Parser(
+    parser = PrfmapArgumentParser(
         prog="prfmap-synth",
         description=(
             "Write a synthetic retinotopy dataset: raw BIDS (events with stim_file, bar-sweep "
@@ -74,19 +37,19 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("out_dir", type=Path, metavar="OUT_DIR", help="folder to write to")
-    parser.add_argument("--subjects", type=_positive_int, default=1, metavar="N",
+    parser.add_argument("--subjects", type=positive_int, default=1, metavar="N",
                         help="number of participants")
-    parser.add_argument("--runs", type=_positive_int, default=2, metavar="N",
+    parser.add_argument("--runs", type=positive_int, default=2, metavar="N",
                         help="runs per participant, all with the same bar sweeps")
     parser.add_argument("--space", choices=SPACES, default="fsaverage5",
                         help="fsaverage5 GIFTI, fsLR CIFTI (den-91k) or a T1w NIfTI volume")
-    parser.add_argument("--noise", type=_float(0, strict=False), default=DEFAULT_NOISE,
+    parser.add_argument("--noise", type=nonnegative_float, default=DEFAULT_NOISE,
                         metavar="SD", help="AR(1) noise standard deviation, percent signal change")
-    parser.add_argument("--tr", type=_float(0, strict=True), default=1.5, metavar="S",
+    parser.add_argument("--tr", type=positive_float, default=1.5, metavar="S",
                         help="repetition time in seconds")
-    parser.add_argument("--seed", type=_nonnegative_int, default=0, metavar="N",
+    parser.add_argument("--seed", type=nonnegative_int, default=0, metavar="N",
                         help="random seed")
-    parser.add_argument("--dummy-scans", type=_nonnegative_int, default=0, metavar="N",
+    parser.add_argument("--dummy-scans", type=nonnegative_int, default=0, metavar="N",
                         help="non-steady-state volumes at the start of each run, flagged in the "
                         "confounds as fMRIPrep does")
     parser.add_argument("--small", action="store_true",
