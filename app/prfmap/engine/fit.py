@@ -274,10 +274,11 @@ def _refine_sgd(prob: _Problem, u0: np.ndarray, y: np.ndarray, free: np.ndarray,
     backend = get_backend()
     batch = _batch_size(prob, mem_gb, u0.shape[1]) // 2 or 8
     batch = min(batch, _padded_size(len(u0)))
+    var = keras.Variable(np.zeros((batch, u0.shape[1]), dtype=dtype), dtype=dtype)
     optimizer = keras.optimizers.Adam(learning_rate=learning_rate)
-    optimizer.build([keras.Variable(np.zeros((batch, u0.shape[1]), dtype=dtype))])
+    optimizer.build([var])
     # a fresh optimizer state (zero moments, iteration 0, learning rate) for every batch
-    initial_vars = [ops.convert_to_tensor(_numpy(v.value)) for v in optimizer.variables]
+    initial_vars = [_numpy(v.value) for v in optimizer.variables]
     grad_fn = backend.value_and_grad(
         lambda u, yb, stim, hrf_t, q: _sgd_objective(model, u, yb, stim, hrf_t, q), has_aux=True)
 
@@ -314,12 +315,7 @@ def _refine_sgd(prob: _Problem, u0: np.ndarray, y: np.ndarray, free: np.ndarray,
     iterations = [0, 0]
 
     if not backend.STATELESS_OPTIMIZER:
-        # TensorFlow: the optimizer updates a variable in place inside a compiled step
-        var = keras.Variable(np.zeros((batch, u0.shape[1]), dtype=dtype), dtype=dtype)
-        optimizer = keras.optimizers.Adam(learning_rate=learning_rate)
-        optimizer.build([var])
-        initial_vars = [_numpy(v.value) for v in optimizer.variables]
-
+        # TensorFlow: the optimizer updates ``var`` in place inside a compiled step
         def stateful_step(best, stall, active, yb, free, stim, hrf_t, q):
             u = ops.convert_to_tensor(var.value)
             (_, cost), grad = grad_fn(u, yb, stim, hrf_t, q)
@@ -350,7 +346,7 @@ def _refine_sgd(prob: _Problem, u0: np.ndarray, y: np.ndarray, free: np.ndarray,
     def run(start: int, stop: int, size: int) -> None:
         ub = _tensor(_pad(u0[start:stop], size), dtype)
         yb = _tensor(_pad(y[start:stop], size), dtype)
-        opt_vars = list(initial_vars)
+        opt_vars = [ops.convert_to_tensor(v) for v in initial_vars]
         if loop_compiled:
             state = loop_fn(ub, opt_vars, yb, free_t, prob.stim, prob.hrf_t, prob.q)
             n_it = int(_numpy(state[-1]))
