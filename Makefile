@@ -2,27 +2,32 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# A CPU build of PyTorch; override on a GPU machine, e.g. TORCH_SPEC="torch".
-TORCH_SPEC ?= torch==2.13.0
-TF_SPEC ?= tensorflow-cpu>=2.16
+# Every version `make demo` and `make test` install is pinned in requirements/ (`make lock` refreshes
+# the pins; pyproject.toml keeps the loose ranges for `pip install prfmap`).
+REQ := requirements
+# The versions come from the pins; on machines whose pip finds a local CPU wheel of the pinned torch
+# (PIP_FIND_LINKS) it takes that one (a local "+cpu" label ranks first), else PyPI's build.
+TORCH_SPEC ?= torch
+TF_SPEC ?= tensorflow-cpu
 DEMO_DIR ?= demo
 BACKENDS := jax torch tensorflow
+PIP_PINNED = $(BIN)/pip install --quiet --no-build-isolation --constraint
 
-.PHONY: demo test lint engine-tests app-tests bench clean
+.PHONY: demo test lint engine-tests app-tests bench clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r $(REQ)/build.txt
 
 # The demo environment: prfmap with the JAX backend only.
-$(VENV)/.demo-installed: $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e ".[jax]"
+$(VENV)/.demo-installed: $(BIN)/python pyproject.toml $(REQ)/build.txt $(REQ)/demo.txt
+	$(PIP_PINNED) $(REQ)/demo.txt -e ".[jax]"
 	touch $@
 
 # The test environment: all three backends and the test tools.
-$(VENV)/.test-installed: $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/pip install --quiet "$(TF_SPEC)" -e ".[jax,test]" -e docker/
+$(VENV)/.test-installed: $(BIN)/python pyproject.toml $(REQ)/build.txt $(REQ)/test.txt
+	$(PIP_PINNED) $(REQ)/test.txt "$(TORCH_SPEC)"
+	$(PIP_PINNED) $(REQ)/test.txt "$(TF_SPEC)" -e ".[jax,test]" -e docker/
 	# Debian's chromium for the report's browser test (CI runs as root on Debian).
 	command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
@@ -55,6 +60,10 @@ test: lint engine-tests app-tests
 
 bench: $(VENV)/.test-installed
 	KERAS_BACKEND=jax $(BIN)/python tests/benchmarks/bench_engine.py
+
+# Re-resolve every pin from pyproject.toml's ranges (then run `make test` before committing them).
+lock:
+	PYTHON=$(PYTHON) bash $(REQ)/lock.sh
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache

@@ -79,3 +79,48 @@ def test_compiled_and_eager_fits_agree(tmp_path, backend):
     assert results["1"]["compiled"] is True and results["0"]["compiled"] is False
     for key in ("x", "y", "sigma", "amplitude"):
         np.testing.assert_allclose(results["1"][key], results["0"][key], rtol=1e-3, atol=1e-3)
+
+
+# Shapes on which TensorFlow 2.19–2.21's oneDNN BatchMatMulV2 crashes the process in eager mode.
+BROADCAST_PRODUCTS = [((4, 1, 256, 120), (1, 1, 120, 120)), ((4, 1, 256, 120), (120, 10)),
+                      ((3, 1, 8, 12), (1, 1, 12, 12)), ((4, 1, 256, 120), (1, 3, 120, 120)),
+                      ((2, 5, 7), (7, 3)), ((6, 4, 5), (6, 5, 2))]
+
+
+@pytest.mark.parametrize("compiled", ["0", "1"])
+def test_broadcast_matmul_runs_and_matches_numpy(tmp_path, backend, compiled):
+    """core_ops.matmul on broadcast shapes, in a subprocess so that a crash fails only this test."""
+    code = (
+        "import sys, numpy as np; sys.path.insert(0, sys.argv[1]);"
+        "from keras import ops; from prfmap.engine.core_ops import matmul;"
+        "from prfmap.engine.backend import compile_enabled, get_backend;"
+        f"shapes = {BROADCAST_PRODUCTS!r}; rng = np.random.default_rng(0);"
+        "fn = get_backend().compile_fun(matmul) if compile_enabled() else matmul\n"
+        "for sa, sb in shapes:\n"
+        "    a, b = rng.random(sa, dtype=np.float32), rng.random(sb, dtype=np.float32)\n"
+        "    got = ops.convert_to_numpy(fn(ops.convert_to_tensor(a), ops.convert_to_tensor(b)))\n"
+        "    np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-5, atol=1e-5)\n"
+    )
+    env = {**os.environ, "KERAS_BACKEND": backend, "PRFMAP_COMPILE": compiled}
+    if backend == "torch" and compiled == "1":
+        pytest.skip("torch.compile of six shapes costs minutes of C++ builds on a CPU; eager covers torch")
+    out = subprocess.run([sys.executable, "-c", code, APP], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, f"exit {out.returncode}: {out.stderr[-2000:]}"
+
+
+def test_eager_lm_fit_survives_on_every_backend(tmp_path, backend):
+    """The eager fit that crashed TensorFlow 2.21 (issue 9) exits 0 in a subprocess, for every model."""
+    code = (
+        "import sys, numpy as np; sys.path[:0] = [sys.argv[1], sys.argv[2]];"
+        "from conftest import bar_design, random_params, FOV, TR;"
+        "from prfmap.engine import Stimulus, fit_prf, predict;"
+        "stim = Stimulus(bar_design(), FOV)\n"
+        "for model in ('gauss', 'css', 'dog', 'dn'):\n"
+        "    p = random_params(model, 12, np.random.default_rng(5))\n"
+        "    res = fit_prf(predict(p, stim, TR, model), stim, TR, model=model, max_iter=2)\n"
+        "    assert np.isfinite(res.params['x']).all(), model\n"
+    )
+    env = {**os.environ, "KERAS_BACKEND": backend, "PRFMAP_COMPILE": "0"}
+    here = str(Path(__file__).resolve().parent)
+    out = subprocess.run([sys.executable, "-c", code, here, APP], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, f"exit {out.returncode}: {out.stderr[-2000:]}"
