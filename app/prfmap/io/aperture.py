@@ -8,17 +8,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import nibabel as nib
 import numpy as np
+import scipy.io
 
-from prfmap.errors import BadDataError, MissingInputError, UsageError
+from prfmap.errors import BadDataError, MissingInputError, UsageError, one_line
 from prfmap.io.bold import READ_ERRORS
 
 MAT_VARIABLES = ("stimulus", "stim", "images", "apertures", "aperture")
-
-
-def _why(err: BaseException) -> str:
-    """An exception's message on one line."""
-    return " ".join(str(err).split())
 
 
 @dataclass(frozen=True)
@@ -57,15 +54,13 @@ def _read_sidecar(path: Path) -> dict:
     try:
         meta = json.loads(side.read_text())
     except (OSError, ValueError) as err:
-        raise BadDataError(f"aperture sidecar {side} is not valid JSON ({_why(err)}); fix it") from None
+        raise BadDataError(f"aperture sidecar {side} is not valid JSON ({one_line(err)}); fix it") from None
     if not isinstance(meta, dict):
         raise BadDataError(f"aperture sidecar {side} must hold a JSON object")
     return meta
 
 
 def _read_nifti(path: Path) -> np.ndarray:
-    import nibabel as nib
-
     img = nib.load(path)
     data = np.asanyarray(img.dataobj)
     if data.ndim == 4 and data.shape[2] == 1:
@@ -80,10 +75,8 @@ def _read_nifti(path: Path) -> np.ndarray:
 
 
 def _read_mat(path: Path) -> np.ndarray:
-    from scipy.io import loadmat
-
     try:
-        content = loadmat(path)
+        content = scipy.io.loadmat(path)
     except NotImplementedError:
         raise ValueError("MATLAB v7.3 (HDF5) files are not supported; save with -v7") from None
     arrays = {
@@ -231,6 +224,24 @@ def load_aperture(
     if not path.is_file():
         raise MissingInputError(f"aperture file {path} does not exist; add it or pass --stimulus")
     meta = _read_sidecar(path)
+    fov_deg = _field_of_view(path, meta, fov_deg)
+    frames = _checked_frames(path)
+    period = _frame_period(meta, path)
+    if period is not None:
+        frames = average_per_tr(frames, period, float(tr), path)
+    if frame_index is not None:
+        index = np.asarray(frame_index, dtype=int)
+        if index.size and (index.min() < 0 or index.max() >= frames.shape[0]):
+            raise BadDataError(
+                f"stim_file_index runs to {index.max()} but aperture {path.name} has "
+                f"{frames.shape[0]} frames; fix the events' stim_file_index"
+            )
+        frames = frames[index]
+    return Aperture(np.ascontiguousarray(frames, dtype=np.float32), float(fov_deg), path)
+
+
+def _field_of_view(path: Path, meta: dict, fov_deg: float | None) -> float:
+    """The given field of view, else the sidecar's ``FieldOfViewDeg``; positive."""
     if fov_deg is None:
         fov_deg = meta.get("FieldOfViewDeg")
         if fov_deg is None:
@@ -240,12 +251,17 @@ def load_aperture(
             )
     if not isinstance(fov_deg, (int, float)) or not 0 < fov_deg < np.inf:
         raise BadDataError(f"field of view of aperture {path.name} must be positive: {fov_deg!r}")
+    return fov_deg
+
+
+def _checked_frames(path: Path) -> np.ndarray:
+    """The aperture's frames as float64 (frames, rows, cols) in [0, 1], with at least one stimulus."""
     try:
         raw = _read_array(path)
     except UsageError:
         raise
     except READ_ERRORS as err:
-        reason = " ".join(str(err).split())[:200]
+        reason = one_line(err)[:200]
         raise BadDataError(f"cannot read aperture {path} ({reason}); fix or re-create it") from None
     if raw.dtype.kind not in "biuf":
         raise BadDataError(f"aperture {path.name} holds {raw.dtype} values; expected numbers")
@@ -265,15 +281,4 @@ def load_aperture(
         raise BadDataError(
             f"aperture {path.name} is all zeros (no frame shows a stimulus); check the file"
         )
-    period = _frame_period(meta, path)
-    if period is not None:
-        frames = average_per_tr(frames, period, float(tr), path)
-    if frame_index is not None:
-        index = np.asarray(frame_index, dtype=int)
-        if index.size and (index.min() < 0 or index.max() >= frames.shape[0]):
-            raise BadDataError(
-                f"stim_file_index runs to {index.max()} but aperture {path.name} has "
-                f"{frames.shape[0]} frames; fix the events' stim_file_index"
-            )
-        frames = frames[index]
-    return Aperture(np.ascontiguousarray(frames, dtype=np.float32), float(fov_deg), path)
+    return frames
