@@ -18,9 +18,8 @@ import docker
 import pytest
 from docker.errors import DockerException
 
+from helpers import REPO, image_script, project_version
 from prfmap_docker.cli import main as launcher
-
-from .conftest import REPO, image_script, project_version
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
