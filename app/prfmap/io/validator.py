@@ -124,7 +124,9 @@ def validate_dataset(path: str | Path, *, recursive: bool = False, timeout: floa
         report = json.loads(done.stdout)
     except json.JSONDecodeError:
         tail = " ".join((done.stderr or done.stdout).split())[-300:]
-        raise RuntimeError(f"{VALIDATOR_NAME} exited {done.returncode} without a report: {tail}")
+        raise RuntimeError(
+            f"{VALIDATOR_NAME} exited {done.returncode} without a report: {tail}"
+        ) from None
     issues = list(_issues(report, ""))
     for name, sub in (report.get("derivativesSummary") or {}).items():
         issues += _issues(sub, name)
