@@ -20,7 +20,7 @@ from prfmap.io.bold import read_dscalar, read_gifti
 from prfmap.io.geometry import GiftiGeometry
 from prfmap.io.naming import bids_name, parse_bids_name
 from prfmap.io.spaces import CIFTI_MESH_DENSITY
-from prfmap.report.group import write_group_report
+from prfmap.report.group import GroupFit, write_group_report
 
 logger = logging.getLogger(__name__)
 
@@ -342,8 +342,23 @@ def run_group(
         for fit, members in sorted(shared.items(), key=lambda item: str(item[0]))
     ]
     if report:
-        write_group_report(output_dir, results)
+        write_group_report(output_dir, [_report_fit(r) for r in results])
     return results
+
+
+def _report_fit(result: GroupResult) -> GroupFit:
+    fit = result.fit
+    return GroupFit(
+        task=fit.task,
+        space=fit.space,
+        den=fit.den,
+        model=fit.model,
+        subjects=list(result.subjects),
+        maps=result.maps,
+        files=list(result.files),
+        r2_threshold=result.r2_threshold,
+        fov_deg=result.fov_deg,
+    )
 
 
 def _write_fit(
