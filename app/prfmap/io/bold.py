@@ -101,17 +101,28 @@ def _load_gifti(run: RunInput) -> tuple[np.ndarray, GiftiGeometry]:
 
 
 def _load_cifti(path: Path) -> tuple[np.ndarray, CiftiGeometry]:
+    _, models, data = _read_cifti(path, nib.cifti2.SeriesAxis, "a time series (dtseries)")
+    return _float32(data.T), CiftiGeometry(brain_models=models)
+
+
+def _read_cifti(
+    path: Path, first: type, what: str, remedy: str = "e.g. re-run fMRIPrep"
+) -> tuple[Any, nib.cifti2.BrainModelAxis, np.ndarray]:
+    """A CIFTI file's first axis (of type ``first``), its grayordinates and its (rows, units) data."""
     img = _load(path)
     try:
-        series, models = img.header.get_axis(0), img.header.get_axis(1)
+        axis, models = img.header.get_axis(0), img.header.get_axis(1)
         if not isinstance(models, nib.cifti2.BrainModelAxis):
             raise ValueError("its second axis is not a BrainModel (grayordinate) axis")
-        if not isinstance(series, nib.cifti2.SeriesAxis):
-            raise ValueError("its first axis is not a time series (dtseries)")
-        data = _float32(img.get_fdata(dtype=np.float32).T)
+        if not isinstance(axis, first):
+            raise ValueError(f"its first axis is not {what}")
+        shape = (len(axis), len(models))
+        if tuple(img.dataobj.shape) != shape:  # a damaged header; reading it could ask for petabytes
+            raise ValueError(f"its data shape {tuple(img.dataobj.shape)} does not match its axes {shape}")
+        data = _float32(img.get_fdata(dtype=np.float32))
     except READ_ERRORS as err:
-        raise _bad(path, err) from None
-    return data, CiftiGeometry(brain_models=models)
+        raise _bad(path, err, remedy) from None
+    return axis, models, data
 
 
 def _load_volume(path: Path, mask_path: Path) -> tuple[np.ndarray, VolumeGeometry]:
@@ -206,14 +217,7 @@ def read_dscalar(path: Path) -> tuple[dict[str, np.ndarray], CiftiGeometry]:
     BadDataError
         The file is corrupt or not a dscalar of grayordinates.
     """
-    img = _load(path)
-    try:
-        names, models = img.header.get_axis(0), img.header.get_axis(1)
-        if not isinstance(names, nib.cifti2.ScalarAxis):
-            raise ValueError("its first axis is not a scalar (map name) axis")
-        if not isinstance(models, nib.cifti2.BrainModelAxis):
-            raise ValueError("its second axis is not a BrainModel (grayordinate) axis")
-        data = _float32(img.get_fdata(dtype=np.float32))
-    except READ_ERRORS as err:
-        raise _bad(path, err, "re-run prfmap's participant level") from None
+    names, models, data = _read_cifti(
+        path, nib.cifti2.ScalarAxis, "a scalar (map name) axis", "re-run prfmap's participant level"
+    )
     return {str(name): data[i] for i, name in enumerate(names.name)}, CiftiGeometry(brain_models=models)
