@@ -15,6 +15,7 @@ import numpy as np
 from prfmap import __version__
 from prfmap.derivatives import MAP_SUFFIX, OutputKey, write_json
 from prfmap.errors import BadDataError, MissingInputError
+from prfmap.report.group import GroupFit, write_group_report
 from prfmap.report.surface import CIFTI_MESH_DENSITY
 
 log = logging.getLogger(__name__)
@@ -360,10 +361,23 @@ def run_group(
         for fit, members in sorted(shared.items(), key=lambda item: str(item[0]))
     ]
     if report:
-        from prfmap.report.group import write_group_report
-
-        write_group_report(output_dir, results)
+        write_group_report(output_dir, [_report_fit(r) for r in results])
     return results
+
+
+def _report_fit(result: GroupResult) -> GroupFit:
+    fit = result.fit
+    return GroupFit(
+        task=fit.task,
+        space=fit.space,
+        den=fit.den,
+        model=fit.model,
+        subjects=list(result.subjects),
+        maps=result.maps,
+        files=list(result.files),
+        r2_threshold=result.r2_threshold,
+        fov_deg=result.fov_deg,
+    )
 
 
 def _write_fit(

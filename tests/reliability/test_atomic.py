@@ -39,8 +39,8 @@ elif which == "description":
     from prfmap.derivatives import write_dataset_files
     write_dataset_files(out, [{"URL": "bids:raw:"}])
 elif which == "report":
-    from prfmap.report.html import write_text_atomic as write_html
-    write_html(out / "sub-01.html", "<html>" + "x" * 100000 + "</html>")
+    from prfmap.io.atomic import write_text_atomic
+    write_text_atomic(out / "sub-01.html", "<html>" + "x" * 100000 + "</html>")
 elif which == "figure":
     import matplotlib.pyplot as plt
     from prfmap.report.figures import save

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from prfmap import __version__
+from prfmap.io.atomic import write_text_atomic
 from prfmap.report import figures
-from prfmap.report.html import esc, figure, page, table, write_text_atomic
+from prfmap.report.html import esc, figure, page, table
 from prfmap.report.surface import SURFACE_MAPS, find_meshes, plot_surface_map
-
-if TYPE_CHECKING:
-    from prfmap.group import GroupResult
 
 GROUP_LABELS = {
     "polarangle": "circular mean polar angle (deg)",
@@ -24,6 +22,44 @@ GROUP_LABELS = {
     "r2": "mean r²",
     "count": "participants contributing",
 }
+
+
+@dataclass(frozen=True)
+class GroupFit:
+    """One fit's group maps, as the group report takes them (plain data, no group-level types).
+
+    Parameters
+    ----------
+    task, space, model : str
+        The fit the participants share.
+    den : str or None
+        Density of the space (``32k``, ``91k``, ...).
+    subjects : list of str
+        Participant labels without ``sub-``.
+    maps : dict
+        Hemisphere → label (``polarangle``, ``eccentricity``, ``sigma``, ``r2``, ``count``) →
+        (vertices,) float array; NaN where nobody contributes.
+    files : list of Path
+        The group maps written.
+    r2_threshold : float
+        A participant contributes at a vertex when its r² there is at least this.
+    fov_deg : float, optional
+        Width of the stimulated field.
+    """
+
+    task: str
+    space: str
+    den: str | None
+    model: str
+    subjects: list[str]
+    maps: dict[str, dict[str, np.ndarray]]
+    files: list[Path]
+    r2_threshold: float
+    fov_deg: float | None = None
+
+    def __str__(self) -> str:
+        den = f" den-{self.den}" if self.den else ""
+        return f"task-{self.task} space-{self.space}{den} model-{self.model}"
 
 
 def _count_histogram(count: np.ndarray, n_subjects: int, path: Path) -> Path:
@@ -37,8 +73,8 @@ def _count_histogram(count: np.ndarray, n_subjects: int, path: Path) -> Path:
     return figures.save(fig, path)
 
 
-def _section(output_dir: Path, result: GroupResult, index: int) -> tuple[str, str]:
-    fit = result.fit
+def _section(output_dir: Path, result: GroupFit, index: int) -> tuple[str, str]:
+    fit = result
     anchor = f"fit{index}"
     prefix = f"task-{fit.task}_space-{fit.space}" + (f"_den-{fit.den}" if fit.den else "")
     prefix += f"_model-{fit.model}"
@@ -91,14 +127,14 @@ def _section(output_dir: Path, result: GroupResult, index: int) -> tuple[str, st
     return html + "</section>", anchor
 
 
-def write_group_report(output_dir: str | Path, results: Sequence[GroupResult]) -> Path:
-    """Write ``<output_dir>/group.html`` for the group maps of :func:`prfmap.group.run_group`.
+def write_group_report(output_dir: str | Path, results: Sequence[GroupFit]) -> Path:
+    """Write ``<output_dir>/group.html`` for the group maps of the group level.
 
     Parameters
     ----------
     output_dir : str or Path
         The BIDS-App output folder.
-    results : sequence of GroupResult
+    results : sequence of GroupFit
         One per shared fit.
 
     Returns
@@ -112,6 +148,6 @@ def write_group_report(output_dir: str | Path, results: Sequence[GroupResult]) -
     about = table([("prfmap", __version__), ("Generated", stamp)])
     body = "".join(html for html, _ in parts)
     body += f'<section id="about"><h2>About</h2>{about}</section>'
-    nav = [(a, str(r.fit)) for (_, a), r in zip(parts, results, strict=True)]
+    nav = [(a, str(r)) for (_, a), r in zip(parts, results, strict=True)]
     nav.append(("about", "About"))
     return write_text_atomic(output_dir / "group.html", page("prfmap: group", nav, body))

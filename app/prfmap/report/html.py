@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import html
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 
@@ -113,30 +110,3 @@ def page(title: str, nav: list[tuple[str, str]], body: str) -> str:
         f"<header><h1>{esc(title)}</h1></header>\n<nav>{links}</nav>\n<main>\n{body}\n</main>\n"
         "</body>\n</html>\n"
     )
-
-
-def write_text_atomic(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same folder.
-
-    Parameters
-    ----------
-    path : Path
-        Destination.
-    text : str
-        Content (UTF-8).
-
-    Returns
-    -------
-    Path
-        ``path``.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path

@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 
 from prfmap import __version__
+from prfmap.io.atomic import write_text_atomic
 from prfmap.report import figures
 from prfmap.report.context import ReportContext, SurfaceGeometry
-from prfmap.report.html import dict_rows, esc, figure, page, table, write_text_atomic
+from prfmap.report.html import dict_rows, esc, figure, page, table
 from prfmap.report.surface import SURFACE_MAPS, find_meshes, plot_surface_map
 
 __all__ = ["ReportContext", "SurfaceGeometry", "write_participant_report"]
