@@ -17,7 +17,9 @@ Each stage takes and returns frozen values, so a stage can be run (and tested) o
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
+import math
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -41,13 +43,13 @@ from prfmap.derivatives import (
     write_series_files,
 )
 from prfmap.engine import FitResult, Stimulus, backend_info
-from prfmap.errors import BadDataError, MissingInputError, PrfmapError
-from prfmap.io.aperture import load_aperture
+from prfmap.errors import BadDataError, MissingInputError, PrfmapError, UsageError
+from prfmap.io.aperture import Aperture, load_aperture
 from prfmap.io.bids import find_runs
 from prfmap.io.bold import load_bold
 from prfmap.io.geometry import UnitGeometry
 from prfmap.io.runs import RunInput
-from prfmap.memory import chunk_units, engine_mem_gb
+from prfmap.memory import chunk_units, engine_mem_gb, participant_need_gb
 from prfmap.preprocess import CombinedData, PreprocessedRun, combine_runs, preprocess_run, run_confounds
 from prfmap.progress import make_progress
 from prfmap.report.participant import ReportContext, SurfaceGeometry, write_participant_report
@@ -94,7 +96,13 @@ class LoadedGroup:
     tr : float
         Repetition time shared by the runs, seconds.
     fov_deg : float
-        Field of view shared by the apertures, degrees.
+        Field of view of the fitted aperture grid (first to last pixel centre), degrees.
+    pixels : tuple of int
+        (rows, cols) of the fitted aperture grid.
+    source_fov_deg : float
+        Field of view of the aperture files, degrees.
+    source_pixels : tuple of int
+        (rows, cols) of the aperture files (more than ``pixels`` when they were area-averaged).
     dummy_scans : tuple of int
         Volumes dropped from each run.
     inputs : tuple of str
@@ -108,6 +116,9 @@ class LoadedGroup:
     combined: CombinedData
     tr: float
     fov_deg: float
+    pixels: tuple[int, int]
+    source_fov_deg: float
+    source_pixels: tuple[int, int]
     dummy_scans: tuple[int, ...]
     inputs: tuple[str, ...]
     seconds: float
@@ -216,12 +227,13 @@ def plan_fits(runs: Sequence[RunInput], model: str) -> list[FitPlan]:
 
 @dataclass(frozen=True)
 class _Run:
-    """One run loaded and preprocessed."""
+    """One run read, before preprocessing."""
 
-    data: PreprocessedRun
+    data: np.ndarray
     geometry: UnitGeometry
-    design: np.ndarray
-    fov_deg: float
+    aperture: Aperture
+    dummy_scans: int
+    confounds: np.ndarray | None
 
 
 def load_group(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedGroup:
@@ -230,74 +242,125 @@ def load_group(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedGro
     Raises
     ------
     BadDataError
-        The runs differ in units, TR or field of view, or a run's volumes do not match its
+        The runs differ in units, TR or aperture grid, or a run's volumes do not match its
         aperture's frames.
     MissingInputError
         A run has no aperture, or ``--confounds`` was given and a run has no confounds file.
+    UsageError
+        An explicit ``--mem-gb`` is below what the plan must hold.
     """
     start = time.perf_counter()
-    first = plan.runs[0]
-    loaded: list[_Run] = []
+    preprocessed: list[PreprocessedRun] = []
+    designs: dict[str, np.ndarray] = {}
+    first: _Run | None = None
     for i, run in enumerate(plan.runs):
         progress("load runs", i, len(plan.runs))
-        loaded.append(_load_run(run, config))
-        this, ref = loaded[-1], loaded[0]
-        if this.data.data.shape[0] != ref.data.data.shape[0]:
-            raise BadDataError(
-                f"{run.name} has {this.data.data.shape[0]} units but {first.name} has "
-                f"{ref.data.data.shape[0]} in space {run.space}; the runs of one space must share "
-                "their vertices/voxels"
-            )
-        if abs(run.tr - first.tr) > 1e-6:
-            raise BadDataError(
-                f"{run.name} has RepetitionTime {run.tr} s but {first.name} {first.tr} s; "
-                "fit runs with different TRs separately (--run or --task)"
-            )
-        if abs(this.fov_deg - ref.fov_deg) > 1e-6:
-            raise BadDataError(
-                f"aperture {Path(run.stim_file).name} spans {this.fov_deg}° but another run's "
-                f"{ref.fov_deg}°; apertures fitted together need one field of view "
-                "(--stimulus-fov-deg)"
-            )
+        read = _read_run(run, config)
+        if first is None:
+            first = dataclasses.replace(read, data=read.data[:, :0], confounds=None)
+            _log_resampling(run, read.aperture)
+            check_memory(plan, config, read.data.shape[0], read.data.shape[1] - read.dummy_scans,
+                         read.aperture.design[0].size)  # fmt: skip
+        else:
+            _check_alike(run, read, plan.runs[0], first)
+        preprocessed.append(preprocess_run(
+            read.data, run.tr, dummy_scans=read.dummy_scans, high_pass_hz=config.preprocessing.high_pass_hz,
+            confounds=read.confounds, source=run.bold_files[0].name,
+        ))  # fmt: skip
+        designs.setdefault(run.stimulus_key, read.aperture.design)
     progress("load runs", len(plan.runs), len(plan.runs))
     keys = [run.stimulus_key for run in plan.runs]
-    designs = {key: r.design for key, r in zip(keys, loaded, strict=True)}
     names = {run.stimulus_key: Path(run.stim_file).name for run in plan.runs}
-    combined = combine_runs([r.data for r in loaded], keys, designs, names=names)
+    combined = combine_runs(preprocessed, keys, designs, names=names)
     logger.info(
         "%s: %d run(s), %d stimulus sequence(s) → %d units × %d frames",
-        plan.name, len(plan.runs), len(set(keys)), *combined.data.shape,
+        plan.name, len(plan.runs), len(designs), *combined.data.shape,
     )  # fmt: skip
+    aperture = first.aperture
     return LoadedGroup(
         plan=plan,
-        geometry=loaded[0].geometry,
+        geometry=first.geometry,
         combined=combined,
-        tr=first.tr,
-        fov_deg=loaded[0].fov_deg,
-        dummy_scans=tuple(r.data.dummy_scans for r in loaded),
+        tr=plan.runs[0].tr,
+        fov_deg=float(aperture.fov_deg),
+        pixels=tuple(aperture.design.shape[1:]),
+        source_fov_deg=float(aperture.source_fov_deg),
+        source_pixels=tuple(aperture.source_shape),
+        dummy_scans=tuple(r.dummy_scans for r in preprocessed),
         inputs=_inputs(plan.runs),
         seconds=time.perf_counter() - start,
     )
 
 
-def _load_run(run: RunInput, config: Config) -> _Run:
+def _read_run(run: RunInput, config: Config) -> _Run:
+    """A run's BOLD, its aperture at the fitting resolution, its dummy scans and confounds."""
     data, geometry = load_bold(run)
     if run.stim_file is None:
         raise MissingInputError(f"no stimulus aperture for {run.name}; pass --stimulus")
     aperture = load_aperture(
-        run.stim_file, tr=run.tr, fov_deg=config.inputs.stimulus_fov_deg, frame_index=run.stim_file_index
-    )
+        run.stim_file, tr=run.tr, fov_deg=config.inputs.stimulus_fov_deg,
+        frame_index=run.stim_file_index, resample=True,
+    )  # fmt: skip
     prep = config.preprocessing
-    bold_name = " and ".join(p.name for p in run.bold_files)
     dummy, confounds = run_confounds(
         run.confounds, data.shape[1], columns=prep.confounds, dummy_scans=prep.dummy_scans,
-        run=run.name, bold=bold_name,
+        run=run.name, bold=" and ".join(p.name for p in run.bold_files),
     )  # fmt: skip
-    preprocessed = preprocess_run(
-        data, run.tr, dummy_scans=dummy, high_pass_hz=prep.high_pass_hz, confounds=confounds,
-        source=run.bold_files[0].name,
-    )  # fmt: skip
-    return _Run(preprocessed, geometry, aperture.design, float(aperture.fov_deg))
+    return _Run(data, geometry, aperture, dummy, confounds)
+
+
+def _log_resampling(run: RunInput, aperture: Aperture) -> None:
+    if aperture.resampled:
+        rows, cols = aperture.design.shape[1:]
+        logger.info(
+            "aperture %s: %d × %d pixels area-averaged to %d × %d (%.3f° each, the grid's "
+            "smallest pRF size)", Path(run.stim_file).name, *aperture.source_shape, rows, cols,
+            aperture.fov_deg / (cols - 1),
+        )  # fmt: skip
+
+
+def _check_alike(run: RunInput, read: _Run, first_run: RunInput, first: _Run) -> None:
+    """The runs of a plan must share their units, TR and aperture grid."""
+    if read.data.shape[0] != first.data.shape[0]:
+        raise BadDataError(
+            f"{run.name} has {read.data.shape[0]} units but {first_run.name} has "
+            f"{first.data.shape[0]} in space {run.space}; the runs of one space must share their "
+            "vertices/voxels"
+        )
+    if abs(run.tr - first_run.tr) > 1e-6:
+        raise BadDataError(
+            f"{run.name} has RepetitionTime {run.tr} s but {first_run.name} {first_run.tr} s; "
+            "fit runs with different TRs separately (--run or --task)"
+        )
+    this, ref = read.aperture, first.aperture
+    if (this.design.shape[1:], round(this.fov_deg, 6)) != (ref.design.shape[1:], round(ref.fov_deg, 6)):
+        raise BadDataError(
+            f"aperture {Path(run.stim_file).name} spans {this.source_fov_deg}° in "
+            f"{this.source_shape[0]} × {this.source_shape[1]} pixels but another run's "
+            f"{ref.source_fov_deg}° in {ref.source_shape[0]} × {ref.source_shape[1]}; "
+            "apertures fitted together need one field of view (--stimulus-fov-deg) and size"
+        )
+
+
+def check_memory(plan: FitPlan, config: Config, units: int, volumes: int, pixels: int) -> None:
+    """Refuse an explicit ``--mem-gb`` below what a plan must hold (estimated from its first run);
+    warn when the default is below it."""
+    execution = config.execution
+    predictions = config.outputs.keep_predictions
+    n_stimuli = len({run.stimulus_key for run in plan.runs})
+    need = participant_need_gb(units, volumes * len(plan.runs), volumes * n_stimuli, pixels, predictions)
+    if need <= execution.mem_gb:
+        return
+    minimum = math.ceil(need * 100) / 100
+    what = (
+        f"{plan.name} of sub-{plan.key.subject} needs {minimum:g} GB ({units} units × "
+        f"{volumes} volumes × {len(plan.runs)} run(s){', with predictions' if predictions else ''})"
+    )
+    if execution.mem_gb_auto:
+        logger.warning("%s, more than the default --mem-gb %.2f GB; it may run out of memory", what,
+                       execution.mem_gb)  # fmt: skip
+        return
+    raise UsageError(f"--mem-gb {execution.mem_gb:g} is too small: {what}; pass --mem-gb {minimum:g} or more")
 
 
 def _inputs(runs: Sequence[RunInput]) -> tuple[str, ...]:
@@ -381,7 +444,10 @@ def provenance_of(fitted: FittedGroup, config: Config) -> dict[str, Any]:
         "RepetitionTime": loaded.tr,
         "Stimulus": {
             "Files": sorted({str(r.stim_file) for r in runs}),
-            "FieldOfViewDeg": loaded.fov_deg,
+            "FieldOfViewDeg": loaded.source_fov_deg,
+            "Pixels": list(loaded.source_pixels),
+            "FittedPixels": list(loaded.pixels),
+            "FittedPixelDeg": loaded.fov_deg / (loaded.pixels[1] - 1),
             "FramesPerRun": list(loaded.combined.run_lengths),
         },
         "Preprocessing": {

@@ -12,11 +12,11 @@ from prfmap.derivatives import (
     OutputKey,
     dataset_description,
     map_sidecar,
-    param_label,
     publish,
     staging,
     write_dataset_files,
 )
+from prfmap.engine import catalog
 from prfmap.io.atomic import write_if_absent, write_json_atomic
 
 
@@ -51,8 +51,8 @@ def test_cifti_and_volume_and_series_names() -> None:
 
 
 def test_param_labels_drop_underscores() -> None:
-    assert param_label("sigma_surround") == "sigmasurround"
-    assert param_label("baseline_norm") == "baselinenorm"
+    assert catalog.PARAMETERS["sigma_surround"].label == "sigmasurround"
+    assert catalog.PARAMETERS["baseline_norm"].label == "baselinenorm"
 
 
 def test_map_sidecar_content() -> None:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from prfmap import __version__
+from prfmap.cli.caches import place_compile_caches
 from prfmap.cli.config import build_config
 from prfmap.cli.parser import build_parser
 from prfmap.config import Config, ExecutionConfig
@@ -172,6 +173,9 @@ def _select_backend(execution: ExecutionConfig) -> None:
     name = execution.backend
     if "keras" not in sys.modules:
         os.environ["KERAS_BACKEND"] = name
+    cache_note = place_compile_caches(name, execution.work_dir)
+    if cache_note:
+        logger.warning(cache_note)
     try:
         from prfmap.engine.backend import select_backend
     except ImportError as err:
