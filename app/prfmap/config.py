@@ -120,6 +120,10 @@ class FitConfig:
         Also fit the HRF's derivative and dispersion weights.
     random_seed : int
         Seed of every random choice of the fit.
+    slice_time_ref : float or None
+        Where within each TR the volumes sample the signal, as a fraction of the TR
+        (``--slice-time-ref``); None reads it from each run's sidecars
+        (:mod:`prfmap.io.timing`).
     """
 
     model: str = "gauss"
@@ -127,16 +131,21 @@ class FitConfig:
     refine_r2_min: float = 0.1
     fit_hrf: bool = False
     random_seed: int = 0
+    slice_time_ref: float | None = None
 
     def engine_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`prfmap.engine.fit_prf` that this section sets."""
-        return {
+        """Keyword arguments of :func:`prfmap.engine.fit_prf` that this section sets
+        (``slice_time_ref`` only when given: otherwise the workflow reads it per run)."""
+        kwargs: dict[str, Any] = {
             "model": self.model,
             "refine": self.refine,
             "refine_r2_min": self.refine_r2_min,
             "fit_hrf": self.fit_hrf,
             "seed": self.random_seed,
         }
+        if self.slice_time_ref is not None:
+            kwargs["slice_time_ref"] = self.slice_time_ref
+        return kwargs
 
 
 @dataclass(frozen=True)

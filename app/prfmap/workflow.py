@@ -49,6 +49,7 @@ from prfmap.io.bids import find_runs
 from prfmap.io.bold import load_bold
 from prfmap.io.geometry import UnitGeometry
 from prfmap.io.runs import RunInput
+from prfmap.io.timing import RULES, SliceTimeReference
 from prfmap.memory import chunk_units, engine_mem_gb, participant_need_gb
 from prfmap.preprocess import CombinedData, PreprocessedRun, combine_runs, preprocess_run, run_confounds
 from prfmap.progress import make_progress
@@ -109,6 +110,8 @@ class LoadedGroup:
         Every file read (BOLD, masks, events, confounds, apertures), without repeats.
     seconds : float
         Time spent loading and preprocessing.
+    slice_time : SliceTimeReference
+        Where within each TR the runs' volumes sample the signal (:func:`slice_time_of`).
     """
 
     plan: FitPlan
@@ -122,6 +125,7 @@ class LoadedGroup:
     dummy_scans: tuple[int, ...]
     inputs: tuple[str, ...]
     seconds: float
+    slice_time: SliceTimeReference = SliceTimeReference(0.5, "option")
 
 
 @dataclass(frozen=True)
@@ -289,7 +293,36 @@ def load_group(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedGro
         dummy_scans=tuple(r.dummy_scans for r in preprocessed),
         inputs=_inputs(plan.runs),
         seconds=time.perf_counter() - start,
+        slice_time=slice_time_of(plan, config),
     )
+
+
+def slice_time_of(plan: FitPlan, config: Config) -> SliceTimeReference:
+    """The slice-time reference of a plan's runs: ``--slice-time-ref``, else the one their
+    sidecars imply (:mod:`prfmap.io.timing`), logged with the rule that chose it.
+
+    Raises
+    ------
+    BadDataError
+        The runs' sidecars imply different references (without ``--slice-time-ref``).
+    """
+    if config.fit.slice_time_ref is not None:
+        chosen = SliceTimeReference(config.fit.slice_time_ref, "option")
+    else:
+        found = {run.name: run.slice_time or SliceTimeReference(0.0, "no_information") for run in plan.runs}
+        if len({round(ref.fraction, 6) for ref in found.values()}) > 1:
+            listed = ", ".join(f"{name} {ref.fraction:g}" for name, ref in found.items())
+            raise BadDataError(
+                f"the sidecars of {plan.name}'s runs imply different slice-time references "
+                f"(fractions of the TR: {listed}); fit them separately (--run) or pass --slice-time-ref"
+            )
+        chosen = next(iter(found.values()))
+    tr = plan.runs[0].tr
+    log = logger.warning if chosen.rule == "no_information" else logger.info
+    log("%s: volumes sample the signal %.3f s into each TR (slice-time reference %.3g: %s)%s",
+        plan.name, chosen.fraction * tr, chosen.fraction, RULES[chosen.rule],
+        "; pass --slice-time-ref if the acquisition is known" if chosen.rule == "no_information" else "")
+    return chosen
 
 
 def _read_run(run: RunInput, config: Config) -> _Run:
@@ -387,11 +420,13 @@ def fit_group(loaded: LoadedGroup, config: Config, progress: ProgressFn) -> Fitt
         chunk=chunk_units(execution.mem_gb, combined.data.shape[1]),
         fit_kwargs={
             **config.fit.engine_kwargs(),
+            "slice_time_ref": loaded.slice_time.fraction,
             "nuisance": combined.nuisance,
             "mem_gb": engine_mem_gb(execution.mem_gb),
             "return_predictions": keep,
         },
-        settings={**config.to_dict()["fit"], "return_predictions": keep},
+        settings={**config.to_dict()["fit"], "slice_time_ref": loaded.slice_time.fraction,
+                  "return_predictions": keep},
         inputs=loaded.inputs,
         name=plan.name,
         how_to_resume=how_to_resume(config),
@@ -442,6 +477,7 @@ def provenance_of(fitted: FittedGroup, config: Config) -> dict[str, Any]:
         "Sources": [bids_uri(p, config.inputs.dataset_links) for p in loaded.inputs],
         "Runs": [run.name for run in runs],
         "RepetitionTime": loaded.tr,
+        "SliceTimeReference": loaded.slice_time.describe(loaded.tr),
         "Stimulus": {
             "Files": sorted({str(r.stim_file) for r in runs}),
             "FieldOfViewDeg": loaded.source_fov_deg,
@@ -490,7 +526,7 @@ def report_context(
         dummy_scans=max(loaded.dummy_scans, default=0),
         design=loaded.combined.design,
         fov_deg=loaded.fov_deg,
-        settings=dict(result.settings),
+        settings={**dict(result.settings), "slice_time_reference": loaded.slice_time.describe(loaded.tr)},
         backend=backend_info(),
         timings={**fitted.timings, "write": write_seconds, **dict(result.timings)},
         warnings=list(fitted.warnings),

@@ -55,6 +55,7 @@ PRFMAP_OPTIONS: tuple[Option, ...] = (
     Option(("--refine",)),
     Option(("--refine-r2-min",)),
     Option(("--fit-hrf",), nargs=0),
+    Option(("--slice-time-ref",)),
     Option(("--random-seed",)),
     Option(("--backend",)),
     Option(("--device",)),

@@ -93,6 +93,7 @@ def build_config(opts: Namespace) -> Config:
             refine_r2_min=opts.refine_r2_min,
             fit_hrf=opts.fit_hrf,
             random_seed=opts.random_seed,
+            slice_time_ref=opts.slice_time_ref,
         ),
         outputs=OutputsConfig(
             output_dir=output_dir,

@@ -12,6 +12,7 @@ from prfmap.engine import catalog
 from prfmap.errors import ExitCode, one_line
 from prfmap.io.datasets import read_bids_filter
 from prfmap.io.spaces import parse_space
+from prfmap.io.timing import parse_slice_time_ref
 
 ANALYSIS_LEVELS = ("participant", "group")
 BACKENDS = ("jax", "torch", "tensorflow")
@@ -146,6 +147,13 @@ def _fraction(value: str) -> float:
     if number > 1:
         raise argparse.ArgumentTypeError(f"{value!r} must lie in [0, 1]")
     return number
+
+
+def _slice_time_ref(value: str) -> float:
+    try:
+        return parse_slice_time_ref(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _device(value: str) -> str:
@@ -332,6 +340,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--fit-hrf",
         action="store_true",
         help="also fit the HRF's time-derivative and dispersion weights per unit",
+    )
+    g_model.add_argument(
+        "--slice-time-ref",
+        type=_slice_time_ref,
+        metavar="REF",
+        help="where within each TR the volumes sample the signal, as a fraction of the TR in "
+        "[0, 1], or start (0) or middle (0.5); fMRIPrep's option name (default: from each run's "
+        "sidecars: StartTime of slice-timing corrected data, else the mean SliceTiming of "
+        "uncorrected data, else the start of the TR)",
     )
     g_model.add_argument(
         "--random-seed",
