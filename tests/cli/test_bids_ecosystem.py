@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from bids import BIDSLayout
-from helpers import REPO, run_prfmap, synthesise
 
+from helpers import REPO, run_prfmap, synthesise
 from prfmap.derivatives import PYBIDS_CONFIG
 from prfmap.io.validator import validate_dataset
 
