@@ -72,11 +72,12 @@ def test_group_level_on_the_fitted_participants(fitted: Path) -> None:
     group = fitted / "group"
     stem = "task-prf_hemi-{h}_space-fsaverage5_model-gauss"
     count = np.concatenate(
-        [nib.load(group / f"{stem.format(h=h)}_stat-count_boldmap.func.gii").agg_data() for h in ("L", "R")]
+        [nib.load(group / f"{stem.format(h=h)}_stat-count_desc-count_boldmap.func.gii").agg_data()
+         for h in ("L", "R")]
     )
     assert count.shape == (20484,) and count.max() == 2 and (count == 2).sum() > 100
-    polar = nib.load(group / f"{stem.format(h='L')}_param-polarangle_stat-circmean_boldmap.func.gii")
+    polar = nib.load(group / f"{stem.format(h='L')}_stat-circmean_desc-polarangle_boldmap.func.gii")
     assert np.nanmax(np.abs(polar.agg_data())) <= 180
-    sidecar = json.loads(next(group.glob("*hemi-L*param-eccentricity*.json")).read_text())
+    sidecar = json.loads(next(group.glob("*hemi-L*desc-eccentricity*.json")).read_text())
     assert sidecar["StimulusFieldOfViewDeg"] == 20.0 and sidecar["Statistic"] == "median"
     assert len(check_page(fitted / "group.html")) == 6
