@@ -137,7 +137,8 @@ def test_fit_write_and_report_stages(bids: Path, plan: FitPlan, tmp_path: Path) 
 
 def test_the_slice_time_reference_comes_from_the_sidecars(bids: Path, plan: FitPlan, tmp_path: Path) -> None:
     # prfmap-synth's default: sampled per slice, SliceTiming in the raw sidecars, not corrected
-    slice_timing = json.loads((bids / "sub-01/func/sub-01_task-prf_run-1_bold.json").read_text())["SliceTiming"]
+    raw = json.loads((bids / "sub-01/func/sub-01_task-prf_run-1_bold.json").read_text())
+    slice_timing = raw["SliceTiming"]
     loaded = load_group(plan, configure(bids, tmp_path / "a"), no_progress)
     assert loaded.slice_time.rule == "slice_timing_mean"
     assert loaded.slice_time.fraction == pytest.approx(np.mean(slice_timing) / 1.5)
@@ -165,3 +166,28 @@ def test_each_sampling_gets_its_reference_without_options(tmp_path: Path, mode: 
     (plan,) = plan_fits(find_runs(config.inputs, work_dir=tmp_path / "work"), "gauss")
     loaded = load_group(plan, config, no_progress)
     assert (loaded.slice_time.fraction, loaded.slice_time.rule) == (fraction, rule)
+
+
+def test_non_finite_frames_are_repaired_or_refused_never_dropped_silently(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = make_synthetic_dataset(tmp_path / "bids", SynthConfig(space="T1w", small=True, runs=1))
+    bold = next((root / "derivatives/fmriprep/sub-01/func").glob("*_desc-preproc_bold.nii.gz"))
+    img = nib.load(bold)
+    data = np.asarray(img.dataobj, dtype=np.float32)
+    mask = np.asarray(nib.load(next(bold.parent.glob("*_desc-brain_mask.nii.gz"))).dataobj) > 0
+    voxels = np.argwhere(mask)[:3]
+    data[tuple(voxels[0])][[10, 40]] = np.nan  # two frames: repaired
+    data[tuple(voxels[1])][20] = np.inf  # one frame: repaired
+    data[tuple(voxels[2])][::10] = np.nan  # 10 % of the frames: refused
+    nib.save(nib.Nifti1Image(data, img.affine, img.header), bold)
+    config = configure(root, tmp_path / "out")
+    (plan,) = plan_fits(find_runs(config.inputs, work_dir=tmp_path / "work"), "gauss")
+    with caplog.at_level("WARNING", logger="prfmap"):
+        loaded = load_group(plan, config, no_progress)
+    expected = ("sub-01_task-prf_run-1: 2 unit(s) with non-finite frames repaired by linear "
+                "interpolation (3 frame(s) in all, at most 2 in one unit); 1 unit(s) refused (NaN in "
+                "every map): more than 5% of their frames non-finite or a gap over 4 s")
+    assert expected in caplog.text and loaded.warnings == (expected,)
+    rows = np.isnan(loaded.combined.data).all(axis=1)
+    assert rows[:3].tolist() == [False, False, True]

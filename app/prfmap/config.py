@@ -167,12 +167,19 @@ class OutputsConfig:
         Write the HTML reports.
     r2_threshold : float
         Variance-explained threshold of the maps shown in the reports (and of the group maps).
+    cvr2 : bool
+        With two or more runs, cross-validate (leave one run out) and write ``cvr2`` maps.
+    threshold_on : {"r2", "cvr2"}
+        The map ``r2_threshold`` applies to at the group level: variance explained in the
+        fitted data, or in held-out runs.
     """
 
     output_dir: Path
     save_predictions: bool = False
     report: bool = True
     r2_threshold: float = 0.1
+    cvr2: bool = True
+    threshold_on: str = "r2"
 
     @property
     def keep_predictions(self) -> bool:

@@ -125,6 +125,9 @@ class SynthConfig:
         Fraction of the units inside the mapped region that carry no pRF (noise only).
     drift : float
         Scale of the slow drifts (1: a linear trend of sd 0.7 % and a half cosine of sd 0.5 %).
+    noise_runs : int
+        The last ``noise_runs`` runs carry no pRF responses (drifts and noise only): a
+        validation case for cross-validated r².
     """
 
     subjects: int = 1
@@ -144,6 +147,7 @@ class SynthConfig:
     noise_model: str = "realistic"
     noise_fraction: float = 0.1
     drift: float = 1.0
+    noise_runs: int = 0
 
     n_pixels: int = 0
     n_steps: int = 0
@@ -158,6 +162,8 @@ class SynthConfig:
         for name in ("slice_time_ref", "noise_fraction"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
+        if not 0 <= self.noise_runs <= self.runs:
+            raise ValueError(f"noise_runs must lie in [0, runs], got {self.noise_runs}")
         if not 0 <= self.hrf_dispersion_jitter < 1 or self.hrf_delay_jitter < 0 or self.drift < 0:
             raise ValueError("hrf_delay_jitter and drift must be >= 0, hrf_dispersion_jitter in [0, 1)")
 
@@ -537,9 +543,16 @@ def make_layout(config: SynthConfig, rng: np.random.Generator) -> Layout:
 
 
 def simulate_run(
-    layout: Layout, design: np.ndarray, config: SynthConfig, rng: np.random.Generator
+    layout: Layout, design: np.ndarray, config: SynthConfig, rng: np.random.Generator,
+    respond: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Raw BOLD of one run and the noise-free percent-signal-change response of each unit.
+
+    Parameters
+    ----------
+    respond : bool
+        False: the run carries drifts and noise only (a run of pure noise), though the response
+        it would have had is returned all the same.
 
     Returns
     -------
@@ -566,7 +579,8 @@ def simulate_run(
     else:
         noise = realistic_noise(levels, acquisition, n_vol, rng)
     signal = drift(n_units, n_vol, config.drift, rng) + noise
-    signal[:, config.dummy_scans :] += response
+    if respond:
+        signal[:, config.dummy_scans :] += response
     if config.dummy_scans:
         signal[:, : config.dummy_scans] += 30.0 * np.exp(-np.arange(config.dummy_scans))
     bold = layout.s0[:, None] * (1 + signal / 100)
@@ -717,7 +731,8 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
         mean_response = None
         for run in range(1, config.runs + 1):
             stem = _bold_name(sub, config, run)
-            bold, response = simulate_run(layout, design, config, rng)
+            respond = run <= config.runs - config.noise_runs
+            bold, response = simulate_run(layout, design, config, rng, respond=respond)
             mean_response = response
             timing = acquisition_timing(config, layout.n_slices)
             _write_raw_run(raw_func, stem, config, design.shape[0], timing)

@@ -9,7 +9,7 @@ Each stage takes and returns frozen values, so a stage can be run (and tested) o
 
     plan_fits(runs, model)               -> list[FitPlan]      runs fitted together
     load_group(plan, config, progress)   -> LoadedGroup        BOLD, apertures, preprocessing
-    fit_group(loaded, config, progress)  -> FittedGroup        the checkpointed engine fit
+    fit_group(loaded, config, progress)  -> FittedGroup        the checkpointed engine fit (+ cvr2 folds)
     write_group(fitted, config, folder)  -> tuple[Path, ...]   maps, series and sidecars
     report_context(...)                  -> ReportContext      what the report shows of a fit
 """
@@ -32,6 +32,7 @@ import numpy as np
 from prfmap import __version__
 from prfmap.checkpoint import fit_chunked, remove_checkpoints
 from prfmap.config import Config
+from prfmap.crossval import DEFINITION, CrossValidation, Fold, cross_validate, engine_predictor
 from prfmap.derivatives import (
     OutputKey,
     bids_uri,
@@ -43,7 +44,7 @@ from prfmap.derivatives import (
     write_map_files,
     write_series_files,
 )
-from prfmap.engine import FitResult, Stimulus, backend_info
+from prfmap.engine import FitResult, Stimulus, backend_info, catalog
 from prfmap.errors import BadDataError, MissingInputError, PrfmapError, UsageError
 from prfmap.io.aperture import Aperture, load_aperture
 from prfmap.io.bids import find_runs
@@ -113,6 +114,11 @@ class LoadedGroup:
         Time spent loading and preprocessing.
     slice_time : SliceTimeReference
         Where within each TR the runs' volumes sample the signal (:func:`slice_time_of`).
+    runs : tuple of PreprocessedRun
+        Each run preprocessed, before averaging (held-out runs of the cross-validation; their
+        ``repair`` counts the units whose non-finite frames were interpolated or refused).
+    designs : dict
+        ``RunInput.stimulus_key`` → (frames, rows, cols) aperture of the runs.
     """
 
     plan: FitPlan
@@ -127,6 +133,15 @@ class LoadedGroup:
     inputs: tuple[str, ...]
     seconds: float
     slice_time: SliceTimeReference = SliceTimeReference(0.5, "option")
+    runs: tuple[PreprocessedRun, ...] = ()
+    designs: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the report should say about the loaded data (units repaired or refused)."""
+        names = [run.name for run in self.plan.runs]
+        found = (pre.repair.message(name) for pre, name in zip(self.runs, names, strict=False))
+        return tuple(m for m in found if m)
 
 
 @dataclass(frozen=True)
@@ -143,17 +158,30 @@ class FittedGroup:
         Time spent fitting.
     warnings : tuple of str
         What the report should tell the user.
+    cv : CrossValidation or None
+        The leave-one-run-out ``cvr2`` (None with one run or ``--no-cvr2``).
     """
 
     loaded: LoadedGroup
     result: FitResult
     seconds: float
     warnings: tuple[str, ...] = ()
+    cv: CrossValidation | None = None
 
     @property
     def timings(self) -> dict[str, float]:
-        """Seconds per stage so far: ``load`` and ``fit``."""
-        return {"load": self.loaded.seconds, "fit": self.seconds}
+        """Seconds per stage so far: ``load``, ``fit`` (and ``cross_validation``)."""
+        timings = {"load": self.loaded.seconds, "fit": self.seconds}
+        if self.cv is not None:
+            timings["cross_validation"] = sum(self.cv.seconds)
+        return timings
+
+    def maps(self) -> dict[str, np.ndarray]:
+        """Every map of the fit under its label, with ``cvr2`` when it was cross-validated."""
+        maps = self.result.maps()
+        if self.cv is not None:
+            maps[catalog.PARAMETERS["cvr2"].label] = self.cv.cvr2
+        return maps
 
 
 def run_participant_level(config: Config) -> list[Path]:
@@ -272,6 +300,9 @@ def load_group(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedGro
             read.data, run.tr, dummy_scans=read.dummy_scans, high_pass_hz=config.preprocessing.high_pass_hz,
             confounds=read.confounds, source=run.bold_files[0].name,
         ))  # fmt: skip
+        repaired = preprocessed[-1].repair.message(run.name)
+        if repaired:
+            logger.warning(repaired)
         designs.setdefault(run.stimulus_key, read.aperture.design)
     progress("load runs", len(plan.runs), len(plan.runs))
     keys = [run.stimulus_key for run in plan.runs]
@@ -295,6 +326,8 @@ def load_group(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedGro
         inputs=_inputs(plan.runs),
         seconds=time.perf_counter() - start,
         slice_time=slice_time_of(plan, config),
+        runs=tuple(preprocessed),
+        designs=designs,
     )
 
 
@@ -408,39 +441,20 @@ def _inputs(runs: Sequence[RunInput]) -> tuple[str, ...]:
 
 
 def fit_group(loaded: LoadedGroup, config: Config, progress: ProgressFn) -> FittedGroup:
-    """Fit the combined data chunk by chunk, reusing the checkpoints of an interrupted run."""
-    plan, combined, execution = loaded.plan, loaded.combined, config.execution
+    """Fit the combined data chunk by chunk, reusing the checkpoints of an interrupted run; then,
+    with two or more runs, the leave-one-run-out folds of ``cvr2`` the same way."""
+    plan, combined = loaded.plan, loaded.combined
     stim = Stimulus(combined.design, fov_deg=loaded.fov_deg, run_lengths=combined.run_lengths)
     keep = config.outputs.keep_predictions
     start = time.perf_counter()
-    result = fit_chunked(
-        combined.data,
-        stim,
-        loaded.tr,
-        folder=checkpoint_dir(config, plan.key.subject) / plan.name,
-        chunk=chunk_units(execution.mem_gb, combined.data.shape[1]),
-        fit_kwargs={
-            **config.fit.engine_kwargs(),
-            "slice_time_ref": loaded.slice_time.fraction,
-            "nuisance": combined.nuisance,
-            "mem_gb": engine_mem_gb(execution.mem_gb),
-            "return_predictions": keep,
-        },
-        settings={**config.to_dict()["fit"], "slice_time_ref": loaded.slice_time.fraction,
-                  "return_predictions": keep},
-        inputs=loaded.inputs,
-        name=plan.name,
-        how_to_resume=how_to_resume(config),
-        progress=progress,
-        budget="auto" if execution.mem_gb_auto else None,
-    )
+    result = _checkpointed_fit(loaded, config, combined, stim, plan.name, progress, keep=keep)
     seconds = time.perf_counter() - start
     r2 = np.asarray(result.r2)
     fitted = np.isfinite(np.asarray(result.params["x"]))
     n_bad = int((~fitted).sum())
-    warnings = ()
+    warnings = loaded.warnings
     if n_bad:
-        warnings = (
+        warnings += (
             f"{n_bad} of {fitted.size} units had no usable signal (NaN or constant: medial "
             "wall, outside the brain) and are NaN in the maps",
         )
@@ -449,14 +463,68 @@ def fit_group(loaded: LoadedGroup, config: Config, progress: ProgressFn) -> Fitt
         plan.name, int(fitted.sum()), seconds,
         float(np.nanmedian(r2[fitted])) if fitted.any() else float("nan"),
     )  # fmt: skip
-    return FittedGroup(loaded, result, seconds, warnings)
+    return FittedGroup(loaded, result, seconds, warnings, cross_validate_group(loaded, config, progress))
+
+
+def _checkpointed_fit(loaded: LoadedGroup, config: Config, data: CombinedData, stim: Stimulus,
+                      name: str, progress: ProgressFn, *, keep: bool, **identity: Any) -> FitResult:
+    """``fit_chunked`` of combined runs with the configuration's fit options; ``identity`` adds
+    what else tells this fit's checkpoints apart (a fold's held-out run)."""
+    execution = config.execution
+    return fit_chunked(
+        data.data,
+        stim,
+        loaded.tr,
+        folder=checkpoint_dir(config, loaded.plan.key.subject) / loaded.plan.name,
+        chunk=chunk_units(execution.mem_gb, data.data.shape[1]),
+        fit_kwargs={
+            **config.fit.engine_kwargs(),
+            "slice_time_ref": loaded.slice_time.fraction,
+            "nuisance": data.nuisance,
+            "mem_gb": engine_mem_gb(execution.mem_gb),
+            "return_predictions": keep,
+        },
+        settings={**config.to_dict()["fit"], "slice_time_ref": loaded.slice_time.fraction,
+                  "return_predictions": keep, **identity},
+        inputs=loaded.inputs,
+        name=name,
+        how_to_resume=how_to_resume(config),
+        progress=progress,
+        budget="auto" if execution.mem_gb_auto else None,
+    )
+
+
+def cross_validate_group(loaded: LoadedGroup, config: Config, progress: ProgressFn) -> CrossValidation | None:
+    """``cvr2`` of every unit (:mod:`prfmap.crossval`): each run predicted by a checkpointed fit of
+    the others; None with fewer than two runs or ``--no-cvr2``."""
+    plan = loaded.plan
+    if not config.outputs.cvr2 or len(loaded.runs) < 2:
+        if config.outputs.cvr2:
+            logger.info("%s: one run, no cross-validated r² (cvr2 needs two or more runs)", plan.name)
+        return None
+    names = [run.name for run in plan.runs]
+
+    def fit_fold(training: CombinedData, stim: Stimulus, fold: Fold) -> FitResult:
+        name = f"{plan.name} fold {fold.held_out + 1}/{len(names)} (held out: {names[fold.held_out]})"
+        return _checkpointed_fit(loaded, config, training, stim, name, progress, keep=False,
+                                 held_out_run=names[fold.held_out])
+
+    cv = cross_validate(
+        loaded.runs, [run.stimulus_key for run in plan.runs], loaded.designs, fov_deg=loaded.fov_deg,
+        fit=fit_fold, predict=engine_predictor(loaded.tr, config.fit.model,
+                                               slice_time_ref=loaded.slice_time.fraction),
+    )  # fmt: skip
+    logger.info("%s: cvr2 from %d leave-one-run-out folds in %.1f s, median %.3f", plan.name,
+                len(cv.folds), sum(cv.seconds), float(np.nanmedian(cv.cvr2)) if np.isfinite(cv.cvr2).any()
+                else float("nan"))  # fmt: skip
+    return cv
 
 
 def write_group(fitted: FittedGroup, config: Config, folder: Path) -> tuple[Path, ...]:
     """Write a fit's maps (and, with ``--save-predictions``, its time series) under ``folder``."""
     loaded, result = fitted.loaded, fitted.result
     key, geometry = loaded.plan.key, loaded.geometry
-    maps = {label: np.asarray(v, dtype=np.float32) for label, v in result.maps().items()}
+    maps = {label: np.asarray(v, dtype=np.float32) for label, v in fitted.maps().items()}
     provenance = provenance_of(fitted, config)
     func = key.func_dir(folder)
     reference_dir = config.inputs.fmriprep_dir
@@ -501,7 +569,26 @@ def provenance_of(fitted: FittedGroup, config: Config) -> dict[str, Any]:
         "Device": info.get("device"),
         "RandomSeed": config.fit.random_seed,
         "Timings": {**fitted.timings, **dict(fitted.result.timings)},
+        "VarianceExplained": variance_explained(fitted, config),
     }
+
+
+def variance_explained(fitted: FittedGroup, config: Config) -> dict[str, Any]:
+    """What the sidecars and the report say about r2, cvr2 and the threshold."""
+    names = [run.name for run in fitted.loaded.plan.runs]
+    out: dict[str, Any] = {
+        "r2": "variance explained in the data that were fitted (after nuisance projection)",
+        "Threshold": f"{config.outputs.threshold_on} >= {config.outputs.r2_threshold:g} "
+                     "(--threshold-on, --r2-threshold)",
+    }
+    if fitted.cv is None:
+        out["cvr2"] = ("not computed: " + ("--no-cvr2" if not config.outputs.cvr2 else
+                                            "it needs two or more runs"))
+        return out
+    out["cvr2"] = DEFINITION
+    out["Folds"] = [{"HeldOut": names[f.held_out], "Fitted": [names[i] for i in f.training],
+                     "Seconds": round(t, 3)} for f, t in zip(fitted.cv.folds, fitted.cv.seconds, strict=True)]
+    return out
 
 
 def report_context(
@@ -519,7 +606,7 @@ def report_context(
     return ReportContext(
         subject=key.subject,
         space=key.space,
-        maps=result.maps(),
+        maps=fitted.maps(),
         model=key.model,
         session=key.session,
         task=key.task,
@@ -530,7 +617,8 @@ def report_context(
         dummy_scans=max(loaded.dummy_scans, default=0),
         design=loaded.combined.design,
         fov_deg=loaded.fov_deg,
-        settings={**dict(result.settings), "slice_time_reference": loaded.slice_time.describe(loaded.tr)},
+        settings={**dict(result.settings), "slice_time_reference": loaded.slice_time.describe(loaded.tr),
+                  "variance_explained": variance_explained(fitted, config)},
         backend=backend_info(),
         timings={**fitted.timings, "write": write_seconds, **dict(result.timings)},
         warnings=list(fitted.warnings),

@@ -100,6 +100,8 @@ def build_config(opts: Namespace) -> Config:
             save_predictions=opts.save_predictions,
             report=not opts.no_report,
             r2_threshold=opts.r2_threshold,
+            cvr2=not opts.no_cvr2,
+            threshold_on=opts.threshold_on,
         ),
         execution=execution,
     )

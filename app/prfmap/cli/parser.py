@@ -411,7 +411,22 @@ def build_parser() -> argparse.ArgumentParser:
         type=_fraction,
         default=0.1,
         metavar="R2",
-        help="variance-explained threshold of the maps shown in the reports",
+        help="variance-explained threshold of the maps shown in the reports (on r2, the variance "
+        "explained in the data that were fitted) and of the group maps (on the map --threshold-on "
+        "names)",
+    )
+    g_out.add_argument(
+        "--threshold-on",
+        choices=("r2", "cvr2"),
+        default="r2",
+        help="group level: threshold each participant's r2 (the fitted data) or cvr2 (runs held "
+        "out of the fit; every participant needs two or more runs)",
+    )
+    g_out.add_argument(
+        "--no-cvr2",
+        action="store_true",
+        help="skip the cross-validation: with two or more runs prfmap fits all runs but one and "
+        "predicts the one left out, for each run, and writes cvr2 maps (it costs one fit per run)",
     )
     g_out.add_argument(
         "--no-report",

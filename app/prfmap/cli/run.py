@@ -93,6 +93,7 @@ def _run_level(config: Config) -> None:
         config.outputs.output_dir,
         participant_labels=config.inputs.participant_labels,
         r2_threshold=config.outputs.r2_threshold,
+        threshold_on=config.outputs.threshold_on,
         report=config.outputs.report,
     )
 

@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--drift", type=nonnegative_float, default=1.0, metavar="SCALE",
                         help="scale of the slow drifts (1: linear trend sd 0.7 %%, half cosine sd "
                         "0.5 %%; 0: none)")
+    parser.add_argument("--noise-runs", type=nonnegative_int, default=0, metavar="N",
+                        help="the last N runs carry no pRF responses, only drifts and noise (a "
+                        "validation case for cross-validated r²)")
     parser.add_argument("--clean", action="store_true",
                         help="the earlier, idealised data: one canonical HRF, every volume "
                         "sampled mid-TR (StartTime TR/2), AR(1) noise, a pRF in every unit of "
@@ -130,6 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out_dir
     if out.exists() and not out.is_dir():
         parser.error(f"OUT_DIR {out} exists and is not a folder; choose another path")
+    if args.noise_runs > args.runs:
+        parser.error(f"--noise-runs {args.noise_runs} exceeds --runs {args.runs}")
     if out.is_dir() and any(out.iterdir()) and not args.overwrite:
         parser.error(f"OUT_DIR {out} is not empty; choose a new folder or pass --overwrite")
     realism = {
@@ -140,7 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = SynthConfig(
         subjects=args.subjects, runs=args.runs, space=args.space, noise=args.noise, tr=args.tr,
         seed=args.seed, small=args.small, dummy_scans=args.dummy_scans,
-        slice_time_ref=args.slice_time_ref, drift=args.drift, **(CLEAN if args.clean else realism),
+        slice_time_ref=args.slice_time_ref, drift=args.drift, noise_runs=args.noise_runs,
+        **(CLEAN if args.clean else realism),
     )
     make_synthetic_dataset(out, config)
     print(f"prfmap-synth: wrote {args.subjects} participant(s) × {args.runs} run(s) in "
