@@ -90,7 +90,7 @@ def test_pybids_indexes_outputs_as_a_derivative_dataset(demo) -> None:
     assert "*_boldmap.*" in (out / ".bidsignore").read_text().split()
     layout = BIDSLayout(out, validate=False, is_derivative=True)
     maps = layout.get(subject="01", task="prf", space="fsaverage5", extension=".func.gii")
-    assert len(maps) == 2 * len(GAUSS_LABELS)
+    assert len(maps) == 2 * (len(GAUSS_LABELS) + 1)  # and cvr2: the demo has two runs
     assert {f.get_entities()["hemi"] for f in maps} == {"L", "R"}
     assert {f.get_entities()["suffix"] for f in maps} == {"boldmap"}
     from prfmap.derivatives import PYBIDS_CONFIG
@@ -98,7 +98,7 @@ def test_pybids_indexes_outputs_as_a_derivative_dataset(demo) -> None:
     layout = BIDSLayout(
         out, validate=False, is_derivative=True, config=["bids", "derivatives", PYBIDS_CONFIG]
     )
-    for label, units in (("sigma", "deg"), ("r2", "1"), ("amplitude", "%")):
+    for label, units in (("sigma", "deg"), ("r2", "1"), ("amplitude", "%"), ("cvr2", "1")):
         (left,) = layout.get(param=label, hemi="L", suffix="boldmap", extension=".func.gii")
         meta = layout.get_metadata(left.path)
         assert (meta["Parameter"], meta["Units"]) == (label, units)
