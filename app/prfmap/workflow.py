@@ -467,6 +467,11 @@ def _report(opts: Namespace, subject: str, groups: list[FitGroup]) -> None:
                 predictions=group.result.predictions,
                 r2_threshold=opts.r2_threshold,
                 outputs=[str(p.relative_to(opts.output_dir)) for p in group.outputs],
+                dataset_dir=opts.bids_dir,
+                command=getattr(opts, "command", None),
+                preprocessing=_provenance(group, opts)["Preprocessing"],
+                run_inputs=list(group.runs),
+                volume=geometry if geometry.kind == "volume" else None,
             )
         )
     path = write_participant_report(opts.output_dir, subject, contexts)

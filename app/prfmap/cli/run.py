@@ -49,7 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _check_dirs(opts)
         log_file = _open_run_log(opts.output_dir)
-        LOGGER.info("prfmap %s", " ".join(sys.argv[1:] if argv is None else argv))
+        opts.command = ["prfmap", *(sys.argv[1:] if argv is None else argv)]
+        LOGGER.info("%s", " ".join(opts.command))
         if opts.analysis_level == "participant":
             _select_backend(opts)
             from prfmap.workflow import run_participant_level
