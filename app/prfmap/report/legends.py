@@ -94,7 +94,9 @@ def nice_ceiling(value: float) -> float:
     return 10 * power
 
 
-def style_for(label: str, values: np.ndarray, fov_deg: float | None) -> MapStyle:
+def style_for(
+    label: str, values: np.ndarray, fov_deg: float | None, r2: np.ndarray | None = None
+) -> MapStyle:
     """The colour scale of a map, set from the values shown.
 
     Parameters
@@ -105,6 +107,10 @@ def style_for(label: str, values: np.ndarray, fov_deg: float | None) -> MapStyle
         The values that will be drawn (finite ones are used).
     fov_deg : float, optional
         Full width of the stimulated field: eccentricity spans its radius, σ is capped by it.
+    r2 : ndarray, optional
+        The r² of each value: scales of sizes and model extras then follow the better half of the
+        units shown (r² at or above their median), not the scattered weak fits that pass the
+        threshold by chance.
 
     Returns
     -------
@@ -112,6 +118,11 @@ def style_for(label: str, values: np.ndarray, fov_deg: float | None) -> MapStyle
     """
     title = TITLES.get(label, label)
     shown = np.asarray(values, dtype=np.float64)
+    if r2 is not None and label != "polarangle" and not is_r2(label):
+        r2 = np.asarray(r2, dtype=np.float64)
+        finite = np.isfinite(r2) & np.isfinite(shown)
+        if finite.any():
+            shown = shown[finite & (r2 >= np.median(r2[finite]))]
     shown = shown[np.isfinite(shown)]
     unit = units(label)
     if label == "polarangle":
@@ -126,7 +137,9 @@ def style_for(label: str, values: np.ndarray, fov_deg: float | None) -> MapStyle
         return MapStyle(label, title, unit, "turbo", 0.0, top, False, "0 to the 98th percentile")
     if label == "sigma" or unit == "deg":
         top = nice_ceiling(float(np.percentile(shown, 95)) if shown.size else 1.0)
-        note = "0 to the 95th percentile of the units shown"
+        note = "0 to the 95th percentile of the units shown" + (
+            " with the better half of r²" if r2 is not None else ""
+        )
         if radius and top > radius:
             top, note = radius, f"0 to the stimulated radius ({radius:g}°)"
         return MapStyle(label, title, unit, "viridis", 0.0, top, False, note)

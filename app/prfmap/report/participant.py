@@ -104,7 +104,8 @@ class _Section:
         out = []
         for label in map_labels(self.maps):
             shown = np.where(self.good, self.maps[label], np.nan)
-            out.append((style_for(label, shown[self.good], self.ctx.fov_deg), shown))
+            style = style_for(label, shown[self.good], self.ctx.fov_deg, self.r2[self.good])
+            out.append((style, shown))
         return out
 
     def _describe(self, style: MapStyle, view: str) -> tuple[str, str]:
@@ -112,9 +113,7 @@ class _Section:
             f"{style.title} on the {view}; colour scale {style.bar_label} from {style.vmin:g} to "
             f"{style.vmax:g} {style.units}; {self.threshold_text}"
         )
-        caption = (
-            f"{style.bar_label} on the {view}, {self.threshold_text}; colour scale {style.scale_note}."
-        )
+        caption = f"{style.bar_label} on the {view}, {self.threshold_text}; colour scale {style.scale_note}."
         if style.cyclic:
             caption += (
                 " Colour wheel: the visual field as the participant sees it (0° right horizontal meridian, "
@@ -399,7 +398,7 @@ class _Section:
             fov = f"{ctx.fov_deg:g}°" if ctx.fov_deg else "unknown"
             stimulus = Figure(
                 src,
-                "stimulus aperture frames (x, y in deg)",
+                "stimulus aperture frames in the visual field (deg)",
                 f"Aperture frames evenly spaced over the {frames} frames the model saw ({height}×{width} "
                 f"pixels, field of view {fov} wide, x right, y up).",
             )
