@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from prfmap import __version__
+from prfmap.engine import catalog
 
 MAP_SUFFIX = "boldmap"
 BIDS_VERSION = "1.9.0"
@@ -39,34 +40,6 @@ POLAR_ANGLE_CONVENTION = (
 VISUAL_FIELD_CONVENTION = (
     "degrees of visual angle, origin at fixation (the aperture centre), x to the right, y up"
 )
-
-PARAMETERS: dict[str, tuple[str, str]] = {
-    "x": ("deg", "horizontal position of the pRF centre (positive: right visual field)"),
-    "y": ("deg", "vertical position of the pRF centre (positive: upper visual field)"),
-    "sigma": ("deg", "pRF size: one standard deviation of the Gaussian"),
-    "amplitude": ("%", "response amplitude (percent signal change for the full pRF)"),
-    "baseline": ("%", "baseline (percent signal change)"),
-    "r2": ("1", "variance explained by the model (fraction, after nuisance projection)"),
-    "polarangle": ("deg", "polar angle of the pRF centre"),
-    "eccentricity": ("deg", "eccentricity of the pRF centre, hypot(x, y)"),
-    "n": ("1", "compressive exponent of the CSS model"),
-    "sigmasurround": ("deg", "standard deviation of the suppressive surround"),
-    "amplitudesurround": ("%", "amplitude of the suppressive surround"),
-    "sigmanorm": ("deg", "standard deviation of the normalisation pool"),
-    "amplitudenorm": ("1", "gain of the normalisation pool"),
-    "baselineactivation": ("1", "baseline of the activation term (DN model)"),
-    "baselinenorm": ("1", "baseline of the normalisation term (DN model)"),
-    "hrfderiv": ("1", "weight of the HRF's time derivative"),
-    "hrfdisp": ("1", "weight of the HRF's dispersion derivative"),
-}
-
-MODEL_DESCRIPTIONS = {
-    "gauss": "isotropic 2D Gaussian pRF (Dumoulin & Wandell, 2008)",
-    "css": "compressive spatial summation (Kay et al., 2013)",
-    "dog": "difference of Gaussians (Zuiderbaan et al., 2012)",
-    "dn": "divisive normalisation (Aqil et al., 2021)",
-}
-
 
 @dataclass(frozen=True)
 class OutputKey:
@@ -129,12 +102,6 @@ class OutputKey:
         return "_".join(entities)
 
 
-def param_label(key: str) -> str:
-    """File label of a parameter: snake_case keys lose their underscores (``sigma_norm`` →
-    ``sigmanorm``)."""
-    return key.replace("_", "").lower()
-
-
 def map_sidecar(
     param: str | None, model: str, settings: Mapping[str, Any], provenance: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -160,16 +127,17 @@ def map_sidecar(
     """
     sidecar: dict[str, Any] = {
         "Model": model,
-        "ModelDescription": MODEL_DESCRIPTIONS.get(model, model),
+        "ModelDescription": catalog.MODELS[model].summary if model in catalog.MODELS else model,
     }
     if param is None:
         sidecar["Parameters"] = {
-            p: {"Units": PARAMETERS[p][0], "Description": PARAMETERS[p][1]}
+            p: {"Units": entry.units, "Description": entry.description}
             for p in provenance.get("MapNames", [])
-            if p in PARAMETERS
+            if (entry := catalog.parameter_by_label(p)) is not None
         }
     else:
-        units, description = PARAMETERS.get(param, ("n/a", param))
+        entry = catalog.parameter_by_label(param)
+        units, description = (entry.units, entry.description) if entry else ("n/a", param)
         sidecar.update({"Parameter": param, "Units": units, "Description": description})
     sidecar["VisualFieldCoordinates"] = VISUAL_FIELD_CONVENTION
     sidecar["PolarAngleConvention"] = POLAR_ANGLE_CONVENTION

@@ -96,3 +96,35 @@ def chunk_units(mem_gb: float, frames: int) -> int:
     rows = int(CHUNK_SHARE * mem_gb * 2**30 / per_unit)
     rows = 1 << max(rows.bit_length() - 1, 0)
     return int(min(max(rows, MIN_CHUNK), MAX_CHUNK))
+
+
+def participant_need_gb(units: int, volumes: int, frames: int, pixels: int, predictions: bool) -> float:
+    """The smallest ``--mem-gb`` a fit can keep to: what it must hold whole, plus the chunk and tile shares.
+
+    Held whole for the length of the fit: the preprocessed runs (float32 units × volumes), the combined
+    data (units × frames), the aperture at fitting resolution (frames × pixels) and its copy in the
+    engine, and, when the report or ``--save-predictions`` needs them, the predictions (saved chunks and
+    their merged copy). Chunks and tiles take ``CHUNK_SHARE + ENGINE_SHARE`` of the budget on top.
+
+    Parameters
+    ----------
+    units : int
+        Vertices, grayordinates or voxels fitted.
+    volumes : int
+        Volumes of all runs fitted together (after dummy scans).
+    frames : int
+        Frames of the fit (volumes of averaged runs count once).
+    pixels : int
+        Aperture pixels (rows × cols) at the fitting resolution.
+    predictions : bool
+        Whether the fitted time courses are kept.
+
+    Returns
+    -------
+    float
+        GB (2**30 bytes).
+    """
+    held = 4 * units * (volumes + frames) + 2 * 4 * frames * pixels
+    if predictions:
+        held += 2 * 4 * units * frames
+    return held / (1.0 - CHUNK_SHARE - ENGINE_SHARE) / 2**30

@@ -12,13 +12,13 @@ from prfmap.derivatives import (
     OutputKey,
     dataset_description,
     map_sidecar,
-    param_label,
     publish,
     staging,
     write_dataset_files,
     write_if_absent,
     write_json,
 )
+from prfmap.engine import catalog
 
 
 def key(**kw) -> OutputKey:
@@ -52,8 +52,8 @@ def test_cifti_and_volume_and_series_names() -> None:
 
 
 def test_param_labels_drop_underscores() -> None:
-    assert param_label("sigma_surround") == "sigmasurround"
-    assert param_label("baseline_norm") == "baselinenorm"
+    assert catalog.PARAMETERS["sigma_surround"].label == "sigmasurround"
+    assert catalog.PARAMETERS["baseline_norm"].label == "baselinenorm"
 
 
 def test_map_sidecar_content() -> None:

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
+import docker
 import pytest
+from docker.errors import DockerException
 
 REPO = Path(__file__).resolve().parents[2]
 BACKENDS = ("jax", "torch", "tensorflow")
@@ -54,3 +59,35 @@ def docker_recipe() -> dict:
 def runtime_env(docker_recipe) -> dict[str, str]:
     """The runtime stage's ENV as a dict."""
     return dict(item.split("=", 1) for item in docker_recipe["runtime"].environ)
+
+
+@pytest.fixture(scope="session")
+def client():
+    """A docker-py client of a daemon that answers; skips, saying why, when none does."""
+    try:
+        client = docker.from_env()
+        client.ping()
+    except DockerException as err:
+        pytest.skip(f"no Docker daemon answers ({' '.join(str(err).split())[:160]}); "
+                    "building and running the image needs one")
+    return client
+
+
+@pytest.fixture(scope="session")
+def image(client) -> str:
+    """The JAX image: ``$PRFMAP_TEST_IMAGE`` when set, else built here from the checkout."""
+    given = os.environ.get("PRFMAP_TEST_IMAGE")
+    if given:
+        client.images.get(given)
+        return given
+    if shutil.which("docker") is None:
+        pytest.fail("a Docker daemon answers but the docker CLI (BuildKit builds) is missing")
+    tag = f"prfmap:{project_version()}-jax"
+    result = subprocess.run(
+        ["docker", "build", "--build-arg", "BACKEND=jax", "--build-arg",
+         f"PRFMAP_VERSION={project_version()}", "-t", tag, str(REPO)],
+        capture_output=True, text=True, env=dict(os.environ, DOCKER_BUILDKIT="1"),
+        timeout=3 * 3600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return tag

@@ -71,20 +71,20 @@ def inputs_by_id(descriptor) -> dict[str, dict]:
     return {i["id"]: i for i in descriptor["inputs"]}
 
 
-def test_bosh_validate_bids():
-    result = subprocess.run([BOSH, "validate", "--bids", str(REPO / "boutiques.json")],
-                            capture_output=True, text=True, timeout=120)
+def bosh(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([BOSH, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+def test_bosh_validate():
+    result = bosh("validate", str(REPO / "boutiques.json"))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "BIDS validation OK" in result.stdout + result.stderr
 
 
 def test_bosh_validate_fails_on_a_broken_descriptor(tmp_path, descriptor):
-    broken = dict(descriptor, **{"command-line": "prfmap [BIDS_DIR] [OUTPUT_DIR]"})
+    broken = dict(descriptor, **{"command-line": "prfmap [BIDS_DIR] [ANALYSIS_LEVEL]"})
     path = tmp_path / "broken.json"
     path.write_text(json.dumps(broken))
-    result = subprocess.run([BOSH, "validate", "--bids", str(path)], capture_output=True,
-                            text=True, timeout=120)
-    assert result.returncode != 0
+    assert bosh("validate", str(path)).returncode != 0
 
 
 def test_version_and_images(descriptor, version):
@@ -93,28 +93,47 @@ def test_version_and_images(descriptor, version):
     image = descriptor["container-image"]
     assert image["type"] == "docker"
     assert image["image"] == f"prfmap/prfmap:{version}-jax"
-    assert "--gpus=all" in image["container-opts"]
     assert image["entrypoint"] is True
+    # GPUs are the launcher's choice (bosh exec launch --container-opts=--gpus=all): options that
+    # ask for a GPU in the descriptor fail on every host without the NVIDIA runtime.
+    assert not any("gpu" in opt or opt == "--nv" for opt in image.get("container-opts", []))
+    assert "--container-opts=--gpus=all" in descriptor["description"]
 
 
-def test_positionals_match(descriptor):
-    by_key: dict[str, list[dict]] = {}
-    for item in descriptor["inputs"]:
-        by_key.setdefault(item["value-key"], []).append(item)
-    names = [a.dest for a in positionals()]
-    assert names == ["bids_dir", "output_dir", "analysis_level"]
-    assert [i["type"] for i in by_key["[BIDS_DIR]"]] == ["File"]
-    assert by_key["[BIDS_DIR]"][0]["optional"] is False
-    assert sorted(i["type"] for i in by_key["[OUTPUT_DIR]"]) == ["File", "String"]
+def test_positionals_and_value_keys(descriptor):
+    keys = [i["value-key"] for i in descriptor["inputs"]]
+    assert len(keys) == len(set(keys)), "two inputs share a value key: bosh drops one of them"
+    by_key = {i["value-key"]: i for i in descriptor["inputs"]}
+    assert [a.dest for a in positionals()] == ["bids_dir", "output_dir", "analysis_level"]
+    assert by_key["[BIDS_DIR]"]["type"] == "File" and by_key["[BIDS_DIR]"]["optional"] is False
+    assert by_key["[OUTPUT_DIR]"]["type"] == "String"
+    assert by_key["[PARTICIPANT_OUTPUTS_DIR]"]["type"] == "File"
     level = positionals()[2]
-    assert by_key["[ANALYSIS_LEVEL]"][0]["value-choices"] == list(level.choices)
+    assert by_key["[ANALYSIS_LEVEL]"]["value-choices"] == list(level.choices)
     assert descriptor["command-line"].startswith(
-        "mkdir -p [OUTPUT_DIR]; prfmap [BIDS_DIR] [OUTPUT_DIR] [ANALYSIS_LEVEL] ")
+        "prfmap [BIDS_DIR] [OUTPUT_DIR] [PARTICIPANT_OUTPUTS_DIR] [ANALYSIS_LEVEL] ")
+
+
+def test_levels_require_their_output_folder(descriptor):
+    level = inputs_by_id(descriptor)["analysis_level"]
+    assert level["value-requires"] == {"participant": ["output_dir"],
+                                       "group": ["participant_outputs_dir"]}
+    assert level["value-disables"]["participant"] == ["participant_outputs_dir"]
+    assert "output_dir" in level["value-disables"]["group"]
+    group = group_inputs(descriptor)
+    assert {"participant_label", "r2_threshold", "no_report", "verbose_count"} <= group
+    assert not {"model", "space", "high_pass_hz", "work_dir"} & group
+
+
+def test_no_default_values(descriptor):
+    """bosh adds every default-value to every invocation, so a default would reach the group
+    command; prfmap's parser holds the defaults and the descriptions say them."""
+    assert [i["id"] for i in descriptor["inputs"] if "default-value" in i] == []
 
 
 def test_every_option_is_described_and_nothing_else(descriptor):
-    described = {i["id"] for i in descriptor["inputs"]
-                 if i["value-key"] not in ("[BIDS_DIR]", "[OUTPUT_DIR]", "[ANALYSIS_LEVEL]")}
+    positional = ("[BIDS_DIR]", "[OUTPUT_DIR]", "[PARTICIPANT_OUTPUTS_DIR]", "[ANALYSIS_LEVEL]")
+    described = {i["id"] for i in descriptor["inputs"] if i["value-key"] not in positional}
     parsed = {a.dest for a in options()}
     assert described == parsed, (
         f"missing from boutiques.json: {sorted(parsed - described)}; "
@@ -125,9 +144,22 @@ def test_every_option_is_described_and_nothing_else(descriptor):
         assert item["value-key"] in command_line
 
 
+def test_verbosity_is_countable(descriptor):
+    item = inputs_by_id(descriptor)["verbose_count"]
+    assert "command-line-flag" not in item and item["type"] == "String"
+    parser = parser_module.build_parser()
+    counts = [parser.parse_args(["b", "o", "participant", flag]).verbose_count
+              for flag in item["value-choices"]]
+    assert counts == [1, 2, 3]
+
+
 @pytest.mark.parametrize("action", options(), ids=lambda a: a.dest)
 def test_option_in_step_with_parser(descriptor, probe_file, action):
     item = inputs_by_id(descriptor)[action.dest]
+    if isinstance(action, argparse._CountAction):
+        assert set(item["value-choices"]) == {"-v", "-vv", "-vvv"}
+        assert {"-v", "--verbose"} <= set(action.option_strings)
+        return
     assert item["command-line-flag"] in action.option_strings
     assert item["optional"] is True
     kind, integer = boutiques_type(action, probe_file)
@@ -137,10 +169,8 @@ def test_option_in_step_with_parser(descriptor, probe_file, action):
     if action.nargs == "+":
         assert item.get("min-list-entries") == 1
     assert item.get("value-choices") == (list(action.choices) if action.choices else None)
-    if isinstance(action, FLAG_ACTIONS) or action.default is None:
-        assert "default-value" not in item
-    else:
-        assert item.get("default-value") == action.default
+    if not isinstance(action, FLAG_ACTIONS) and action.default is not None:
+        assert f"(default: {action.default})" in item["description"]
     if kind == "Number":
         _check_bounds(item, action.type, integer)
 
@@ -166,7 +196,42 @@ def _check_bounds(item: dict, kind, integer: bool) -> None:
         assert not accepts(kind, _text(high + step, integer)), f"above maximum {high}"
 
 
-def _example_invocation(tmp_path: Path) -> dict:
+def group_inputs(descriptor) -> set[str]:
+    """The inputs a group invocation may set: all but those ``analysis_level: group`` disables."""
+    disabled = set(inputs_by_id(descriptor)["analysis_level"]["value-disables"]["group"])
+    return {i["id"] for i in descriptor["inputs"]} - disabled
+
+
+def simulate(invocation: dict | Path, tmp_path: Path) -> list[str]:
+    """The words of the command ``bosh exec simulate`` prints for ``invocation``."""
+    if isinstance(invocation, dict):
+        path = tmp_path / f"invocation-{invocation['analysis_level']}.json"
+        path.write_text(json.dumps(invocation))
+    else:
+        path = invocation
+    result = bosh("exec", "simulate", str(REPO / "boutiques.json"), "-i", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [x for x in result.stdout.splitlines() if x.startswith("prfmap ")]
+    assert len(lines) == 1, result.stdout
+    return shlex.split(lines[0])
+
+
+def parse(words: list[str]) -> argparse.Namespace:
+    """prfmap's own parser on a simulated command (a usage error exits, failing the test)."""
+    assert words[0] == "prfmap"
+    return parser_module.build_parser().parse_args(words[1:])
+
+
+def assert_parsed_as(ns: argparse.Namespace, expected: dict) -> None:
+    for key, value in expected.items():
+        got = getattr(ns, key)
+        if isinstance(value, float):
+            assert math.isclose(got, value), key
+        else:
+            assert got == value, key
+
+
+def _participant_invocation(tmp_path: Path) -> dict:
     bids = tmp_path / "bids"
     fmriprep = tmp_path / "fmriprep"
     for folder in (bids, fmriprep, tmp_path / "work"):
@@ -202,52 +267,61 @@ def _example_invocation(tmp_path: Path) -> dict:
         "save_predictions": True,
         "r2_threshold": 0.25,
         "no_report": True,
-        "verbose_count": True,
+        "verbose_count": "-vv",
     }
 
 
-def test_simulated_command_line_parses_with_prfmaps_parser(tmp_path, descriptor):
-    invocation = _example_invocation(tmp_path)
+def test_simulated_participant_command_parses(tmp_path, descriptor):
+    invocation = _participant_invocation(tmp_path)
     described = {i["id"] for i in descriptor["inputs"]} - {"participant_outputs_dir"}
-    assert set(invocation) == described, "the example should set every input"
-    path = tmp_path / "invocation.json"
-    path.write_text(json.dumps(invocation))
-    result = subprocess.run(
-        [BOSH, "exec", "simulate", str(REPO / "boutiques.json"), "-i", str(path)],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    line = next(x for x in result.stdout.splitlines() if x.startswith("mkdir -p "))
-    mkdir, _, command = line.partition("; ")
-    assert shlex.split(mkdir) == ["mkdir", "-p", invocation["output_dir"]]
-    words = shlex.split(command)
-    assert words[0] == "prfmap"
-    ns = parser_module.build_parser().parse_args(words[1:])
-
+    assert set(invocation) == described, "the example should set every participant input"
+    ns = parse(simulate(invocation, tmp_path))
     expected = dict(invocation)
     for key in ("bids_dir", "output_dir", "bids_filter_file", "stimulus", "work_dir"):
         expected[key] = Path(invocation[key])
     expected["derivatives"] = [("fmriprep", tmp_path / "fmriprep")]
-    expected["verbose_count"] = 1
-    for key, value in expected.items():
-        got = getattr(ns, key)
-        if isinstance(value, float):
-            assert math.isclose(got, value), key
-        else:
-            assert got == value, key
+    expected["verbose_count"] = 2
+    assert_parsed_as(ns, expected)
 
 
-def test_shipped_example_invocation_parses():
-    example = REPO / "docker" / "boutiques-invocation.json"
-    result = subprocess.run(
-        [BOSH, "exec", "simulate", str(REPO / "boutiques.json"), "-i", str(example)],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    line = next(x for x in result.stdout.splitlines() if x.startswith("mkdir -p "))
-    words = shlex.split(line.partition("; ")[2])
-    ns = parser_module.build_parser().parse_args(words[1:])
+def test_simulated_group_command_is_the_group_options_only(tmp_path):
+    """A minimal group invocation: the output folder is there, no participant default leaks in."""
+    (tmp_path / "bids").mkdir()
+    (tmp_path / "out").mkdir()
+    invocation = {"bids_dir": str(tmp_path / "bids"), "participant_outputs_dir":
+                  str(tmp_path / "out"), "analysis_level": "group", "verbose_count": "-vv"}
+    words = simulate(invocation, tmp_path)
+    assert words == ["prfmap", str(tmp_path / "bids"), str(tmp_path / "out"), "group", "-vv"]
+    ns = parse(words)
+    assert ns.output_dir == tmp_path / "out" and ns.verbose_count == 2
+    defaults = vars(parse(["prfmap", "b", "o", "group"]))
+    assert {k: v for k, v in vars(ns).items() if k not in ("bids_dir", "output_dir",
+            "verbose_count")} == {k: v for k, v in defaults.items() if k not in (
+            "bids_dir", "output_dir", "verbose_count")}
+
+
+def test_simulated_group_command_with_every_group_input(tmp_path, descriptor):
+    (tmp_path / "bids").mkdir()
+    (tmp_path / "out").mkdir()
+    invocation = {"bids_dir": str(tmp_path / "bids"), "participant_outputs_dir":
+                  str(tmp_path / "out"), "analysis_level": "group",
+                  "participant_label": ["01", "sub-02"], "r2_threshold": 0.3,
+                  "no_report": True, "verbose_count": "-vvv"}
+    assert set(invocation) == group_inputs(descriptor), "the example should set every group input"
+    ns = parse(simulate(invocation, tmp_path))
+    assert_parsed_as(ns, {"bids_dir": tmp_path / "bids", "output_dir": tmp_path / "out",
+                          "analysis_level": "group", "participant_label": ["01", "02"],
+                          "r2_threshold": 0.3, "no_report": True, "verbose_count": 3})
+
+
+@pytest.mark.parametrize("name", ["boutiques-invocation.json",
+                                  "boutiques-invocation-group.json"])
+def test_shipped_example_invocations_parse(name, tmp_path):
+    example = REPO / "docker" / name
     invocation = json.loads(example.read_text())
-    assert ns.participant_label == invocation["participant_label"]
-    assert ns.space == invocation["space"] and ns.device == "gpu"
-    assert ns.work_dir == Path(invocation["work_dir"])
+    ns = parse(simulate(example, tmp_path))
+    assert ns.analysis_level == invocation["analysis_level"]
+    assert ns.bids_dir == Path(invocation["bids_dir"])
+    assert ns.output_dir == Path(invocation.get("output_dir")
+                                 or invocation["participant_outputs_dir"])
+    assert ns.participant_label == invocation.get("participant_label")

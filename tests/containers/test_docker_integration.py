@@ -1,58 +1,24 @@
 """Build the JAX image and run it, through docker-py and prfmap-docker, where a daemon answers.
 
-Skipped, saying why, on machines without a Docker daemon. ``PRFMAP_TEST_IMAGE=<name>`` runs
-the tests on an image built beforehand (e.g. by ``docker buildx bake -f docker/docker-bake.json
-jax``) instead of building one here.
+Skipped, saying why, on machines without a Docker daemon (the ``client`` and ``image`` fixtures
+of conftest.py: ``PRFMAP_TEST_IMAGE=<name>`` runs the tests on an image built beforehand).
 """
 
 from __future__ import annotations
 
 import io
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import docker
 import pytest
-from docker.errors import DockerException
 
 from prfmap_docker.cli import main as launcher
 
-from .conftest import REPO, image_script, project_version
+from .conftest import image_script, project_version
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def client():
-    try:
-        client = docker.from_env()
-        client.ping()
-    except DockerException as err:
-        pytest.skip(f"no Docker daemon answers ({' '.join(str(err).split())[:160]}); "
-                    "building and running the image needs one")
-    return client
-
-
-@pytest.fixture(scope="module")
-def image(client) -> str:
-    given = os.environ.get("PRFMAP_TEST_IMAGE")
-    if given:
-        client.images.get(given)
-        return given
-    if shutil.which("docker") is None:
-        pytest.fail("a Docker daemon answers but the docker CLI (BuildKit builds) is missing")
-    tag = f"prfmap:{project_version()}-jax"
-    result = subprocess.run(
-        ["docker", "build", "--build-arg", "BACKEND=jax", "--build-arg",
-         f"PRFMAP_VERSION={project_version()}", "-t", tag, str(REPO)],
-        capture_output=True, text=True, env=dict(os.environ, DOCKER_BUILDKIT="1"),
-        timeout=3 * 3600,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    return tag
 
 
 def run(client, image, command, **kwargs) -> tuple[int, str]:

@@ -10,11 +10,10 @@ from typing import NoReturn
 
 from prfmap import __version__
 from prfmap.cli.spaces import parse_space
+from prfmap.engine import catalog
 from prfmap.errors import ExitCode
 
 ANALYSIS_LEVELS = ("participant", "group")
-MODELS = ("gauss", "css", "dog", "dn")
-REFINE_METHODS = ("lm", "sgd", "none")
 BACKENDS = ("jax", "torch", "tensorflow")
 
 
@@ -314,14 +313,14 @@ def build_parser() -> argparse.ArgumentParser:
     g_model = parser.add_argument_group("Model fitting")
     g_model.add_argument(
         "--model",
-        choices=MODELS,
+        choices=tuple(catalog.MODELS),
         default="gauss",
         help="pRF model: isotropic Gaussian, compressive spatial summation, difference of "
         "Gaussians, or divisive normalisation",
     )
     g_model.add_argument(
         "--refine",
-        choices=REFINE_METHODS,
+        choices=tuple(catalog.REFINERS),
         default="lm",
         help="refinement after the grid search: Levenberg-Marquardt, Adam (SGD), or none "
         "(grid estimates only)",

@@ -10,6 +10,7 @@ from argparse import Namespace
 from collections.abc import Sequence
 from pathlib import Path
 
+from prfmap.cli.caches import place_compile_caches
 from prfmap.cli.parser import build_parser
 from prfmap.errors import ExitCode, NotBIDSError, PrfmapError, UsageError
 
@@ -174,6 +175,9 @@ def _select_backend(opts: Namespace) -> None:
     name = opts.backend or os.environ.get("KERAS_BACKEND") or "jax"
     if "keras" not in sys.modules:
         os.environ["KERAS_BACKEND"] = name
+    cache_note = place_compile_caches(name, opts.work_dir)
+    if cache_note:
+        LOGGER.warning(cache_note)
     try:
         from prfmap.engine.backend import select_backend
     except ImportError as err:

@@ -23,13 +23,12 @@ _LAZY = {
     "polar_grid": "prfmap.engine.grid",
     "spm_hrf": "prfmap.engine.hrf",
     "MODELS": "prfmap.engine.models",
-    "PARAMETER_LABELS": "prfmap.engine.models",
     "model_parameters": "prfmap.engine.models",
     "Stimulus": "prfmap.engine.stimulus",
 }
 
 __all__ = [
-    "MODELS", "PARAMETER_LABELS", "FitResult", "Stimulus", "backend_info", "cartesian_grid", "fit_prf",
+    "MODELS", "FitResult", "Stimulus", "backend_info", "cartesian_grid", "fit_prf",
     "model_parameters", "polar_grid", "predict", "select_backend", "spm_hrf",
 ]
 

@@ -13,15 +13,14 @@ import keras
 import numpy as np
 from keras import ops
 
-from prfmap.engine import core
+from prfmap.engine import catalog, core
 from prfmap.engine.backend import compile_enabled, get_backend
 from prfmap.engine.grid import grid_theta, polar_grid
 from prfmap.engine.hrf import HRF_BASES, convolution_matrices, hrf_kernels
-from prfmap.engine.models import PARAMETER_LABELS, PRFModel, floatx, get_model
+from prfmap.engine.models import PRFModel, floatx, get_model
 from prfmap.engine.stimulus import Stimulus
 
 ProgressFn = Callable[[str, int, int], None]
-REFINERS = ("lm", "sgd", "none")
 DEFAULT_MEM_GB = 2.0
 logger = logging.getLogger(__name__)
 
@@ -45,7 +44,7 @@ class FitResult:
             "polar_angle": np.degrees(np.arctan2(self.params["y"], self.params["x"])),
             "eccentricity": np.hypot(self.params["x"], self.params["y"]),
         }
-        return {PARAMETER_LABELS[k][0]: v for k, v in {**self.params, **derived}.items()}
+        return {catalog.PARAMETERS[k].label: v for k, v in {**self.params, **derived}.items()}
 
 
 @dataclass
@@ -177,7 +176,7 @@ def _grid_search(prob: _Problem, y_proj: np.ndarray, theta_grid: np.ndarray, mem
 
 def _batch_size(prob: _Problem, mem_gb: float, derivatives: int) -> int:
     item = np.dtype(prob.dtype).itemsize
-    n_gauss = 1 if prob.model.name in ("gauss", "css") else 2
+    n_gauss = catalog.MODELS[prob.model.name].gaussians
     per_unit = item * (prob.pixels * (derivatives + 1) * (n_gauss + 1)
                        + prob.frames * (derivatives + 1) * (prob.n_bases + 2) * 2)
     return _budget_rows(mem_gb, per_unit, lo=8, hi=8192)
@@ -396,7 +395,7 @@ def _finalize(prob: _Problem, u: np.ndarray, y: np.ndarray, y_raw: np.ndarray, m
 
 
 def _free_mask(model: PRFModel, fixed: Mapping[str, float]) -> tuple[np.ndarray, dict[str, float]]:
-    fixed = {**getattr(model, "default_fixed", {}), **dict(fixed)}
+    fixed = {**catalog.MODELS[model.name].fixed, **dict(fixed)}
     unknown = set(fixed) - set(model.names)
     if unknown:
         raise ValueError(
@@ -437,8 +436,10 @@ def fit_prf(
         Apertures, one frame per TR.
     tr : float
         Repetition time in seconds.
-    model : {"gauss", "css", "dog", "dn"}
-    refine : {"lm", "sgd", "none"}
+    model : str
+        A model of :data:`prfmap.engine.catalog.MODELS`: ``gauss``, ``css``, ``dog`` or ``dn``.
+    refine : str
+        A refiner of :data:`prfmap.engine.catalog.REFINERS`: ``lm``, ``sgd`` or ``none``:
         Levenberg–Marquardt, Adam SGD, or the grid + linear fit alone.
     nuisance : ndarray, shape (frames, k), optional
         Regressors that preprocessing removed (high-pass basis, confounds, run constants); data and every
@@ -476,8 +477,7 @@ def fit_prf(
     """
     t_start = time.perf_counter()
     prf_model = get_model(model)
-    if refine not in REFINERS:
-        raise ValueError(f"unknown refine {refine!r}; choose from {', '.join(REFINERS)}")
+    refiner = catalog.get_refiner(refine)
     dtype = floatx(dtype)
     data = np.asarray(data, dtype=np.float64)
     if data.ndim != 2 or data.shape[1] != stim.n_frames:
@@ -510,10 +510,11 @@ def fit_prf(
     chosen = np.flatnonzero(np.maximum(grid_corr, 0.0) ** 2 >= refine_r2_min)
     if refine == "lm" and chosen.size:
         u[chosen], iterations = _refine_lm(prob, u[chosen], y_proj[index][chosen], free, mem_gb,
-                                           max_iter or 30, tol or 1e-4, progress)
+                                           max_iter or refiner.max_iter, tol or refiner.tol, progress)
     elif refine == "sgd" and chosen.size:
         u[chosen], iterations = _refine_sgd(prob, u[chosen], y_proj[index][chosen], free, mem_gb,
-                                            max_iter or 400, tol or 1e-5, learning_rate, 20, progress)
+                                            max_iter or refiner.max_iter, tol or refiner.tol, learning_rate,
+                                            20, progress)
     timings["refine"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -558,7 +559,7 @@ def fit_prf(
         "iterations": int(iterations[0]),
         "unit_iterations": int(iterations[1]),
         "pixels": int(prob.pixels),
-        "max_iter": int(max_iter or (30 if refine == "lm" else 400)),
+        "max_iter": int(max_iter or refiner.max_iter),
         "fixed": {k: float(v) for k, v in fixed_values.items()},
         "dtype": dtype,
         "units": int(n_units),
@@ -591,7 +592,8 @@ def predict(
         scalars or (units,) arrays; optional per-unit HRF weights ``hrf_deriv`` and ``hrf_disp``.
     stim : Stimulus
     tr : float
-    model : {"gauss", "css", "dog", "dn"}
+    model : str
+        A model of :data:`prfmap.engine.catalog.MODELS`.
     dtype : {"float32", "float64"}
     slice_time_ref : float
 

@@ -14,10 +14,11 @@ from typing import Any
 import numpy as np
 from keras import ops
 
+from prfmap.engine import catalog
 from prfmap.engine.core_ops import at_least, matmul
 
 EPS = 1e-12
-MAX_SCALE = 20.0  # largest surround / normalisation size relative to the centre
+MAX_SCALE = catalog.SURROUND_SCALE[1]  # largest surround / normalisation size relative to the centre
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class Param:
     """One internal (nonlinear) parameter: its name, bound transform and starting value."""
 
     name: str
-    transform: str  # "identity" | "exp" | "scale" (1 < value < MAX_SCALE) | "sigmoid"
+    transform: str  # "identity" | "exp" (> 0) | "scale" (1 < value < MAX_SCALE) | "sigmoid" (0 < value < 1)
     default: float
 
 
@@ -218,7 +219,6 @@ class DNModel(GaussModel):
                                   Param("amplitude_norm", "exp", 1.0),
                                   Param("activation_ratio", "exp", 0.5),
                                   Param("baseline_norm", "exp", 1.0))
-    default_fixed = {"baseline_norm": 1.0}
 
     def neural(self, theta, stim, jacobian):
         design_t, px, py, area = stim
@@ -259,22 +259,28 @@ class DNModel(GaussModel):
 
 
 MODELS: dict[str, PRFModel] = {m.name: m for m in (GaussModel(), CSSModel(), DoGModel(), DNModel())}
+"""The numerical side of every model of :data:`prfmap.engine.catalog.MODELS`, by name."""
 
-# snake_case result key -> BIDS file label, units
-PARAMETER_LABELS: dict[str, tuple[str, str]] = {
-    "x": ("x", "deg"), "y": ("y", "deg"), "sigma": ("sigma", "deg"),
-    "amplitude": ("amplitude", "percent signal change"), "baseline": ("baseline", "percent signal change"),
-    "r2": ("r2", "1"), "polar_angle": ("polarangle", "deg"), "eccentricity": ("eccentricity", "deg"),
-    "n": ("n", "1"), "sigma_surround": ("sigmasurround", "deg"),
-    "amplitude_surround": ("amplitudesurround", "percent signal change"),
-    "sigma_norm": ("sigmanorm", "deg"), "amplitude_norm": ("amplitudenorm", "1"),
-    "baseline_activation": ("baselineactivation", "1"), "baseline_norm": ("baselinenorm", "1"),
-    "hrf_deriv": ("hrfderiv", "1"), "hrf_disp": ("hrfdisp", "1"),
-}
+
+def reported_parameters(model: PRFModel) -> tuple[str, ...]:
+    """The keys a fit of ``model`` reports, in order: ``model.report``'s, then amplitude and baseline."""
+    theta = np.ones((1, len(model.params)))
+    return tuple(model.report(theta, np.ones(1))) + ("amplitude", "baseline")
+
+
+def register_model(model: PRFModel) -> PRFModel:
+    """Add ``model`` to :data:`MODELS`; its catalogue entry must exist and list what it reports."""
+    spec = catalog.get_model_spec(model.name)
+    reported = reported_parameters(model)
+    if reported != spec.parameters:
+        raise ValueError(f"model {model.name!r} reports {reported}, its catalogue entry lists "
+                         f"{spec.parameters}")
+    MODELS[model.name] = model
+    return model
 
 
 def get_model(name: str) -> PRFModel:
-    """Return the model called ``name`` (``gauss``, ``css``, ``dog`` or ``dn``)."""
+    """Return the model called ``name`` (a key of :data:`MODELS`)."""
     try:
         return MODELS[name]
     except KeyError:
@@ -282,10 +288,8 @@ def get_model(name: str) -> PRFModel:
 
 
 def model_parameters(name: str) -> tuple[str, ...]:
-    """Reported parameter names of a model, without the HRF weights."""
-    model = get_model(name)
-    theta = np.ones((1, len(model.params)))
-    return tuple(model.report(theta, np.ones(1))) + ("amplitude", "baseline")
+    """Reported parameter names of a model, without the HRF weights (from the catalogue)."""
+    return catalog.get_model_spec(get_model(name).name).parameters
 
 
 def floatx(dtype: str) -> str:
@@ -295,4 +299,4 @@ def floatx(dtype: str) -> str:
     return dtype
 
 
-__all__ = ["MODELS", "PARAMETER_LABELS", "PRFModel", "get_model", "model_parameters"]
+__all__ = ["MODELS", "PRFModel", "get_model", "model_parameters", "register_model"]

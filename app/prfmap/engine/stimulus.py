@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -86,15 +85,14 @@ class Stimulus:
         x, y = self.coordinates
         return flat[:, used], x.ravel()[used], y.ravel()[used]
 
-    def __hash__(self) -> int:
-        return hash((self.design.shape, float(self.design.sum()), self.fov_deg, self.run_lengths))
+    @cached_property
+    def scales(self) -> dict[str, float]:
+        """The quantities parameter bounds refer to (:data:`prfmap.engine.catalog.STIMULUS_SCALES`).
 
+        ``radius``: the largest eccentricity of a pixel ever stimulated; ``fov``: ``fov_deg``;
+        ``pixel``: :attr:`pixel_size`; all in degrees.
+        """
+        _, x, y = self.stimulated
+        radius = float(np.hypot(x, y).max()) if x.size else 0.0
+        return {"radius": radius, "fov": float(self.fov_deg), "pixel": float(self.pixel_size)}
 
-def as_stimulus(design: np.ndarray | Stimulus, fov_deg: float | None = None,
-                run_lengths: Sequence[int] = ()) -> Stimulus:
-    """Return ``design`` as a :class:`Stimulus`."""
-    if isinstance(design, Stimulus):
-        return design
-    if fov_deg is None:
-        raise ValueError("fov_deg is required when the design is an array")
-    return Stimulus(design, fov_deg, tuple(run_lengths))
