@@ -14,7 +14,7 @@ import numpy as np  # noqa: E402
 from matplotlib import colormaps  # noqa: E402
 from matplotlib.colors import Colormap, ListedColormap, Normalize  # noqa: E402
 
-from prfmap.derivatives import PARAMETERS  # noqa: E402
+from prfmap.engine import catalog  # noqa: E402
 
 MAIN_MAPS = ("polarangle", "eccentricity", "sigma")
 TITLES = {
@@ -43,10 +43,11 @@ def map_labels(maps: dict[str, np.ndarray]) -> list[str]:
 
 
 def units(label: str) -> str:
-    """Units of a map label as its sidecar states them (``deg``, ``1``, ``%``)."""
+    """Units of a map label as the catalogue (and so its sidecar) states them (``deg``, ``1``, ``%``)."""
     if is_r2(label):
         return "1"
-    return PARAMETERS.get(label, ("1", label))[0]
+    parameter = catalog.parameter_by_label(label)
+    return parameter.units if parameter is not None else "1"
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from prfmap import __version__
-from prfmap.derivatives import MODEL_DESCRIPTIONS
+from prfmap.engine import catalog
 
 REFERENCES = {
     "gauss": "Dumoulin SO, Wandell BA (2008). Population receptive field estimates in human visual cortex. "
@@ -33,11 +33,7 @@ REFERENCES = {
     "representations of the cortical surface allows prediction of V1-V3 functional organization from "
     "anatomy. PLoS Comput Biol 10(3):e1003538. doi:10.1371/journal.pcbi.1003538",
 }
-REFINERS = {
-    "lm": ("a Levenberg-Marquardt least-squares refinement", "lm"),
-    "sgd": ("a gradient-descent refinement with the Adam optimizer", "sgd"),
-    "none": ("no further refinement (the grid estimates are the results)", None),
-}
+REFINER_REFERENCES = {"lm": "lm", "sgd": "sgd"}
 
 
 class Citations:
@@ -123,8 +119,15 @@ def methods_text(
     """
     cite = Citations()
     refine = str(settings.get("refine", "lm"))
-    refiner, refiner_ref = REFINERS.get(refine, (f"the {refine} refinement", None))
-    description = MODEL_DESCRIPTIONS.get(model, model)
+    spec = catalog.MODELS.get(model)
+    description = spec.summary if spec is not None else model
+    refiner_spec = catalog.REFINERS.get(refine)
+    refiner = (
+        "no further refinement (the grid estimates are the results)"
+        if refine == "none"
+        else f"a refinement by {refiner_spec.description if refiner_spec else refine}"
+    )
+    refiner_ref = REFINER_REFERENCES.get(refine)
     grid = settings.get("grid_points")
     hrf = settings.get("hrf", "SPM canonical")
     stref = settings.get("slice_time_ref", 0.5)
