@@ -135,3 +135,37 @@ def test_group_level_links_and_tabulates_every_participant(tmp_path_factory: pyt
 
         errors, body = render(page)
         assert errors == [] and "visual-field coverage (%)" in body
+
+
+def test_report_is_rebuilt_from_the_maps_on_disk(output: tuple[str, Path], tmp_path: Path) -> None:
+    import shutil
+
+    from prfmap.report.participant import write_participant_report
+    from prfmap.report.rebuild import participant_contexts
+
+    space, fitted_out = output
+    out = tmp_path / "out"
+    shutil.copytree(fitted_out, out, ignore=shutil.ignore_patterns("figures", "sub-01.html"))
+    bids = fitted_out.parent / "bids"
+    contexts = participant_contexts(
+        out,
+        "01",
+        bids_dir=bids,
+        derivatives={"fmriprep": bids / "derivatives" / "fmriprep"},
+        r2_threshold=0.1,
+    )
+    assert len(contexts) == 1 and contexts[0].space == space and contexts[0].tr == 1.5
+    page = write_participant_report(out, "01", contexts)
+    kinds = {p.stem.rsplit("_", 1)[-1] for p in check_page(page)}
+    assert (
+        MAP_KINDS.get(space, SURFACE_KINDS) | {"coverage", "ecc-sigma", "r2-hist", "fd", "stimulus"} <= kinds
+    )
+    rebuilt, original = (
+        html.unescape(page.read_text()),
+        html.unescape((fitted_out / "sub-01.html").read_text()),
+    )
+    assert NOT_DRAWN not in rebuilt
+    methods = re.compile(r'<p class="methods">(.*?)</p>', re.S)
+    assert methods.search(rebuilt).group(1) == methods.search(original).group(1)
+    lead = re.compile(r'<p class="lead">(.*?)</p>', re.S)
+    assert lead.search(rebuilt).group(1).split(";")[0] == lead.search(original).group(1).split(";")[0]
