@@ -30,10 +30,11 @@ TRUTH_LABELS = ("x", "y", "sigma", "amplitude", "baseline", "polarangle", "eccen
 FMRIPREP_BIDSIGNORE = (
     "*.html", "logs/", "figures/", "*_xfm.*", "*.surf.gii", "*_boldref.nii.gz",
     "*_bold.func.gii", "*_mixing.tsv", "*_AROMAnoiseICs.csv", "*_timeseries.tsv",
-    "*_bold.dtseries.nii", "*hemi-*bold.json", "*den-*bold.json",
+    "*_bold.dtseries.nii", "*hemi-*bold.json", "*den-*bold.json", "*.shape.gii",
 )  # fmt: skip
 """fMRIPrep's own .bidsignore (what the specification does not cover yet), plus the surface and
-CIFTI series the current validator does not know either, with their sidecars."""
+CIFTI series and the fsnative surface shapes (sulcal depth) the current validator does not know
+either, with their sidecars."""
 TRUTH_BIDSIGNORE = ("*_boldmap.*", "*_mask.func.gii", "truth.json")
 RAW_BOLD_SHAPE = (2, 2, 2)
 """Voxels of the raw BOLD stand-ins: the raw dataset is valid BIDS; prfmap reads derivatives."""
