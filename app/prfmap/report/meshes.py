@@ -25,6 +25,8 @@ from nilearn import datasets
 from scipy import sparse
 from templateflow import conf
 
+from prfmap.io.spaces import CIFTI_MESH_DENSITY
+
 NILEARN_HEMI = {"L": "left", "R": "right"}
 HEMIS = ("L", "R")
 TEMPLATE_DENSITY = {
@@ -33,7 +35,6 @@ TEMPLATE_DENSITY = {
     "fsaverage": ("fsaverage", "164k"),
     "fsLR": ("fsLR", "32k"),
 }
-CIFTI_MESH_DENSITY = {"91k": "32k", "170k": "59k"}
 SURFACE_KINDS = ("inflated", "veryinflated", "midthickness", "pial", "white")
 HCP_MESHES = {
     "inflated": "S1200.{h}.inflated_MSMAll.32k_fs_LR.surf.gii",
