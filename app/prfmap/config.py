@@ -74,9 +74,14 @@ class InputsConfig:
 
     @property
     def dataset_links(self) -> dict[str, Path]:
-        """Dataset name → root: ``raw`` (``bids_dir``) and each derivatives dataset."""
+        """Dataset name → root: ``raw`` (``bids_dir``), each derivatives dataset and, for a
+        ``--stimulus`` outside them, its folder (``stimulus``)."""
         links = {"raw": self.bids_dir}
         links.update(dict(self.derivatives) or {"fmriprep": self.bids_dir / "derivatives" / "fmriprep"})
+        if self.stimulus is not None and not any(
+            Path(self.stimulus).is_relative_to(root) for root in links.values()
+        ):
+            links["stimulus"] = Path(self.stimulus).parent  # so its sidecars cite it by BIDS URI
         return links
 
     @property

@@ -36,6 +36,7 @@ from prfmap.derivatives import (
     OutputKey,
     bids_uri,
     publish,
+    relative_link,
     source_datasets,
     staging,
     write_dataset_files,
@@ -205,8 +206,8 @@ def run_participant(
         staged = [write_group(group, config, stage) for group in fitted]
         published = publish(stage, output_dir)
     links = config.inputs.dataset_links
-    uris = {name: Path(path).absolute().as_uri() for name, path in links.items()}
-    write_dataset_files(output_dir, source_datasets(links), uris)
+    relative = {name: relative_link(path, output_dir) for name, path in links.items()}
+    write_dataset_files(output_dir, source_datasets(links), relative)
     write_seconds = time.perf_counter() - start
     logger.info("sub-%s: wrote %d files under %s", subject, len(published), output_dir)
     if config.outputs.report:
@@ -430,13 +431,16 @@ def write_group(fitted: FittedGroup, config: Config, folder: Path) -> tuple[Path
     maps = {label: np.asarray(v, dtype=np.float32) for label, v in result.maps().items()}
     provenance = provenance_of(fitted, config)
     func = key.func_dir(folder)
-    written = write_map_files(func, key, geometry, maps, dict(result.settings), provenance)
+    reference_dir = config.inputs.fmriprep_dir
+    written = write_map_files(func, key, geometry, maps, dict(result.settings), provenance,
+                              reference_dir)
     if config.outputs.save_predictions and result.predictions is not None:
         series = {
-            "prediction": (result.predictions, "fitted model time series"),
+            f"{key.model}prediction": (result.predictions, "fitted model time series"),
             "preproc": (loaded.combined.data, "preprocessed data the model was fitted to"),
         }
-        written += write_series_files(func, key, geometry, series, loaded.tr, provenance)
+        written += write_series_files(func, key, geometry, series, loaded.tr, provenance,
+                                      reference_dir)
     return tuple(written)
 
 
@@ -450,7 +454,7 @@ def provenance_of(fitted: FittedGroup, config: Config) -> dict[str, Any]:
         "Runs": [run.name for run in runs],
         "RepetitionTime": loaded.tr,
         "Stimulus": {
-            "Files": sorted({str(r.stim_file) for r in runs}),
+            "Files": sorted({bids_uri(r.stim_file, config.inputs.dataset_links) for r in runs}),
             "FieldOfViewDeg": loaded.source_fov_deg,
             "Pixels": list(loaded.source_pixels),
             "FittedPixels": list(loaded.pixels),

@@ -386,7 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     g_out.add_argument(
         "--save-predictions",
         action="store_true",
-        help="also write the fitted model time series (desc-prediction) and the preprocessed "
+        help="also write the fitted model time series (desc-<model>prediction) and the preprocessed "
         "data they were fitted to (desc-preproc) next to the maps",
     )
     g_out.add_argument(
