@@ -48,7 +48,7 @@ from prfmap.errors import BadDataError, MissingInputError, PrfmapError, UsageErr
 from prfmap.io.aperture import Aperture, load_aperture
 from prfmap.io.bids import find_runs
 from prfmap.io.bold import load_bold
-from prfmap.io.geometry import UnitGeometry
+from prfmap.io.geometry import UnitGeometry, VolumeGeometry
 from prfmap.io.runs import RunInput
 from prfmap.memory import chunk_units, engine_mem_gb, participant_need_gb
 from prfmap.preprocess import CombinedData, PreprocessedRun, combine_runs, preprocess_run, run_confounds
@@ -152,13 +152,15 @@ class FittedGroup:
         return {"load": self.loaded.seconds, "fit": self.seconds}
 
 
-def run_participant_level(config: Config) -> list[Path]:
+def run_participant_level(config: Config, command: Sequence[str] = ()) -> list[Path]:
     """Fit every selected participant and write their derivatives and reports.
 
     Parameters
     ----------
     config : Config
         Built by :func:`prfmap.cli.config.build_config`; the backend is already selected.
+    command : sequence of str
+        The command line, shown in the reports.
 
     Returns
     -------
@@ -176,7 +178,8 @@ def run_participant_level(config: Config) -> list[Path]:
         for subject in sorted({r.subject for r in runs}):
             with _participant_log(output_dir, subject):
                 try:
-                    written += run_participant(config, subject, [r for r in runs if r.subject == subject])
+                    mine = [r for r in runs if r.subject == subject]
+                    written += run_participant(config, subject, mine, command)
                 except Exception as err:
                     if not isinstance(err, PrfmapError):
                         logger.error("sub-%s failed", subject, exc_info=True)
@@ -185,7 +188,9 @@ def run_participant_level(config: Config) -> list[Path]:
         return written
 
 
-def run_participant(config: Config, subject: str, runs: Sequence[RunInput]) -> list[Path]:
+def run_participant(
+    config: Config, subject: str, runs: Sequence[RunInput], command: Sequence[str] = ()
+) -> list[Path]:
     """Load, fit, write and report every fit of one participant; returns the files published."""
     plans = plan_fits(runs, config.fit.model)
     logger.info(
@@ -207,7 +212,9 @@ def run_participant(config: Config, subject: str, runs: Sequence[RunInput]) -> l
     logger.info("sub-%s: wrote %d files under %s", subject, len(published), output_dir)
     if config.outputs.report:
         contexts = [
-            report_context(group, [output_dir / p.relative_to(stage) for p in files], write_seconds, config)
+            report_context(
+                group, [output_dir / p.relative_to(stage) for p in files], write_seconds, config, command
+            )
             for group, files in zip(fitted, staged, strict=True)
         ]
         path = write_participant_report(output_dir, subject, contexts)
@@ -469,7 +476,11 @@ def provenance_of(fitted: FittedGroup, config: Config) -> dict[str, Any]:
 
 
 def report_context(
-    fitted: FittedGroup, outputs: Sequence[Path], write_seconds: float, config: Config
+    fitted: FittedGroup,
+    outputs: Sequence[Path],
+    write_seconds: float,
+    config: Config,
+    command: Sequence[str] = (),
 ) -> ReportContext:
     """What the participant report shows of one fit."""
     loaded, result = fitted.loaded, fitted.result
@@ -504,6 +515,11 @@ def report_context(
         predictions=result.predictions,
         r2_threshold=config.outputs.r2_threshold,
         outputs=[str(p.relative_to(config.outputs.output_dir)) for p in outputs],
+        dataset_dir=config.inputs.bids_dir,
+        command=list(command) or None,
+        preprocessing=provenance_of(fitted, config)["Preprocessing"],
+        run_inputs=list(plan.runs),
+        volume=loaded.geometry if isinstance(loaded.geometry, VolumeGeometry) else None,
     )
 
 

@@ -62,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = list(sys.argv[1:] if argv is None else argv)
         logger.info("prfmap %s", " ".join(command))
         _write_config(config, log_file, command)
-        _run_level(config)
+        _run_level(config, ["prfmap", *command])
         return int(ExitCode.OK)
     except PrfmapError as err:
         logger.debug("error", exc_info=True)
@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _close_handlers()
 
 
-def _run_level(config: Config) -> None:
+def _run_level(config: Config, command: list[str]) -> None:
     _log_fmriprep_options(config)
     if config.execution.analysis_level == "participant":
         if config.inputs.validate:
@@ -90,7 +90,7 @@ def _run_level(config: Config) -> None:
         # Imported here: it imports Keras, which must not load before the backend is selected.
         from prfmap.workflow import run_participant_level
 
-        run_participant_level(config)
+        run_participant_level(config, command)
         return
     # Imported here: the group level's report loads matplotlib, which the participant level defers.
     from prfmap.group import run_group
