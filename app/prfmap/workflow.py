@@ -32,7 +32,7 @@ from prfmap.derivatives import (
     write_json,
 )
 from prfmap.errors import BadDataError, MissingInputError, PrfmapError, UsageError
-from prfmap.signals import check_stop, stop_after_chunk
+from prfmap.signals import check_stop, stop_on_signal
 
 LOGGER = logging.getLogger("prfmap.workflow")
 
@@ -80,7 +80,7 @@ def run_participant_level(opts: Namespace) -> list[Path]:
     if opts.mem_gb_auto:
         opts.mem_gb = default_mem_gb()
         LOGGER.info("memory budget %.1f GB (--mem-gb; default: half the available memory)", opts.mem_gb)
-    with stop_after_chunk(), _work_dir(opts.work_dir) as work_dir:
+    with stop_on_signal(_how_to_resume(opts)), _work_dir(opts.work_dir) as work_dir:
         runs = find_inputs(
             opts.bids_dir,
             opts.output_dir,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from prfmap.cli.caches import place_compile_caches
 from prfmap.cli.parser import build_parser
-from prfmap.errors import ExitCode, NotBIDSError, PrfmapError, UsageError
+from prfmap.errors import ExitCode, NotBIDSError, PrfmapError, UsageError, output_error
 
 LOGGER = logging.getLogger("prfmap")
 BACKEND_PACKAGES = {"jax": "jax", "torch": "torch", "tensorflow": "tensorflow"}
@@ -73,14 +73,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _print_error("interrupted")
         return 130
+    except OSError as err:
+        mapped = output_error(err)
+        if mapped is None:
+            return _unexpected(err, log_file)
+        LOGGER.debug("error", exc_info=True)
+        _print_error(str(mapped))
+        return int(mapped.exit_code)
     except Exception as err:
-        if not getattr(err, "prfmap_logged", False):
-            LOGGER.error("unexpected failure", exc_info=True)
-        where = f"; the traceback is in {log_file}" if log_file else ""
-        _print_error(f"unexpected {type(err).__name__}: {err}{where}")
-        return int(ExitCode.UNEXPECTED)
+        return _unexpected(err, log_file)
     finally:
         _close_handlers()
+
+
+def _unexpected(err: Exception, log_file: Path | None) -> int:
+    """Exit 1, the traceback in the log."""
+    if not getattr(err, "prfmap_logged", False):
+        LOGGER.error("unexpected failure", exc_info=True)
+    where = f"; the traceback is in {log_file}" if log_file else ""
+    _print_error(f"unexpected {type(err).__name__}: {err}{where}")
+    return int(ExitCode.UNEXPECTED)
 
 
 def _print_error(message: str) -> None:
