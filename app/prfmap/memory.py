@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import psutil
+
 HOST_SHARE = 0.5
 GPU_SHARE = 0.6
 ENGINE_SHARE = 0.25
@@ -14,19 +16,9 @@ MIN_CHUNK, MAX_CHUNK = 256, 16384
 
 
 def available_host_bytes() -> int:
-    """Memory this process may still use: ``MemAvailable`` bounded by a cgroup limit (SLURM, containers)."""
-    available = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                available = int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    if available is None:
-        try:
-            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            available = 8 * 2**30
+    """Memory this process may still use: psutil's available memory (on Linux ``MemAvailable``),
+    bounded by a cgroup limit (SLURM, containers), which psutil does not read."""
+    available = int(psutil.virtual_memory().available)
     limit = _cgroup_limit()
     return min(available, limit) if limit else available
 
