@@ -15,7 +15,6 @@ import logging
 import os
 import shutil
 import time
-import uuid
 import zipfile
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -63,16 +62,12 @@ def checkpoint_key(identity: Mapping[str, Any]) -> str:
 
 
 def _save_chunk(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> None:
-    tmp = path.with_name(f".tmp-{uuid.uuid4().hex[:12]}-{path.name}")
-    try:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, __meta__=np.array(json.dumps(meta)), **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    from prfmap.io.atomic import atomic_path
+
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, __meta__=np.array(json.dumps(meta)), **arrays)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def _load_chunk(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:

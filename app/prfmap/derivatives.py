@@ -2,8 +2,8 @@
 
 Maps are named after the draft model/param entities of BEP016 and the ``boldmap`` suffix of
 BEP012, e.g. ``sub-01_task-bar_hemi-L_space-fsaverage5_model-gauss_param-sigma_boldmap.func.gii``.
-Every file is written atomically, and a participant's whole output set is first written into a
-staging folder inside ``output_dir`` and moved into place only once all of it was written.
+Every file is written atomically; a participant's whole output set is published as one set by
+:mod:`prfmap.io.publish`.
 """
 
 from __future__ import annotations
@@ -11,16 +11,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
-import tempfile
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prfmap import __version__
 from prfmap.engine import catalog
+from prfmap.io.atomic import write_text_atomic
 
 MAP_SUFFIX = "boldmap"
 BIDS_VERSION = "1.9.0"
@@ -148,18 +147,9 @@ def map_sidecar(
 
 
 def write_json(path: Path, content: Mapping[str, Any]) -> None:
-    """Write ``content`` as indented JSON, atomically (temporary file + ``os.replace``)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(_jsonable(content), fh, indent=2, sort_keys=False)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    """Write ``content`` as indented JSON, atomically (:func:`prfmap.io.atomic.write_text_atomic`;
+    the file's mode follows the umask)."""
+    write_text_atomic(path, json.dumps(_jsonable(content), indent=2, sort_keys=False) + "\n")
 
 
 def write_if_absent(path: Path, text: str) -> bool:
@@ -177,10 +167,9 @@ def write_if_absent(path: Path, text: str) -> bool:
     if path.exists():
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = path.with_name(f".tmp-{uuid.uuid4().hex[:12]}-{path.name}")  # not mkstemp: its mode is 0600
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        tmp.write_text(text, encoding="utf-8")
         try:
             os.link(tmp, path)
         except FileExistsError:
@@ -249,43 +238,6 @@ def write_dataset_files(
     text = json.dumps(description, indent=2) + "\n"
     write_if_absent(output_dir / "dataset_description.json", text)
     write_if_absent(output_dir / ".bidsignore", "\n".join(BIDSIGNORE_LINES) + "\n")
-
-
-@contextlib.contextmanager
-def staging(output_dir: Path) -> Iterator[Path]:
-    """A private folder inside ``output_dir`` for writing a set of outputs before publishing.
-
-    Yields the folder; on exit it is removed, whatever was left in it. Use :func:`publish` to
-    move its files into place.
-    """
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    folder = output_dir / f".prfmap-staging-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    folder.mkdir()
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def publish(stage_dir: Path, output_dir: Path) -> list[Path]:
-    """Move every file under ``stage_dir`` to the same relative path under ``output_dir``.
-
-    Each move is an atomic ``os.replace`` on the same file system.
-
-    Returns
-    -------
-    list of Path
-        The published paths, in sorted order.
-    """
-    stage_dir, output_dir = Path(stage_dir), Path(output_dir)
-    published = []
-    for src in sorted(p for p in stage_dir.rglob("*") if p.is_file()):
-        dest = output_dir / src.relative_to(stage_dir)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(src, dest)
-        published.append(dest)
-    return published
 
 
 def bids_uri(path: str | Path, links: Mapping[str, Path]) -> str:

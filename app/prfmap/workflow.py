@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import shutil
 import tempfile
 import time
 from argparse import Namespace
@@ -26,12 +27,11 @@ from prfmap.derivatives import (
     OutputKey,
     bids_uri,
     map_sidecar,
-    publish,
-    staging,
     write_dataset_files,
     write_json,
 )
 from prfmap.errors import BadDataError, MissingInputError, PrfmapError, UsageError
+from prfmap.io.publish import COMMIT, new_staging, participant_lock, publish_participant, recover_staging
 from prfmap.signals import check_stop, stop_on_signal
 
 LOGGER = logging.getLogger("prfmap.workflow")
@@ -80,7 +80,8 @@ def run_participant_level(opts: Namespace) -> list[Path]:
     if opts.mem_gb_auto:
         opts.mem_gb = default_mem_gb()
         LOGGER.info("memory budget %.1f GB (--mem-gb; default: half the available memory)", opts.mem_gb)
-    with stop_on_signal(_how_to_resume(opts)), _work_dir(opts.work_dir) as work_dir:
+    with stop_on_signal(_how_to_resume(opts), exit_deadline=True), _work_dir(opts.work_dir) as work_dir:
+        recover_staging(opts.output_dir)
         runs = find_inputs(
             opts.bids_dir,
             opts.output_dir,
@@ -97,8 +98,9 @@ def run_participant_level(opts: Namespace) -> list[Path]:
         written: list[Path] = []
         for subject in sorted({r.subject for r in runs}):
             subject_runs = [r for r in runs if r.subject == subject]
-            with _participant_log(opts.output_dir, subject):
+            with _participant_log(opts.output_dir, subject), participant_lock(opts.output_dir, subject):
                 try:
+                    recover_staging(opts.output_dir, subject)
                     written += _participant(opts, subject, subject_runs)
                 except Exception as err:
                     if not isinstance(err, PrfmapError):
@@ -123,17 +125,23 @@ def _participant(opts: Namespace, subject: str, runs: list[Any]) -> list[Path]:
         _close(progress)
     check_stop("after fitting every chunk, before writing outputs", _how_to_resume(opts))
     start = time.perf_counter()
-    with staging(opts.output_dir) as stage:
+    LOGGER.info("sub-%s: writing the outputs%s", subject, "" if opts.no_report else " and the report")
+    stage = new_staging(opts.output_dir, subject)
+    try:
         for group in groups:
             _write_group(group, opts, stage)
-        published = publish(stage, opts.output_dir)
+            group.outputs = [opts.output_dir / p.relative_to(stage) for p in group.outputs]
+            group.timings["write"] = time.perf_counter() - start
+        if not opts.no_report:
+            _report(opts, subject, groups, stage)
+        published = publish_participant(stage, opts.output_dir, subject,
+                                        replaced=_replaced_by([g.key for g in groups]), remove_page=True)
+    except BaseException:
+        if not (stage / COMMIT).exists():
+            shutil.rmtree(stage, ignore_errors=True)
+        raise
     write_dataset_files(opts.output_dir, _source_datasets(opts), _links_as_uris(opts))
-    for group in groups:
-        group.outputs = [opts.output_dir / p.relative_to(stage) for p in group.outputs]
-        group.timings["write"] = time.perf_counter() - start
-    LOGGER.info("sub-%s: wrote %d files under %s", subject, len(published), opts.output_dir)
-    if not opts.no_report:
-        _report(opts, subject, groups)
+    LOGGER.info("sub-%s: published %d files under %s", subject, len(published), opts.output_dir)
     from prfmap.checkpoint import remove_checkpoints
 
     remove_checkpoints(_checkpoint_dir(opts, subject))
@@ -258,6 +266,26 @@ def _check_memory(group: FitGroup, opts: Namespace, units: int, volumes: int, pi
                        opts.mem_gb)
         return
     raise UsageError(f"--mem-gb {opts.mem_gb:g} is too small: {what}; pass --mem-gb {minimum:g} or more")
+
+
+def _replaced_by(keys: list[OutputKey]) -> Callable[[Path], bool]:
+    """Which earlier outputs a new set replaces: the files of its fits and the report's figures.
+
+    A file belongs to a fit when the entities of its name (all but hemi, param and desc) are the
+    fit's; outputs of the participant's other fits (another task, space or model) are kept.
+    """
+    fits = {_fit_entities(key.stem()) for key in keys}
+
+    def replaced(rel: Path) -> bool:
+        return "figures" in rel.parts or _fit_entities(rel.name) in fits
+
+    return replaced
+
+
+def _fit_entities(name: str) -> frozenset[tuple[str, str]]:
+    parts = name.split(".", 1)[0].split("_")
+    pairs = (part.split("-", 1) for part in parts if "-" in part)
+    return frozenset((k, v) for k, v in pairs if k not in ("hemi", "param", "desc"))
 
 
 def _bold_name(run: Any) -> str:
@@ -463,7 +491,7 @@ def _source_datasets(opts: Namespace) -> list[dict[str, str]]:
     return sources
 
 
-def _report(opts: Namespace, subject: str, groups: list[FitGroup]) -> None:
+def _report(opts: Namespace, subject: str, groups: list[FitGroup], folder: Path) -> None:
     from prfmap.engine import backend_info
     from prfmap.report.participant import (
         ReportContext,
@@ -508,8 +536,8 @@ def _report(opts: Namespace, subject: str, groups: list[FitGroup]) -> None:
                 outputs=[str(p.relative_to(opts.output_dir)) for p in group.outputs],
             )
         )
-    path = write_participant_report(opts.output_dir, subject, contexts)
-    LOGGER.info("sub-%s: report %s", subject, path)
+    path = write_participant_report(folder, subject, contexts)
+    LOGGER.info("sub-%s: report %s", subject, opts.output_dir / path.relative_to(folder))
 
 
 def _make_progress() -> Callable[[str, int, int], None]:

@@ -138,10 +138,41 @@ def _check_dirs(opts: Namespace) -> None:
                 f"{opts.bids_dir} is not a BIDS dataset (no dataset_description.json); "
                 "give the dataset root as bids_dir"
             )
-    if opts.output_dir == opts.bids_dir:
-        raise UsageError(
-            "output_dir must differ from bids_dir; use e.g. bids_dir/derivatives/prfmap"
-        )
+        check_output_locations(opts.bids_dir, opts.output_dir, opts.work_dir,
+                               [Path(p) for _, p in opts.derivatives or []])
+    elif opts.output_dir.resolve() == opts.bids_dir.resolve():
+        raise UsageError("output_dir must differ from bids_dir; use e.g. bids_dir/derivatives/prfmap")
+
+
+def check_output_locations(bids_dir: Path, output_dir: Path, work_dir: Path | None,
+                           derivatives: list[Path]) -> None:
+    """Refuse output and work folders in the datasets being read, with every path resolved first.
+
+    ``output_dir`` and ``work_dir`` may not be, or lie inside, ``bids_dir``'s raw tree or a
+    derivatives folder being read (``--derivatives``, else ``bids_dir/derivatives/fmriprep``);
+    ``bids_dir/derivatives/<anything else>`` is allowed.
+
+    Raises
+    ------
+    UsageError
+        Naming the option, where it resolves to, and the folder it would write into.
+    """
+    raw = bids_dir.resolve()
+    read = [p.resolve() for p in derivatives or [bids_dir / "derivatives" / "fmriprep"]]
+    for option, folder in (("output_dir", output_dir), ("--work-dir", work_dir)):
+        if folder is None:
+            continue
+        where = folder.resolve()
+        shown = f"{option} {folder}" + (f" (resolves to {where})" if where != folder else "")
+        if where == raw:
+            raise UsageError(f"{shown} is bids_dir; use e.g. {raw / 'derivatives' / 'prfmap'}")
+        for source in read:
+            if where == source or where.is_relative_to(source):
+                raise UsageError(f"{shown} lies inside the derivatives being read ({source}); "
+                                 f"use e.g. {raw / 'derivatives' / 'prfmap'}")
+        if where.is_relative_to(raw) and not where.is_relative_to(raw / "derivatives"):
+            raise UsageError(f"{shown} lies inside the raw dataset {raw}, which prfmap never writes "
+                             f"into; use a folder outside it or under {raw / 'derivatives'}")
 
 
 def _open_run_log(output_dir: Path) -> Path:

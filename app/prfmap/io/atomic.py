@@ -15,7 +15,8 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
 
     The temporary name keeps the full file name as its ending (``.tmp-<id>-<name>``) so that
     writers choosing the format from the extension (nibabel) still do so. On an exception the
-    temporary file is removed and ``path`` is left untouched.
+    temporary file is removed and ``path`` is left untouched; an ``OSError`` without a file name
+    (a full disk seen by gzip or zipfile) gets ``path`` as its file name.
 
     Parameters
     ----------
@@ -33,6 +34,10 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     try:
         yield tmp
         os.replace(tmp, final)
+    except OSError as err:
+        if err.filename is None:  # writers (gzip, zipfile, nibabel) often drop the file name
+            raise OSError(err.errno, err.strerror, str(final)) from err
+        raise
     finally:
         if tmp.exists():
             tmp.unlink()

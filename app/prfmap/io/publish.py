@@ -36,7 +36,7 @@ from pathlib import Path
 from prfmap.errors import BusyError
 from prfmap.io.atomic import write_text_atomic
 
-LOGGER = logging.getLogger("prfmap.publish")
+logger = logging.getLogger(__name__)
 STAGING_PREFIX = ".prfmap-staging-"
 LOCK_DIR = ".prfmap-locks"
 COMMIT = "COMMIT"
@@ -83,7 +83,11 @@ def new_staging(output_dir: Path, subject: str) -> Path:
 
 
 def publish_participant(
-    stage: Path, output_dir: Path, subject: str, replaced: Callable[[Path], bool] = lambda rel: True
+    stage: Path,
+    output_dir: Path,
+    subject: str,
+    replaced: Callable[[Path], bool] = lambda rel: True,
+    remove_page: bool = False,
 ) -> list[Path]:
     """Publish the set staged in ``stage`` as participant ``subject``'s outputs (see the module).
 
@@ -100,6 +104,8 @@ def publish_participant(
         Called with each old file's path relative to ``output_dir`` that the new set does not hold;
         True removes it with the old set, False keeps it in the new one. Default: the new set
         replaces the participant's outputs whole.
+    remove_page : bool
+        Delete an earlier ``sub-<label>.html`` when the new set has none.
 
     Returns
     -------
@@ -124,7 +130,8 @@ def publish_participant(
     files = sorted(output_dir / p.relative_to(stage) for p in new.rglob("*") if p.is_file())
     if (stage / f"{name}.html").is_file():
         files.append(output_dir / f"{name}.html")
-    write_text_atomic(stage / COMMIT, json.dumps({"subject": subject, "files": len(files)}) + "\n")
+    commit = {"subject": subject, "files": len(files), "remove_page": remove_page}
+    write_text_atomic(stage / COMMIT, json.dumps(commit) + "\n")
     _roll_forward(stage, output_dir, subject)
     return files
 
@@ -140,6 +147,9 @@ def _roll_forward(stage: Path, output_dir: Path, subject: str) -> None:
     page = stage / f"{name}.html"
     if page.is_file():
         os.replace(page, output_dir / f"{name}.html")
+    elif json.loads((stage / COMMIT).read_text()).get("remove_page"):
+        with contextlib.suppress(FileNotFoundError):
+            (output_dir / f"{name}.html").unlink()
     shutil.rmtree(stage)
 
 
@@ -177,5 +187,5 @@ def recover_staging(output_dir: Path, subject: str | None = None) -> list[str]:
         except BusyError:
             continue
     for line in done:
-        LOGGER.info("%s", line)
+        logger.info("%s", line)
     return done
