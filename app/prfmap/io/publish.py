@@ -47,32 +47,56 @@ _STAGING = re.compile(rf"^{re.escape(STAGING_PREFIX)}sub-([A-Za-z0-9]+)-\d+-[0-9
 def participant_lock(output_dir: Path, subject: str) -> Iterator[Path]:
     """Hold the lock of participant ``subject`` in ``output_dir`` for the block.
 
+    The lock file is deleted on release (and ``.prfmap-locks/`` once empty), so a finished or
+    failed run leaves nothing behind; a lock taken on a file that another run deleted meanwhile is
+    retried on the current file.
+
     Raises
     ------
     BusyError
         Another process holds it (exit 75): an identical run is writing the same participant.
     """
     folder = Path(output_dir) / LOCK_DIR
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"sub-{subject}.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = _acquire(folder, path, subject, output_dir)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as err:
-            if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown"
-            raise BusyError(
-                f"sub-{subject} is being processed into {output_dir} by another prfmap run ({holder}); "
-                "wait until it ends, or stop it, and run again"
-            ) from None
-        os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since "
                       f"{time.strftime('%Y-%m-%d %H:%M:%S')}".encode(), 0)
         yield path
     finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
         os.close(fd)  # releases the lock
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+def _acquire(folder: Path, path: Path, subject: str, output_dir: Path) -> int:
+    while True:
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        except FileNotFoundError:  # the folder was removed by a run that just ended
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown"
+            os.close(fd)
+            if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            raise BusyError(
+                f"sub-{subject} is being processed into {output_dir} by another prfmap run ({holder}); "
+                "wait until it ends, or stop it, and run again"
+            ) from None
+        try:
+            current = os.stat(path).st_ino
+        except FileNotFoundError:
+            current = None
+        if current == os.fstat(fd).st_ino:
+            os.ftruncate(fd, 0)
+            return fd
+        os.close(fd)  # locked a file its holder deleted on release: take the current one
 
 
 def new_staging(output_dir: Path, subject: str) -> Path:
