@@ -63,6 +63,11 @@ class MissingInputError(PrfmapError):
     exit_code = ExitCode.MISSING_INPUT
 
 
+def one_line(message: BaseException | str) -> str:
+    """A message (or an exception's) on one line, as every user-facing error is printed."""
+    return " ".join(str(message).split())
+
+
 class OutputError(PrfmapError):
     """An output or work file cannot be written: no space left, no permission, a read-only folder."""
 

@@ -16,16 +16,29 @@ from pathlib import Path
 
 import nibabel as nib
 import numpy as np
+from nilearn import datasets
+from nilearn.glm.first_level.hemodynamic_models import spm_hrf
 
 from prfmap import __version__
-from prfmap.io.atomic import atomic_path, write_text_atomic
-from prfmap.io.bold import CiftiGeometry, GiftiGeometry, UnitGeometry, VolumeGeometry
+from prfmap.io.atomic import atomic_path, write_json_atomic, write_text_atomic
+from prfmap.io.geometry import CiftiGeometry, GiftiGeometry, UnitGeometry, VolumeGeometry
 
 SPACES = ("fsaverage5", "fsLR", "T1w")
 DEFAULT_NOISE = 0.5
 HRF_OVERSAMPLING = 50
 AR1 = 0.3
 TRUTH_LABELS = ("x", "y", "sigma", "amplitude", "baseline", "polarangle", "eccentricity")
+FMRIPREP_BIDSIGNORE = (
+    "*.html", "logs/", "figures/", "*_xfm.*", "*.surf.gii", "*_boldref.nii.gz",
+    "*_bold.func.gii", "*_mixing.tsv", "*_AROMAnoiseICs.csv", "*_timeseries.tsv",
+    "*_bold.dtseries.nii", "*hemi-*bold.json", "*den-*bold.json",
+)  # fmt: skip
+"""fMRIPrep's own .bidsignore (what the specification does not cover yet), plus the surface and
+CIFTI series the current validator does not know either, with their sidecars."""
+TRUTH_BIDSIGNORE = ("*_boldmap.*", "*_mask.func.gii", "truth.json")
+RAW_BOLD_SHAPE = (2, 2, 2)
+"""Voxels of the raw BOLD stand-ins: the raw dataset is valid BIDS; prfmap reads derivatives."""
+SPHERE_URI = "https://templateflow.s3.amazonaws.com/tpl-fsaverage/tpl-fsaverage_hemi-{}_den-10k_sphere.surf.gii"
 # bar directions (degrees, direction of motion; 0 = rightwards, 90 = upwards)
 BAR_DIRECTIONS = (0, 225, 90, 315, 180, 45, 270, 135)
 
@@ -164,8 +177,6 @@ def hrf_kernel(tr: float, n_taps: int | None = None) -> np.ndarray:
     ndarray
         (n_taps,) kernel; a sustained stimulus gives a response of 1.
     """
-    from nilearn.glm.first_level.hemodynamic_models import spm_hrf
-
     hrf = spm_hrf(tr, oversampling=HRF_OVERSAMPLING)
     n_taps = n_taps or int(np.ceil(len(hrf) / HRF_OVERSAMPLING)) + 2
     boxcar = np.zeros(n_taps * HRF_OVERSAMPLING)
@@ -263,8 +274,6 @@ def _occipital_coordinates(pial: np.ndarray, sphere: np.ndarray, sign: float):
 
 
 def _fsaverage5_layout(rng: np.random.Generator) -> tuple[UnitGeometry, dict, np.ndarray, np.ndarray]:
-    from nilearn import datasets
-
     mesh = datasets.load_fsaverage("fsaverage5")
     u_all, v_all, sign_all, prf_all, empty_all = [], [], [], [], []
     for part, sign in (("left", -1.0), ("right", 1.0)):
@@ -414,10 +423,6 @@ def simulate_run(
     return bold.astype(np.float32), response
 
 
-def _write_json(path: Path, content: dict) -> None:
-    write_text_atomic(path, json.dumps(content, indent=2) + "\n")
-
-
 def _confounds(bold: np.ndarray, config: SynthConfig, rng: np.random.Generator) -> str:
     n_vol = bold.shape[1]
     cols = {
@@ -453,13 +458,13 @@ def _write_bold(
             bold, lambda h: func / f"{stem}_hemi-{h}_space-fsaverage5_bold.func.gii", config.tr
         )
         for h in "LR":
-            _write_json(func / f"{stem}_hemi-{h}_space-fsaverage5_bold.json", meta)
+            write_json_atomic(func / f"{stem}_hemi-{h}_space-fsaverage5_bold.json", meta)
         return paths
     if isinstance(geom, CiftiGeometry):
         paths = geom.write_series(
             bold, lambda h: func / f"{stem}_space-fsLR_den-91k_bold.dtseries.nii", config.tr
         )
-        _write_json(func / f"{stem}_space-fsLR_den-91k_bold.json", meta)
+        write_json_atomic(func / f"{stem}_space-fsLR_den-91k_bold.json", meta)
         return paths
     assert isinstance(geom, VolumeGeometry)
     vol = rng.normal(20, 2, (*geom.mask.shape, bold.shape[1])).astype(np.float32)
@@ -470,9 +475,11 @@ def _write_bold(
     path = func / f"{stem}_space-T1w_desc-preproc_bold.nii.gz"
     with atomic_path(path) as tmp:
         nib.save(img, tmp)
+    mask = nib.Nifti1Image(geom.mask.astype(np.uint8), geom.affine)
+    mask.header.set_xyzt_units("mm")
     with atomic_path(func / f"{stem}_space-T1w_desc-brain_mask.nii.gz") as tmp:
-        nib.save(nib.Nifti1Image(geom.mask.astype(np.uint8), geom.affine), tmp)
-    _write_json(func / f"{stem}_space-T1w_desc-preproc_bold.json", meta)
+        nib.save(mask, tmp)
+    write_json_atomic(func / f"{stem}_space-T1w_desc-preproc_bold.json", meta)
     return [path]
 
 
@@ -503,7 +510,7 @@ def _write_truth(layout: Layout, truth: dict[str, np.ndarray], config: SynthConf
         return geom.write_maps(maps, lambda h: path, meta)
     written: list[Path] = []
     for label, values in truth.items():
-        path_for = _truth_path(func, prefix, space, f"model-gauss_param-{label}_boldmap")
+        path_for = _truth_path(func, prefix, space, f"model-gauss_desc-{label}_boldmap")
         written += geom.write_maps({label: values}, path_for, meta)
     written += geom.write_maps({"mask": mask}, _truth_path(func, prefix, space, "desc-prf_mask"))
     return written
@@ -544,12 +551,12 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
     _write_raw_top(root, config, design)
     fmriprep = root / "derivatives" / "fmriprep"
     truth_dir = root / "derivatives" / "prfsynth"
-    _write_json(fmriprep / "dataset_description.json", _deriv_description(
+    write_json_atomic(fmriprep / "dataset_description.json", _deriv_description(
         "fMRIPrep-like (synthetic)",
         "Synthetic stand-in for fMRIPrep outputs, written by prfmap-synth", root))
-    _write_json(truth_dir / "dataset_description.json", _deriv_description(
+    write_json_atomic(truth_dir / "dataset_description.json", _deriv_description(
         "prfsynth ground truth", "Ground-truth pRF parameters of the synthetic dataset", root))
-    _write_json(truth_dir / "truth.json", {
+    write_json_atomic(truth_dir / "truth.json", {
         "Settings": asdict(config),
         "Model": "gauss",
         "Units": {"x": "deg", "y": "deg", "sigma": "deg", "amplitude": "percent",
@@ -574,12 +581,16 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
             bold, response = simulate_run(layout, design, config, rng)
             mean_response = response
             _write_raw_run(raw_func, stem, config, design.shape[0])
+            _write_raw_bold(raw_func / f"{stem}_bold.nii.gz", config, bold.shape[1], rng)
             _write_bold(layout, bold, config, der_func, stem, rng)
             write_text_atomic(der_func / f"{stem}_desc-confounds_timeseries.tsv",
                               _confounds(bold, config, rng))
         assert mean_response is not None
         _write_truth(layout, _truth_maps(layout, mean_response), config,
                      truth_dir / f"sub-{sub}" / "func", sub)
+        _write_spatial_references(layout, fmriprep, sub, truth_dir / f"sub-{sub}" / "func")
+    write_text_atomic(fmriprep / ".bidsignore", "\n".join(FMRIPREP_BIDSIGNORE) + "\n")
+    write_text_atomic(truth_dir / ".bidsignore", "\n".join(TRUTH_BIDSIGNORE) + "\n")
     return root
 
 
@@ -603,12 +614,13 @@ def _deriv_description(name: str, description: str, root: Path) -> dict:
         "DatasetType": "derivative",
         "GeneratedBy": [{"Name": "prfmap-synth", "Version": __version__,
                          "Description": description}],
-        "SourceDatasets": [{"URL": "file://" + str(root.absolute())}],
+        "SourceDatasets": [{"URL": "bids:raw:"}],
+        "DatasetLinks": {"raw": "../.."},
     }
 
 
 def _write_raw_top(root: Path, config: SynthConfig, design: np.ndarray) -> None:
-    _write_json(root / "dataset_description.json", {
+    write_json_atomic(root / "dataset_description.json", {
         "Name": "prfmap synthetic retinotopy dataset",
         "BIDSVersion": "1.9.0",
         "DatasetType": "raw",
@@ -628,13 +640,13 @@ def _write_raw_top(root: Path, config: SynthConfig, design: np.ndarray) -> None:
     img = nib.Nifti1Image(stim, np.eye(4))
     with atomic_path(root / "stimuli" / "bars.nii.gz") as tmp:
         nib.save(img, tmp)
-    _write_json(root / "stimuli" / "bars.json", {
+    write_json_atomic(root / "stimuli" / "bars.json", {
         "FieldOfViewDeg": config.fov_deg,
         "RepetitionTime": config.tr,
         "Description": ("Bar apertures: axis 0 rows top to bottom, axis 1 columns left to "
                         "right, axis 2 singleton, axis 3 frames (one per TR); 1 = stimulus"),
     })
-    _write_json(root / f"task-{config.task}_events.json", {
+    write_json_atomic(root / f"task-{config.task}_events.json", {
         "stim_file": {"Description": "Aperture file under stimuli/ shown during the run"},
     })
 
@@ -646,8 +658,57 @@ def _write_raw_run(func: Path, stem: str, config: SynthConfig, n_frames: int) ->
         "onset\tduration\ttrial_type\tstim_file\n"
         f"{onset:g}\t{n_frames * config.tr:g}\tbars\tbars.nii.gz\n",
     )
-    _write_json(func / f"{stem}_bold.json",
+    write_json_atomic(func / f"{stem}_bold.json",
                 {"RepetitionTime": config.tr, "TaskName": config.task})
+
+
+def _write_raw_bold(path: Path, config: SynthConfig, n_volumes: int,
+                    rng: np.random.Generator) -> None:
+    """A raw BOLD stand-in of a few voxels with the run's volumes and TR (prfmap reads the
+    fMRIPrep-like derivatives, but a BIDS dataset has the raw data its sidecars describe)."""
+    data = rng.normal(1000, 10, (*RAW_BOLD_SHAPE, n_volumes)).astype(np.int16)
+    img = nib.Nifti1Image(data, np.diag([3.0, 3.0, 3.0, 1.0]))
+    img.header.set_xyzt_units("mm", "sec")
+    img.header.set_zooms((3.0, 3.0, 3.0, config.tr))
+    with atomic_path(path) as tmp:
+        nib.save(img, tmp)
+
+
+def _write_spatial_references(layout: Layout, fmriprep: Path, sub: str, truth_func: Path) -> None:
+    """``SpatialReference`` in the sidecars that need one (spaces that are not standard
+    templates): the fsaverage5 sphere for GIFTI; for T1w, a preprocessed T1w image in ``anat/``
+    (the BOLD's grid) that the BOLD, its mask and the ground-truth mask refer to."""
+    func = fmriprep / f"sub-{sub}" / "func"
+    geom = layout.geometry
+    if isinstance(geom, GiftiGeometry):
+        for sidecar in sorted(func.glob("*_hemi-*_space-fsaverage5_bold.json")):
+            hemi = "L" if "_hemi-L_" in sidecar.name else "R"
+            _add_to_json(sidecar, {"SpatialReference": SPHERE_URI.format(hemi)})
+        return
+    if not isinstance(geom, VolumeGeometry):
+        return  # fsLR is a standard template space
+    anat = f"sub-{sub}/anat/sub-{sub}_desc-preproc_T1w.nii.gz"
+    t1w = nib.Nifti1Image(np.where(geom.mask, 100.0, 10.0).astype(np.float32), geom.affine)
+    t1w.header.set_xyzt_units("mm")
+    with atomic_path(fmriprep / anat) as tmp:
+        nib.save(t1w, tmp)
+    _add_to_json(fmriprep / anat.replace(".nii.gz", ".json"), {"SkullStripped": False})
+    for sidecar in sorted(func.glob("*_space-T1w_desc-preproc_bold.json")):
+        _add_to_json(sidecar, {"SpatialReference": f"bids::{anat}", "SkullStripped": False})
+    for mask in sorted(func.glob("*_space-T1w_desc-brain_mask.nii.gz")):
+        _add_to_json(mask.with_name(mask.name.replace(".nii.gz", ".json")),
+                     {"SpatialReference": f"bids::{anat}", "Type": "Brain"})
+    _add_to_json(truth_func.parents[1] / "dataset_description.json",
+                 {"DatasetLinks": {"raw": "../..", "fmriprep": "../fmriprep"}})
+    truth_meta = {"SpatialReference": f"bids:fmriprep:{anat}",
+                  "Description": "voxels with a pRF in the ground truth"}
+    for mask in sorted(truth_func.glob("*_desc-prf_mask.nii.gz")):
+        _add_to_json(mask.with_name(mask.name.replace(".nii.gz", ".json")), truth_meta)
+
+
+def _add_to_json(path: Path, content: dict) -> None:
+    existing = json.loads(path.read_text()) if path.is_file() else {}
+    write_json_atomic(path, {**existing, **content})
 
 
 def load_truth(root: str | os.PathLike, subject: str = "01") -> dict[str, np.ndarray]:
@@ -675,7 +736,7 @@ def load_truth(root: str | os.PathLike, subject: str = "01") -> dict[str, np.nda
     else:
         out = {}
         for label in (*TRUTH_LABELS, "mask"):
-            pattern = f"*_param-{label}_boldmap" if label != "mask" else "*_desc-prf_mask"
+            pattern = f"*_desc-{label}_boldmap" if label != "mask" else "*_desc-prf_mask"
             out[label] = _read_map(func, pattern)
     out["mask"] = out["mask"] > 0.5
     return out

@@ -12,11 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import chunked_env
 from prfmap.checkpoint import fit_chunked
 from prfmap.memory import chunk_units, default_mem_gb, engine_mem_gb
 from prfmap.signals import StopRequested, check_stop, stop_on_signal
-
-from .conftest import env
 
 KWARGS = {"model": "gauss", "refine": "none", "seed": 0}
 
@@ -101,8 +100,8 @@ with stop_on_signal("try again"):
 
 
 def test_a_run_that_does_not_unwind_is_ended_within_the_grace_time() -> None:
-    proc = subprocess.run([sys.executable, "-c", STUCK], env=env(None), capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run([sys.executable, "-c", STUCK], env=chunked_env(None), capture_output=True,
+                          text=True, timeout=60)
     elapsed = time.time() - float(proc.stdout.split()[0])
     assert proc.returncode == 130, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == (

@@ -19,7 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import chunk_files, command, env, map_files, run, start, wait_for
+from helpers import (
+    chunk_files,
+    chunked_env,
+    map_files,
+    participant_command,
+    run_participant,
+    start_participant,
+    wait_for,
+)
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: another uid, a tmpfs mount")
 OTHER_UID = 1234
@@ -46,7 +54,7 @@ def as_user(uid: int, umask: int):
 
 
 def user_env(home: Path) -> dict[str, str]:
-    out = env(None)
+    out = chunked_env(None)
     out.update(HOME=str(home), MPLCONFIGDIR=str(home / "mpl"), KERAS_HOME=str(home / "keras"),
                XDG_CACHE_HOME=str(home / "cache"))
     # an interpreter under a private home (pyenv in /root) gets the system's of the same minor
@@ -118,7 +126,7 @@ def test_outputs_never_go_into_the_datasets_read(t1w_dataset: Path, tmp_path: Pa
         out = bids / "derivatives" / "fmriprep"
     else:
         out, extra = tmp_path / "out", ["--work-dir", bids / "sub-01" / "work"]
-    proc = run(bids, out, *extra, chunk=None)
+    proc = run_participant(bids, out, *extra, chunk=None)
     assert proc.returncode == 64, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert "inside" in line or "is bids_dir" in line, line
@@ -128,7 +136,7 @@ def test_outputs_never_go_into_the_datasets_read(t1w_dataset: Path, tmp_path: Pa
 def test_a_derivatives_subfolder_of_bids_dir_is_allowed(t1w_dataset: Path, tmp_path: Path) -> None:
     bids = tmp_path / "ds"
     shutil.copytree(t1w_dataset, bids)
-    proc = run(bids, bids / "derivatives" / "prfmap", "--refine", "none", chunk=None)
+    proc = run_participant(bids, bids / "derivatives" / "prfmap", "--refine", "none", chunk=None)
     assert proc.returncode == 0, proc.stderr
     assert map_files(bids / "derivatives" / "prfmap")
 
@@ -137,14 +145,14 @@ def test_a_rerun_replaces_the_participants_outputs_as_one_set(t1w_dataset: Path,
     """Point 4: outputs of the earlier run that the new one does not write are gone, every sidecar
     is the new run's; staging folders a killed run left (committed or not) are finished or removed."""
     out = tmp_path / "out"
-    first = run(t1w_dataset, out, "--refine", "none", "--save-predictions", "--high-pass-hz", "0.01",
-                chunk=None)
+    first = run_participant(t1w_dataset, out, "--refine", "none", "--save-predictions", "--high-pass-hz",
+                            "0.01", chunk=None)
     assert first.returncode == 0, first.stderr
     assert list(out.rglob("*_desc-prediction_*bold.*")) and list(out.rglob("*_desc-preproc_*bold.*"))
     junk = out / ".prfmap-staging-sub-01-999999-0badc0de"
     (junk / "sub-01" / "func").mkdir(parents=True)
     (junk / "sub-01" / "func" / "half-written.nii.gz").write_bytes(b"\0" * 10)
-    second = run(t1w_dataset, out, "--refine", "none", "--high-pass-hz", "0.02", chunk=None)
+    second = run_participant(t1w_dataset, out, "--refine", "none", "--high-pass-hz", "0.02", chunk=None)
     assert second.returncode == 0, second.stderr
     assert not list(out.rglob("*_desc-prediction_*bold.*")) and not list(out.rglob("*_desc-preproc_*bold.*"))
     sidecars = [json.loads(p.read_text()) for p in (out / "sub-01").rglob("*.json")]
@@ -175,7 +183,7 @@ def test_a_full_disk_is_one_line_naming_the_folder(t1w_dataset: Path, tmp_path: 
     else:  # room for nothing much: a chunk's checkpoint does not fit
         out, work = tmp_path / "out", tiny_tmpfs / "work"
         (tiny_tmpfs / "filler").write_bytes(b"\0" * (600 - 16) * 1024)
-    proc = run(t1w_dataset, out, "--refine", "none", "--work-dir", work, chunk=None)
+    proc = run_participant(t1w_dataset, out, "--refine", "none", "--work-dir", work, chunk=None)
     assert proc.returncode == 73, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("prfmap: error: no space left on the device writing ")
@@ -186,7 +194,7 @@ def test_a_full_disk_is_one_line_naming_the_folder(t1w_dataset: Path, tmp_path: 
 def test_two_identical_runs_started_together(t1w_dataset: Path, tmp_path: Path) -> None:
     """Point 6: one fits the participant, the other exits 75 saying another run holds it."""
     out, work = tmp_path / "out", tmp_path / "work"
-    procs = [start(t1w_dataset, out, "--work-dir", work, tag=str(i)) for i in range(2)]
+    procs = [start_participant(t1w_dataset, out, "--work-dir", work, tag=str(i)) for i in range(2)]
     codes = sorted(p.wait(timeout=600) for p in procs)
     assert codes == [0, 75], codes
     stderr = [(tmp_path / f"out{i}.stderr").read_text() for i in range(2)]
@@ -196,7 +204,7 @@ def test_two_identical_runs_started_together(t1w_dataset: Path, tmp_path: Path) 
 
 
 STAGES = {
-    "loading": lambda out, work: "run(s) in 1 fit(s)" in _stdout(out),
+    "loading": lambda out, work: "run_participant(s) in 1 fit(s)" in _stdout(out),
     "fitting": lambda out, work: len(chunk_files(work)) >= 1,
     "report": lambda out, work: "wrote" in _stdout(out) or "report" in _stdout(out),
 }
@@ -212,10 +220,10 @@ def test_sigterm_is_honoured_within_2_s_in_every_stage(t1w_dataset: Path, tmp_pa
     """Point 7: SIGTERM while loading, fitting or writing the report ends the run within 2 s with
     exit 143 and one line; the next run resumes from the saved chunks and finishes."""
     out, work = tmp_path / "out", tmp_path / "work"
-    cmd = [c for c in command(t1w_dataset, out, "--work-dir", work) if c != "--no-report"]
+    cmd = [c for c in participant_command(t1w_dataset, out, "--work-dir", work) if c != "--no-report"]
     log = (out.parent / f"{out.name}.stdout").open("w")
     err_path = out.parent / f"{out.name}.stderr"
-    proc = subprocess.Popen(cmd, env=env(), stdout=log, stderr=err_path.open("w"))
+    proc = subprocess.Popen(cmd, env=chunked_env(), stdout=log, stderr=err_path.open("w"))
     wait_for(lambda: STAGES[stage](out, work), proc)
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
@@ -227,7 +235,7 @@ def test_sigterm_is_honoured_within_2_s_in_every_stage(t1w_dataset: Path, tmp_pa
     (line,) = err_path.read_text().strip().splitlines()
     assert line.startswith("prfmap: error: stopped by SIGTERM") and "--work-dir" in line
     saved = len(chunk_files(work))
-    again = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=600)
+    again = subprocess.run(cmd, env=chunked_env(), capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr
     assert again.stdout.count("reused from checkpoint") == saved
     assert not list(out.glob(".prfmap-staging-*"))

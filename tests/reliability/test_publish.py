@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import chunked_env
 from prfmap.errors import BusyError, ExitCode
 from prfmap.io.publish import (
     STAGING_PREFIX,
@@ -23,8 +24,6 @@ from prfmap.io.publish import (
     publish_participant,
     recover_staging,
 )
-
-from .conftest import env
 
 SUBJECT = "01"
 N_FILES = 400
@@ -89,7 +88,7 @@ CHILD = textwrap.dedent("""
 
 
 def start_publish(stage: Path, out: Path) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(stage), str(out)], env=env(None),
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(stage), str(out)], env=chunked_env(None),
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "go"
     return proc
