@@ -204,7 +204,7 @@ def test_two_identical_runs_started_together(t1w_dataset: Path, tmp_path: Path) 
 
 
 STAGES = {
-    "loading": lambda out, work: "run_participant(s) in 1 fit(s)" in _stdout(out),
+    "loading": lambda out, work: "run(s) in 1 fit(s)" in _stdout(out),
     "fitting": lambda out, work: len(chunk_files(work)) >= 1,
     "report": lambda out, work: "wrote" in _stdout(out) or "report" in _stdout(out),
 }

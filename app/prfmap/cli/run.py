@@ -17,6 +17,7 @@ from prfmap.cli.parser import build_parser
 from prfmap.config import Config, ExecutionConfig
 from prfmap.errors import ExitCode, PrfmapError, UsageError, one_line, output_error
 from prfmap.io.atomic import write_json_atomic
+from prfmap.signals import StopRequested
 
 logger = logging.getLogger(__name__)
 PACKAGE_LOGGER = logging.getLogger("prfmap")
@@ -64,6 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PrfmapError as err:
         logger.debug("error", exc_info=True)
         _print_error(str(err))
+        if isinstance(err, StopRequested) and argv is None:
+            _leave_now(int(err.exit_code))
         return int(err.exit_code)
     except KeyboardInterrupt:
         _print_error("interrupted")
@@ -79,6 +82,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _unexpected(err, log_file)
     finally:
         _close_handlers()
+
+
+def _leave_now(code: int) -> None:
+    """End a stopped command at once: the frameworks' shutdown (joining their thread pools) can take
+    longer than the 2 s a stop signal is given, and everything worth keeping is already on disk."""
+    _close_handlers()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _unexpected(err: Exception, log_file: Path | None) -> int:
