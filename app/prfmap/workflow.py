@@ -37,6 +37,7 @@ from prfmap.config import Config
 from prfmap.derivatives import (
     OutputKey,
     bids_uri,
+    relative_link,
     source_datasets,
     write_dataset_files,
     write_map_files,
@@ -47,7 +48,7 @@ from prfmap.errors import BadDataError, MissingInputError, PrfmapError, UsageErr
 from prfmap.io.aperture import Aperture, load_aperture
 from prfmap.io.bids import find_runs
 from prfmap.io.bold import load_bold
-from prfmap.io.geometry import UnitGeometry
+from prfmap.io.geometry import UnitGeometry, VolumeGeometry
 from prfmap.io.publish import COMMIT, new_staging, participant_lock, publish_participant, recover_staging
 from prfmap.io.runs import RunInput
 from prfmap.memory import chunk_units, engine_mem_gb, participant_need_gb
@@ -152,13 +153,15 @@ class FittedGroup:
         return {"load": self.loaded.seconds, "fit": self.seconds}
 
 
-def run_participant_level(config: Config) -> list[Path]:
+def run_participant_level(config: Config, command: Sequence[str] = ()) -> list[Path]:
     """Fit every selected participant and write their derivatives and reports.
 
     Parameters
     ----------
     config : Config
         Built by :func:`prfmap.cli.config.build_config`; the backend is already selected.
+    command : sequence of str
+        The command line, shown in the reports.
 
     Returns
     -------
@@ -178,7 +181,8 @@ def run_participant_level(config: Config) -> list[Path]:
             with _participant_log(output_dir, subject), participant_lock(output_dir, subject):
                 try:
                     recover_staging(output_dir, subject)
-                    written += run_participant(config, subject, [r for r in runs if r.subject == subject])
+                    mine = [r for r in runs if r.subject == subject]
+                    written += run_participant(config, subject, mine, command)
                 except Exception as err:
                     if not isinstance(err, PrfmapError):
                         logger.error("sub-%s failed", subject, exc_info=True)
@@ -187,7 +191,9 @@ def run_participant_level(config: Config) -> list[Path]:
         return written
 
 
-def run_participant(config: Config, subject: str, runs: Sequence[RunInput]) -> list[Path]:
+def run_participant(
+    config: Config, subject: str, runs: Sequence[RunInput], command: Sequence[str] = ()
+) -> list[Path]:
     """Load, fit, write and report every fit of one participant; returns the files published."""
     plans = plan_fits(runs, config.fit.model)
     logger.info(
@@ -201,20 +207,22 @@ def run_participant(config: Config, subject: str, runs: Sequence[RunInput]) -> l
     logger.info("sub-%s: writing the outputs%s", subject, " and the report" if config.outputs.report else "")
     stage = new_staging(output_dir, subject)
     try:
-        published = _stage_and_publish(fitted, config, subject, stage)
+        published = _stage_and_publish(fitted, config, subject, stage, command)
     except BaseException:
         if not (stage / COMMIT).exists():  # nothing was published: the earlier set stands
             shutil.rmtree(stage, ignore_errors=True)
         raise
     links = config.inputs.dataset_links
-    uris = {name: Path(path).absolute().as_uri() for name, path in links.items()}
-    write_dataset_files(output_dir, source_datasets(links), uris)
+    relative = {name: relative_link(path, output_dir) for name, path in links.items()}
+    write_dataset_files(output_dir, source_datasets(links), relative)
     logger.info("sub-%s: published %d files under %s", subject, len(published), output_dir)
     remove_checkpoints(checkpoint_dir(config, subject))
     return published
 
 
-def _stage_and_publish(fitted: list[FittedGroup], config: Config, subject: str, stage: Path) -> list[Path]:
+def _stage_and_publish(
+    fitted: list[FittedGroup], config: Config, subject: str, stage: Path, command: Sequence[str]
+) -> list[Path]:
     """Write every output and the report into ``stage``, then publish them as the participant's set."""
     output_dir = config.outputs.output_dir
     start = time.perf_counter()
@@ -222,7 +230,9 @@ def _stage_and_publish(fitted: list[FittedGroup], config: Config, subject: str, 
     write_seconds = time.perf_counter() - start
     if config.outputs.report:
         contexts = [
-            report_context(group, [output_dir / p.relative_to(stage) for p in files], write_seconds, config)
+            report_context(
+                group, [output_dir / p.relative_to(stage) for p in files], write_seconds, config, command
+            )
             for group, files in zip(fitted, staged, strict=True)
         ]
         path = write_participant_report(stage, subject, contexts)
@@ -459,13 +469,16 @@ def write_group(fitted: FittedGroup, config: Config, folder: Path) -> tuple[Path
     maps = {label: np.asarray(v, dtype=np.float32) for label, v in result.maps().items()}
     provenance = provenance_of(fitted, config)
     func = key.func_dir(folder)
-    written = write_map_files(func, key, geometry, maps, dict(result.settings), provenance)
+    reference_dir = config.inputs.fmriprep_dir
+    written = write_map_files(func, key, geometry, maps, dict(result.settings), provenance,
+                              reference_dir)
     if config.outputs.save_predictions and result.predictions is not None:
         series = {
-            "prediction": (result.predictions, "fitted model time series"),
+            f"{key.model}prediction": (result.predictions, "fitted model time series"),
             "preproc": (loaded.combined.data, "preprocessed data the model was fitted to"),
         }
-        written += write_series_files(func, key, geometry, series, loaded.tr, provenance)
+        written += write_series_files(func, key, geometry, series, loaded.tr, provenance,
+                                      reference_dir)
     return tuple(written)
 
 
@@ -479,7 +492,7 @@ def provenance_of(fitted: FittedGroup, config: Config) -> dict[str, Any]:
         "Runs": [run.name for run in runs],
         "RepetitionTime": loaded.tr,
         "Stimulus": {
-            "Files": sorted({str(r.stim_file) for r in runs}),
+            "Files": sorted({bids_uri(r.stim_file, config.inputs.dataset_links) for r in runs}),
             "FieldOfViewDeg": loaded.source_fov_deg,
             "Pixels": list(loaded.source_pixels),
             "FittedPixels": list(loaded.pixels),
@@ -501,7 +514,11 @@ def provenance_of(fitted: FittedGroup, config: Config) -> dict[str, Any]:
 
 
 def report_context(
-    fitted: FittedGroup, outputs: Sequence[Path], write_seconds: float, config: Config
+    fitted: FittedGroup,
+    outputs: Sequence[Path],
+    write_seconds: float,
+    config: Config,
+    command: Sequence[str] = (),
 ) -> ReportContext:
     """What the participant report shows of one fit."""
     loaded, result = fitted.loaded, fitted.result
@@ -536,6 +553,11 @@ def report_context(
         predictions=result.predictions,
         r2_threshold=config.outputs.r2_threshold,
         outputs=[str(p.relative_to(config.outputs.output_dir)) for p in outputs],
+        dataset_dir=config.inputs.bids_dir,
+        command=list(command) or None,
+        preprocessing=provenance_of(fitted, config)["Preprocessing"],
+        run_inputs=list(plan.runs),
+        volume=loaded.geometry if isinstance(loaded.geometry, VolumeGeometry) else None,
     )
 
 

@@ -148,13 +148,13 @@ def test_a_rerun_replaces_the_participants_outputs_as_one_set(t1w_dataset: Path,
     first = run_participant(t1w_dataset, out, "--refine", "none", "--save-predictions", "--high-pass-hz",
                             "0.01", chunk=None)
     assert first.returncode == 0, first.stderr
-    assert list(out.rglob("*_desc-prediction_*bold.*")) and list(out.rglob("*_desc-preproc_*bold.*"))
+    assert list(out.rglob("*prediction_bold.*")) and list(out.rglob("*_desc-preproc_bold.*"))
     junk = out / ".prfmap-staging-sub-01-999999-0badc0de"
     (junk / "sub-01" / "func").mkdir(parents=True)
     (junk / "sub-01" / "func" / "half-written.nii.gz").write_bytes(b"\0" * 10)
     second = run_participant(t1w_dataset, out, "--refine", "none", "--high-pass-hz", "0.02", chunk=None)
     assert second.returncode == 0, second.stderr
-    assert not list(out.rglob("*_desc-prediction_*bold.*")) and not list(out.rglob("*_desc-preproc_*bold.*"))
+    assert not list(out.rglob("*prediction_bold.*")) and not list(out.rglob("*_desc-preproc_bold.*"))
     sidecars = [json.loads(p.read_text()) for p in (out / "sub-01").rglob("*.json")]
     assert sidecars and {s["Preprocessing"]["HighPassHz"] for s in sidecars} == {0.02}
     assert not list(out.glob(".prfmap-staging-*")) and not list(out.rglob("half-written*"))
