@@ -244,21 +244,28 @@ def _stage_and_publish(
 def replaced_by(keys: Sequence[OutputKey]) -> Callable[[Path], bool]:
     """Which earlier outputs a new set replaces: the files of its fits and the report's figures.
 
-    A file belongs to a fit when the entities of its name (all but hemi, param and desc) are the
-    fit's; outputs of the participant's other fits (another task, space or model) are kept.
+    A file belongs to a fit when the entities of its name (all but hemi, desc and model) are the
+    fit's and its model (the ``model`` entity, or the ``desc-<model>prediction`` of a series) is the
+    fit's or none (``desc-preproc``); outputs of the participant's other fits (another task, space
+    or model) are kept.
     """
     fits = {_fit_entities(key.stem()) for key in keys}
 
     def replaced(rel: Path) -> bool:
-        return "figures" in rel.parts or _fit_entities(rel.name) in fits
+        entities, model = _fit_entities(rel.name)
+        return "figures" in rel.parts or any(
+            entities == fit and model in (None, fit_model) for fit, fit_model in fits
+        )
 
     return replaced
 
 
-def _fit_entities(name: str) -> frozenset[tuple[str, str]]:
-    parts = name.split(".", 1)[0].split("_")
-    pairs = (part.split("-", 1) for part in parts if "-" in part)
-    return frozenset((k, v) for k, v in pairs if k not in ("hemi", "param", "desc"))
+def _fit_entities(name: str) -> tuple[frozenset[tuple[str, str]], str | None]:
+    """The entities of a file name that identify its fit, and its model."""
+    pairs = dict(part.split("-", 1) for part in name.split(".", 1)[0].split("_") if "-" in part)
+    desc = pairs.get("desc", "")
+    model = pairs.get("model") or (desc.removesuffix("prediction") if desc.endswith("prediction") else None)
+    return frozenset((k, v) for k, v in pairs.items() if k not in ("hemi", "param", "desc", "model")), model
 
 
 def plan_fits(runs: Sequence[RunInput], model: str) -> list[FitPlan]:

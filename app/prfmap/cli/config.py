@@ -56,10 +56,8 @@ def build_config(opts: Namespace) -> Config:
     if participant:
         bids_dir = bids_root(bids_dir)
     derivatives = derivative_roots(bids_dir, opts.derivatives)
-    if participant:
-        check_output_locations(bids_dir, output_dir, _absolute(opts.work_dir), [p for _, p in derivatives])
-    elif output_dir.resolve() == bids_dir.resolve():
-        raise UsageError("output_dir must differ from bids_dir; use e.g. bids_dir/derivatives/prfmap")
+    check_output_locations(bids_dir, output_dir, _absolute(opts.work_dir) if participant else None,
+                           [p for _, p in derivatives] if participant else [])
     inputs = InputsConfig(
         bids_dir=bids_dir,
         derivatives=derivatives,
@@ -129,7 +127,7 @@ def check_output_locations(bids_dir: Path, output_dir: Path, work_dir: Path | No
         Naming the option, where it resolves to, and the folder it would write into.
     """
     raw = bids_dir.resolve()
-    read = [Path(p).resolve() for p in derivatives]
+    read = [Path(p).resolve() for p in derivatives]  # none at the group level: output_dir is read
     for option, folder in (("output_dir", output_dir), ("--work-dir", work_dir)):
         if folder is None:
             continue
