@@ -23,7 +23,7 @@ from prfmap.io.geometry import GiftiGeometry
 from prfmap.io.naming import bids_name
 from prfmap.io.references import spatial_reference
 from prfmap.io.spaces import CIFTI_MESH_DENSITY
-from prfmap.report.group import GroupFit, write_group_report
+from prfmap.report.group import GroupFit, participant_row, write_group_report
 
 logger = logging.getLogger(__name__)
 
@@ -375,12 +375,26 @@ def run_group(
         for fit, members in sorted(shared.items(), key=lambda item: str(item[0]))
     ]
     if report:
-        write_group_report(output_dir, [_report_fit(r) for r in results])
+        fits = [_report_fit(output_dir, r, by_fit[r.fit]) for r in results]
+        write_group_report(output_dir, fits)
     return results
 
 
-def _report_fit(result: GroupResult) -> GroupFit:
+def _report_fit(output_dir: Path, result: GroupResult, members: list[ParticipantMaps]) -> GroupFit:
     fit = result.fit
+    rows = []
+    for subject in result.subjects:
+        mine = [m for m in members if m.key.subject == subject]
+        merged: dict[str, dict[str, np.ndarray]] = {}
+        for m in mine:  # sessions side by side: every unit of every session counts
+            for label, per_hemi in m.maps.items():
+                for hemi, values in per_hemi.items():
+                    key = f"{hemi}{m.key.session or ''}"
+                    merged.setdefault(label, {})[key] = values
+        sessions = sorted(m.key.session for m in mine if m.key.session)
+        rows.append(
+            participant_row(subject, sessions, merged, result.r2_threshold, result.fov_deg, output_dir)
+        )
     return GroupFit(
         task=fit.task,
         space=fit.space,
@@ -391,6 +405,7 @@ def _report_fit(result: GroupResult) -> GroupFit:
         files=list(result.files),
         r2_threshold=result.r2_threshold,
         fov_deg=result.fov_deg,
+        participants=rows,
     )
 
 

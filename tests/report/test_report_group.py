@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import nibabel as nib
@@ -114,14 +115,19 @@ def test_group_maps_sidecars_and_report(grouped: tuple[Path, list]) -> None:
     np.testing.assert_allclose(r2_l, 0.5, atol=1e-6)
     html = (out / "group.html").read_text()
     assert "sub-01, sub-02" in html and "nilearn" in html
-    assert len(check_page(out / "group.html")) == 6
+    kinds = {p.stem.rsplit("_", 1)[-1] for p in check_page(out / "group.html")}
+    labels = ("polarangle", "eccentricity", "sigma", "r2", "count")
+    assert kinds == {f"{k}-{label}" for k in ("flat", "views") for label in labels} | {"count-hist"}
+    rows = re.findall(r"<tr><td>(sub-0\d)</td><td>—</td><td>(\d+)</td><td>(\d+)</td><td>([0-9.]+)</td>", html)
+    assert rows == [("sub-01", "20484", "20484", "0.60"), ("sub-02", "20484", "20384", "0.40")]
+    assert 'href="sub-01.html"' not in html  # no participant report was written here
 
 
 @pytest.mark.skipif(os.environ.get("PRFMAP_SKIP_BROWSER") == "1", reason="PRFMAP_SKIP_BROWSER=1")
 def test_group_report_renders_in_chromium(grouped: tuple[Path, list]) -> None:
     errors, text = render(grouped[0] / "group.html")
     assert errors == []
-    assert "circular mean polar angle" in text and "sub-01, sub-02" in text
+    assert "Group circular mean polar angle (deg)" in text and "sub-01\t—\t20484" in text
 
 
 def test_no_common_space(tmp_path: Path) -> None:

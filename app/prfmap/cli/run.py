@@ -15,13 +15,17 @@ from prfmap.cli.caches import place_compile_caches
 from prfmap.cli.config import build_config
 from prfmap.cli.parser import build_parser
 from prfmap.config import Config, ExecutionConfig
-from prfmap.errors import ExitCode, PrfmapError, UsageError, one_line
+from prfmap.errors import ExitCode, PrfmapError, UsageError, one_line, output_error
 from prfmap.io.atomic import write_json_atomic
+from prfmap.io.validator import check_bids_dir
+from prfmap.signals import StopRequested
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("prfmap.cli.run")  # not __name__: "__main__" under python -m
 PACKAGE_LOGGER = logging.getLogger("prfmap")
 """Where the console and run-log handlers go: every module's logger is below it."""
 BACKEND_PACKAGES = {"jax": "jax", "torch": "torch", "tensorflow": "tensorflow"}
+OMP_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+"""The per-process OpenMP/BLAS pools ``--omp-nthreads`` bounds (``--nprocs`` bounds them too)."""
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS",
     "MKL_NUM_THREADS",
@@ -59,32 +63,58 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = list(sys.argv[1:] if argv is None else argv)
         logger.info("prfmap %s", " ".join(command))
         _write_config(config, log_file, command)
-        _run_level(config)
+        _run_level(config, ["prfmap", *command])
         return int(ExitCode.OK)
     except PrfmapError as err:
         logger.debug("error", exc_info=True)
         _print_error(str(err))
+        if isinstance(err, StopRequested) and argv is None:
+            _leave_now(int(err.exit_code))
         return int(err.exit_code)
     except KeyboardInterrupt:
         _print_error("interrupted")
         return 130
+    except OSError as err:
+        mapped = output_error(err)
+        if mapped is None:
+            return _unexpected(err, log_file)
+        logger.debug("error", exc_info=True)
+        _print_error(str(mapped))
+        return int(mapped.exit_code)
     except Exception as err:
-        if not getattr(err, "prfmap_logged", False):
-            logger.error("unexpected failure", exc_info=True)
-        where = f"; the traceback is in {log_file}" if log_file else ""
-        _print_error(f"unexpected {type(err).__name__}: {err}{where}")
-        return int(ExitCode.UNEXPECTED)
+        return _unexpected(err, log_file)
     finally:
         _close_handlers()
 
 
-def _run_level(config: Config) -> None:
+def _leave_now(code: int) -> None:
+    """End a stopped command at once: the frameworks' shutdown (joining their thread pools) can take
+    longer than the 2 s a stop signal is given, and everything worth keeping is already on disk."""
+    _close_handlers()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _unexpected(err: Exception, log_file: Path | None) -> int:
+    """Exit 1, the traceback in the log."""
+    if not getattr(err, "prfmap_logged", False):
+        logger.error("unexpected failure", exc_info=True)
+    where = f"; the traceback is in {log_file}" if log_file else ""
+    _print_error(f"unexpected {type(err).__name__}: {err}{where}")
+    return int(ExitCode.UNEXPECTED)
+
+
+def _run_level(config: Config, command: list[str]) -> None:
+    _log_fmriprep_options(config)
     if config.execution.analysis_level == "participant":
+        if config.inputs.validate:
+            check_bids_dir(config.inputs.bids_dir)
         _select_backend(config.execution)
         # Imported here: it imports Keras, which must not load before the backend is selected.
         from prfmap.workflow import run_participant_level
 
-        run_participant_level(config)
+        run_participant_level(config, command)
         return
     # Imported here: the group level's report loads matplotlib, which the participant level defers.
     from prfmap.group import run_group
@@ -96,6 +126,19 @@ def _run_level(config: Config) -> None:
         threshold_on=config.outputs.threshold_on,
         report=config.outputs.report,
     )
+
+
+def _log_fmriprep_options(config: Config) -> None:
+    """One line for each option that fMRIPrep-style wrappers pass by habit."""
+    execution = config.execution
+    if execution.fs_license_file is not None:
+        logger.info("--fs-license-file %s: accepted and not used (prfmap runs no FreeSurfer)",
+                    execution.fs_license_file)
+    if not config.inputs.validate:
+        logger.info("--skip-bids-validation: bids_dir is not validated")
+    if execution.omp_nthreads:
+        logger.info("--omp-nthreads %d: OpenMP/BLAS pools limited to %d thread(s) each",
+                    execution.omp_nthreads, execution.omp_nthreads)
 
 
 def _write_config(config: Config, log_file: Path, command: list[str]) -> Path:
@@ -159,6 +202,9 @@ def _select_backend(execution: ExecutionConfig) -> None:
                 f"{flags} --xla_cpu_multi_thread_eigen=false "
                 f"intra_op_parallelism_threads={execution.nprocs}"
             ).strip()
+    if execution.omp_nthreads:
+        for name in OMP_VARIABLES:
+            os.environ[name] = str(execution.omp_nthreads)
     if execution.device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         os.environ["JAX_PLATFORMS"] = "cpu"
