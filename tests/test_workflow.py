@@ -105,7 +105,7 @@ def test_fit_write_and_report_stages(bids: Path, plan: FitPlan, tmp_path: Path) 
     n_units = loaded.geometry.n_units
     assert fitted.result.params["sigma"].shape == fitted.result.r2.shape == (n_units,)
     assert fitted.result.predictions.shape == loaded.combined.data.shape
-    assert set(fitted.timings) == {"load", "fit"} and fitted.loaded is loaded
+    assert set(fitted.timings) == {"load", "fit", "cross_validation"} and fitted.loaded is loaded
     assert list(checkpoint_dir(config, "01").glob(f"{plan.name}/*/chunk-*.npz"))
     assert how_to_resume(config).endswith("with the same --work-dir to resume from the saved chunks")
 
