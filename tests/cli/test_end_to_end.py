@@ -134,6 +134,13 @@ def test_backends_give_the_same_maps(demo, backend: str, tmp_path: Path) -> None
         assert both.sum() >= 0.95 * prf.sum()
         delta = np.abs(reference[label][both] - other[label][both])
         assert np.median(delta) <= 0.01, (label, float(np.median(delta)))
+    # what issue 10 added works there too: the timing read from the sidecars, and cvr2
+    meta = json.loads(sidecar.read_text())
+    assert meta["SliceTimeReference"]["Rule"].startswith("not slice-timing corrected")
+    cvr2 = {name: read_maps(bids, o, ("cvr2",))["cvr2"] for name, o in (("jax", jax_out), (backend, out))}
+    both = prf & np.isfinite(cvr2["jax"]) & np.isfinite(cvr2[backend])
+    assert both.sum() >= 0.95 * prf.sum() and np.median(cvr2["jax"][both]) > 0.2
+    assert np.median(np.abs(cvr2["jax"][both] - cvr2[backend][both])) <= 0.01
 
 
 @pytest.mark.parametrize("space", ["fsLR", "T1w"])
