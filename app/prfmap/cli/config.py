@@ -57,6 +57,8 @@ def build_config(opts: Namespace) -> Config:
         bids_dir = bids_root(bids_dir)
     if output_dir == bids_dir:
         raise UsageError("output_dir must differ from bids_dir; use e.g. bids_dir/derivatives/prfmap")
+    if opts.reports_only and opts.no_report:
+        raise UsageError("--reports-only rebuilds the reports; it cannot go with --no-report")
     inputs = InputsConfig(
         bids_dir=bids_dir,
         derivatives=derivative_roots(bids_dir, opts.derivatives),
@@ -99,6 +101,7 @@ def build_config(opts: Namespace) -> Config:
             save_predictions=opts.save_predictions,
             report=not opts.no_report,
             r2_threshold=opts.r2_threshold,
+            reports_only=opts.reports_only,
         ),
         execution=execution,
     )

@@ -79,6 +79,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run_level(config: Config, command: list[str]) -> None:
+    if config.execution.analysis_level == "participant" and config.outputs.reports_only:
+        # Imported here: rebuilding reports needs no backend, and the report loads matplotlib.
+        from prfmap.report.rebuild import rebuild_reports
+
+        rebuild_reports(config, command)
+        return
     if config.execution.analysis_level == "participant":
         _select_backend(config.execution)
         # Imported here: it imports Keras, which must not load before the backend is selected.
