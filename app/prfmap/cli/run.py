@@ -17,11 +17,14 @@ from prfmap.cli.parser import build_parser
 from prfmap.config import Config, ExecutionConfig
 from prfmap.errors import ExitCode, PrfmapError, UsageError, one_line
 from prfmap.io.atomic import write_json_atomic
+from prfmap.io.validator import check_bids_dir
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("prfmap.cli.run")  # not __name__: "__main__" under python -m
 PACKAGE_LOGGER = logging.getLogger("prfmap")
 """Where the console and run-log handlers go: every module's logger is below it."""
 BACKEND_PACKAGES = {"jax": "jax", "torch": "torch", "tensorflow": "tensorflow"}
+OMP_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+"""The per-process OpenMP/BLAS pools ``--omp-nthreads`` bounds (``--nprocs`` bounds them too)."""
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS",
     "MKL_NUM_THREADS",
@@ -79,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run_level(config: Config, command: list[str]) -> None:
+    _log_fmriprep_options(config)
     if config.execution.analysis_level == "participant" and config.outputs.reports_only:
         # Imported here: rebuilding reports needs no backend, and the report loads matplotlib.
         from prfmap.report.rebuild import rebuild_reports
@@ -86,6 +90,8 @@ def _run_level(config: Config, command: list[str]) -> None:
         rebuild_reports(config, command)
         return
     if config.execution.analysis_level == "participant":
+        if config.inputs.validate:
+            check_bids_dir(config.inputs.bids_dir)
         _select_backend(config.execution)
         # Imported here: it imports Keras, which must not load before the backend is selected.
         from prfmap.workflow import run_participant_level
@@ -101,6 +107,19 @@ def _run_level(config: Config, command: list[str]) -> None:
         r2_threshold=config.outputs.r2_threshold,
         report=config.outputs.report,
     )
+
+
+def _log_fmriprep_options(config: Config) -> None:
+    """One line for each option that fMRIPrep-style wrappers pass by habit."""
+    execution = config.execution
+    if execution.fs_license_file is not None:
+        logger.info("--fs-license-file %s: accepted and not used (prfmap runs no FreeSurfer)",
+                    execution.fs_license_file)
+    if not config.inputs.validate:
+        logger.info("--skip-bids-validation: bids_dir is not validated")
+    if execution.omp_nthreads:
+        logger.info("--omp-nthreads %d: OpenMP/BLAS pools limited to %d thread(s) each",
+                    execution.omp_nthreads, execution.omp_nthreads)
 
 
 def _write_config(config: Config, log_file: Path, command: list[str]) -> Path:
@@ -164,6 +183,9 @@ def _select_backend(execution: ExecutionConfig) -> None:
                 f"{flags} --xla_cpu_multi_thread_eigen=false "
                 f"intra_op_parallelism_threads={execution.nprocs}"
             ).strip()
+    if execution.omp_nthreads:
+        for name in OMP_VARIABLES:
+            os.environ[name] = str(execution.omp_nthreads)
     if execution.device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         os.environ["JAX_PLATFORMS"] = "cpu"
