@@ -57,8 +57,6 @@ def build_config(opts: Namespace) -> Config:
         bids_dir = bids_root(bids_dir)
     if output_dir == bids_dir:
         raise UsageError("output_dir must differ from bids_dir; use e.g. bids_dir/derivatives/prfmap")
-    if opts.reports_only and opts.no_report:
-        raise UsageError("--reports-only rebuilds the reports; it cannot go with --no-report")
     inputs = InputsConfig(
         bids_dir=bids_dir,
         derivatives=derivative_roots(bids_dir, opts.derivatives),
@@ -104,12 +102,18 @@ def build_config(opts: Namespace) -> Config:
             fit_hrf=opts.fit_hrf,
             random_seed=opts.random_seed,
         ),
-        outputs=OutputsConfig(
-            output_dir=output_dir,
-            save_predictions=opts.save_predictions,
-            report=not opts.no_report,
-            r2_threshold=opts.r2_threshold,
-            reports_only=opts.reports_only,
-        ),
+        outputs=_outputs(opts, output_dir),
         execution=execution,
+    )
+
+
+def _outputs(opts: Namespace, output_dir: Path) -> OutputsConfig:
+    if opts.reports_only and opts.no_report:
+        raise UsageError("--reports-only rebuilds the reports; it cannot go with --no-report")
+    return OutputsConfig(
+        output_dir=output_dir,
+        save_predictions=opts.save_predictions,
+        report=not opts.no_report,
+        r2_threshold=opts.r2_threshold,
+        reports_only=opts.reports_only,
     )
