@@ -160,6 +160,8 @@ class OutputsConfig:
         Also write the model time series and the preprocessed data.
     report : bool
         Write the HTML reports.
+    reports_only : bool
+        Rebuild the participant reports from the maps already written, without fitting.
     r2_threshold : float
         Variance-explained threshold of the maps shown in the reports (and of the group maps).
     """
@@ -168,6 +170,7 @@ class OutputsConfig:
     save_predictions: bool = False
     report: bool = True
     r2_threshold: float = 0.1
+    reports_only: bool = False
 
     @property
     def keep_predictions(self) -> bool:

@@ -270,6 +270,7 @@ def _participant_invocation(tmp_path: Path) -> dict:
         "save_predictions": True,
         "r2_threshold": 0.25,
         "no_report": True,
+        "reports_only": False,
         "verbose_count": "-vv",
     }
 

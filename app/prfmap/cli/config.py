@@ -103,13 +103,20 @@ def build_config(opts: Namespace) -> Config:
             fit_hrf=opts.fit_hrf,
             random_seed=opts.random_seed,
         ),
-        outputs=OutputsConfig(
-            output_dir=output_dir,
-            save_predictions=opts.save_predictions,
-            report=not opts.no_report,
-            r2_threshold=opts.r2_threshold,
-        ),
+        outputs=_outputs(opts, output_dir),
         execution=execution,
+    )
+
+
+def _outputs(opts: Namespace, output_dir: Path) -> OutputsConfig:
+    if opts.reports_only and opts.no_report:
+        raise UsageError("--reports-only rebuilds the reports; it cannot go with --no-report")
+    return OutputsConfig(
+        output_dir=output_dir,
+        save_predictions=opts.save_predictions,
+        report=not opts.no_report,
+        r2_threshold=opts.r2_threshold,
+        reports_only=opts.reports_only,
     )
 
 
