@@ -24,11 +24,12 @@ ALLOWED = {
 DEFERRED_IMPORTS = {
     ("prfmap.cli.run", "prfmap.workflow"),
     ("prfmap.cli.run", "prfmap.group"),
+    ("prfmap.cli.run", "prfmap.report.rebuild"),
     ("prfmap.io.spaces", "templateflow.conf"),
 }
 # engine/ and report/ are reshaped by the engine and report halves of issue 13; they join these two
 # checks once they have. The backend set-up in cli/run and memory's GPU query move into engine/backend.
-NOT_YET_CHECKED = ("prfmap.engine", "prfmap.report")
+NOT_YET_CHECKED = ("prfmap.engine",)
 MOVING_TO_ENGINE_BACKEND = {
     ("prfmap.cli.run", "prfmap.engine.backend"),
     ("prfmap.cli.run", "prfmap.engine"),

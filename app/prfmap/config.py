@@ -169,6 +169,8 @@ class OutputsConfig:
         Also write the model time series and the preprocessed data.
     report : bool
         Write the HTML reports.
+    reports_only : bool
+        Rebuild the participant reports from the maps already written, without fitting.
     r2_threshold : float
         Variance-explained threshold of the maps shown in the reports (and of the group maps).
     cvr2 : bool
@@ -184,6 +186,7 @@ class OutputsConfig:
     r2_threshold: float = 0.1
     cvr2: bool = True
     threshold_on: str = "r2"
+    reports_only: bool = False
 
     @property
     def keep_predictions(self) -> bool:

@@ -56,7 +56,7 @@ from prfmap.io.timing import RULES, SliceTimeReference
 from prfmap.memory import chunk_units, engine_mem_gb, participant_need_gb
 from prfmap.preprocess import CombinedData, PreprocessedRun, combine_runs, preprocess_run, run_confounds
 from prfmap.progress import make_progress
-from prfmap.report.participant import ReportContext, SurfaceGeometry, write_participant_report
+from prfmap.report.participant import ReportContext, write_participant_report
 from prfmap.signals import check_stop, stop_on_signal
 
 logger = logging.getLogger(__name__)
@@ -653,12 +653,6 @@ def report_context(
     """What the participant report shows of one fit."""
     loaded, result = fitted.loaded, fitted.result
     plan, key = loaded.plan, loaded.plan.key
-    layout = loaded.geometry.surface()
-    surface = None
-    if layout is not None:
-        surface = SurfaceGeometry(
-            hemis=dict(layout.hemis), vertices=layout.vertices, n_vertices=layout.n_vertices
-        )
     return ReportContext(
         subject=key.subject,
         space=key.space,
@@ -678,7 +672,7 @@ def report_context(
         backend=backend_info(),
         timings={**fitted.timings, "write": write_seconds, **dict(result.timings)},
         warnings=list(fitted.warnings),
-        surface=surface,
+        surface=loaded.geometry.surface(),
         fmriprep_dir=config.inputs.fmriprep_dir,
         data=loaded.combined.data,
         predictions=result.predictions,

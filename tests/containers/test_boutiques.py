@@ -273,6 +273,7 @@ def _participant_invocation(tmp_path: Path) -> dict:
         "threshold_on": "cvr2",
         "no_cvr2": True,
         "no_report": True,
+        "reports_only": False,
         "verbose_count": "-vv",
     }
 

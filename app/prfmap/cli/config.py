@@ -97,7 +97,7 @@ def build_config(opts: Namespace) -> Config:
             confounds=tuple(opts.confounds or ()),
         ),
         fit=_fit_section(opts),
-        outputs=_outputs_section(opts, output_dir),
+        outputs=_outputs(opts, output_dir),
         execution=execution,
     )
 
@@ -113,7 +113,9 @@ def _fit_section(opts: Namespace) -> FitConfig:
     )
 
 
-def _outputs_section(opts: Namespace, output_dir: Path) -> OutputsConfig:
+def _outputs(opts: Namespace, output_dir: Path) -> OutputsConfig:
+    if opts.reports_only and opts.no_report:
+        raise UsageError("--reports-only rebuilds the reports; it cannot go with --no-report")
     return OutputsConfig(
         output_dir=output_dir,
         save_predictions=opts.save_predictions,
@@ -121,6 +123,7 @@ def _outputs_section(opts: Namespace, output_dir: Path) -> OutputsConfig:
         r2_threshold=opts.r2_threshold,
         cvr2=not opts.no_cvr2,
         threshold_on=opts.threshold_on,
+        reports_only=opts.reports_only,
     )
 
 

@@ -462,6 +462,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="skip the HTML reports (the maps are written all the same)",
     )
     g_out.add_argument(
+        "--reports-only",
+        action="store_true",
+        help="participant level: rebuild sub-<label>.html from the maps and sidecars already in "
+        "output_dir, without fitting (as fMRIPrep's --reports-only)",
+    )
+    g_out.add_argument(
         "--verbose",
         "-v",
         dest="verbose_count",
