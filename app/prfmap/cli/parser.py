@@ -142,7 +142,8 @@ def positive_int(value: str) -> int:
     return number
 
 
-def _fraction(value: str) -> float:
+def fraction(value: str) -> float:
+    """An argparse type: a number in [0, 1]."""
     number = nonnegative_float(value)
     if number > 1:
         raise argparse.ArgumentTypeError(f"{value!r} must lie in [0, 1]")
@@ -349,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g_model.add_argument(
         "--refine-r2-min",
-        type=_fraction,
+        type=fraction,
         default=0.1,
         metavar="R2",
         help="refine only units whose grid fit explains at least this fraction of variance; the "
@@ -436,7 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g_out.add_argument(
         "--r2-threshold",
-        type=_fraction,
+        type=fraction,
         default=0.1,
         metavar="R2",
         help="variance-explained threshold of the maps shown in the reports (on r2, the variance "

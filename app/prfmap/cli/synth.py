@@ -10,6 +10,7 @@ from pathlib import Path
 from prfmap import __version__
 from prfmap.cli.parser import (
     PrfmapArgumentParser,
+    fraction,
     nonnegative_float,
     nonnegative_int,
     positive_float,
@@ -24,13 +25,6 @@ from prfmap.synth import (
     make_synthetic_dataset,
 )
 from prfmap.synth_model import NOISE_MODELS
-
-
-def _fraction(value: str) -> float:
-    number = nonnegative_float(value)
-    if number > 1:
-        raise argparse.ArgumentTypeError(f"{value!r} must lie in [0, 1]")
-    return number
 
 
 def _dispersion_jitter(value: str) -> float:
@@ -80,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "fMRIPrep's reference, SliceTimingCorrected true with its StartTime; start: "
                         "every unit at the start of the TR, no SliceTiming, SliceTimingCorrected "
                         "false; middle: every unit at TR/2, StartTime TR/2, no SliceTiming")
-    parser.add_argument("--slice-time-ref", type=_fraction, default=0.5, metavar="F",
+    parser.add_argument("--slice-time-ref", type=fraction, default=0.5, metavar="F",
                         help="with --slice-timing corrected: fMRIPrep's --slice-time-ref, the "
                         "fraction of the slice acquisition range the data were corrected to")
     parser.add_argument("--hrf-delay-jitter", type=nonnegative_float, default=1.0, metavar="S",
@@ -93,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="realistic: noise levels spread across units, AR(1) noise plus "
                         "aliased respiration and cardiac cycles and a global fluctuation; ar1: "
                         "AR(1) noise of one level")
-    parser.add_argument("--noise-fraction", type=_fraction, default=0.1, metavar="F",
+    parser.add_argument("--noise-fraction", type=fraction, default=0.1, metavar="F",
                         help="fraction of the units inside the mapped region without a pRF "
                         "(noise only)")
     parser.add_argument("--drift", type=nonnegative_float, default=1.0, metavar="SCALE",
