@@ -46,6 +46,8 @@ PRFMAP_OPTIONS: tuple[Option, ...] = (
     Option(("--space",)),
     Option(("--derivatives",), nargs="+", path="named_dir"),
     Option(("--bids-filter-file",), path="file"),
+    Option(("--skip-bids-validation", "--skip_bids_validation"), nargs=0),
+    Option(("--fs-license-file", "--fs_license_file"), path="file"),
     Option(("--stimulus",), path="file"),
     Option(("--stimulus-fov-deg",)),
     Option(("--dummy-scans",)),
@@ -60,6 +62,7 @@ PRFMAP_OPTIONS: tuple[Option, ...] = (
     Option(("--backend",)),
     Option(("--device",)),
     Option(("--nprocs", "--nthreads")),
+    Option(("--omp-nthreads", "--omp_nthreads")),
     Option(("--mem-gb", "--mem_gb")),
     Option(("--work-dir", "-w"), path="work_dir"),
     Option(("--save-predictions",), nargs=0),
@@ -67,6 +70,7 @@ PRFMAP_OPTIONS: tuple[Option, ...] = (
     Option(("--threshold-on",)),
     Option(("--no-cvr2",), nargs=0),
     Option(("--no-report",), nargs=0),
+    Option(("--reports-only",), nargs=0),
     Option(("--verbose", "-v"), nargs=0),
 )
 
