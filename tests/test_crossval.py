@@ -81,6 +81,28 @@ def test_cvr2_is_the_signed_squared_correlation_over_all_held_out_runs():
     assert np.all(cv.strict_cvr2[:20] < cv.cvr2[:20])
 
 
+def test_runs_with_other_apertures_are_predicted_from_a_fit_of_the_others():
+    rng = np.random.default_rng(2)
+    runs = _runs(rng, np.zeros((N, FRAMES)), 3)
+    designs = {"bars": np.zeros((FRAMES, 2, 2)), "wedges": np.ones((FRAMES, 2, 2)) * 0.5}
+    seen = []
+
+    def fit(training, stim, fold):
+        seen.append((fold.held_out, list(stim.run_lengths), training.data.shape[1]))
+        return FitResult("gauss", {}, np.zeros(N), np.zeros(N))
+
+    def predict(result, stim):
+        seen.append(float(stim.design.mean()))  # the held-out run's own aperture
+        return rng.normal(0, 1, (N, stim.n_frames))
+
+    cross_validate(runs, ["bars", "bars", "wedges"], designs, fov_deg=10.0, fit=fit, predict=predict)
+    # holding out a bars run: the other bars run and the wedges run, concatenated
+    assert seen[0] == (0, [FRAMES, FRAMES], 2 * FRAMES) and seen[1] == 0.0
+    assert seen[2] == (1, [FRAMES, FRAMES], 2 * FRAMES) and seen[3] == 0.0
+    # holding out the wedges run: the two bars runs, averaged
+    assert seen[4] == (2, [FRAMES], FRAMES) and seen[5] == 0.5
+
+
 def test_fewer_than_two_runs_have_no_folds():
     rng = np.random.default_rng(1)
     runs = _runs(rng, np.zeros((N, FRAMES)), 1)
@@ -188,3 +210,25 @@ def test_the_group_level_can_threshold_on_cvr2(tmp_path):
     sidecar = json.loads(count.with_name(count.name.replace(".func.gii", ".json")).read_text())
     assert sidecar["ThresholdOn"] == "cvr2" and "cvr2 >= threshold" in sidecar["Description"]
     assert any("desc-cvr2" in p.name for p in result.files)
+
+
+def test_the_api_for_held_out_validations_gives_the_maps_cvr2(participants):
+    """What a validation script calls (fit_prf and engine_predictor on the loaded runs) gives the
+    cvr2 the participant level writes."""
+    from prfmap.crossval import engine_predictor
+    from prfmap.engine import fit_prf
+
+    _, config, fitted = participants["normal"]
+    loaded = fitted.loaded
+    tr, ref = loaded.tr, loaded.slice_time.fraction
+    kwargs = config.fit.engine_kwargs()
+    cv = cross_validate(
+        loaded.runs, [run.stimulus_key for run in loaded.plan.runs], loaded.designs,
+        fov_deg=loaded.fov_deg,
+        fit=lambda train, stim, fold: fit_prf(train.data, stim, tr, nuisance=train.nuisance,
+                                              slice_time_ref=ref, **kwargs),
+        predict=engine_predictor(tr, config.fit.model, slice_time_ref=ref),
+    )
+    both = np.isfinite(cv.cvr2) & np.isfinite(fitted.cv.cvr2)
+    assert both.sum() > 0.9 * np.isfinite(fitted.cv.cvr2).sum()
+    assert np.median(np.abs(cv.cvr2[both] - fitted.cv.cvr2[both])) < 1e-3

@@ -235,6 +235,21 @@ def test_realistic_responses_follow_each_units_hrf_and_slice_time(tmp_path):
     np.testing.assert_allclose(slope, truth["amplitude"][m], rtol=0.01)
 
 
+def test_only_the_global_noise_model_shares_a_fluctuation_across_units(tmp_path):
+    shared = {}
+    for model in ("realistic", "global"):
+        root = make_synthetic_dataset(tmp_path / model, SynthConfig(
+            space="T1w", small=True, runs=1, noise_model=model, drift=0.0))
+        run = find_inputs(root)[0]
+        data, _ = load_bold(run)
+        noise = preprocess_run(data, run.tr, high_pass_hz=0.0).data[load_truth(root)["noise"]]
+        levels = noise.std(axis=1)
+        assert 0.4 < np.median(levels) < 0.6 and np.percentile(levels, 90) > 1.3 * np.median(levels)
+        corr = np.corrcoef(noise)
+        shared[model] = np.mean(corr[np.triu_indices_from(corr, 1)])
+    assert abs(shared["realistic"]) < 0.02 and shared["global"] > 0.05
+
+
 def test_unit_kernels_match_nilearn_and_integrate_to_one():
     rng = np.random.default_rng(0)
     for tr in (0.8, 1.5, 2.0):

@@ -5,7 +5,7 @@ The forward model is plain numpy, independent of the engine: an isotropic Gaussi
 with a bar-sweep aperture, convolved with each unit's own SPM two-gamma HRF (delay and dispersion
 vary across units) integrated over each TR and read at the unit's sample time (its slice's
 acquisition time, or the slice-timing correction's reference, as the sidecars say), plus slow
-drifts and noise (AR(1), aliased physiological cycles, a global fluctuation; :mod:`prfmap.synth_model`).
+drifts and noise (AR(1) and aliased physiological cycles; :mod:`prfmap.synth_model`).
 Units without a pRF (``noise`` in the ground truth) carry the drifts and noise alone.
 ``CLEAN`` gives the earlier, idealised data: one canonical HRF, every volume sampled mid-TR,
 AR(1) noise only, every unit of the mapped region with a pRF.
@@ -120,10 +120,11 @@ class SynthConfig:
         [-jitter, +jitter] seconds.
     hrf_dispersion_jitter : float
         Each pRF unit's peak dispersion is drawn uniformly in [1 - jitter, 1 + jitter].
-    noise_model : {"realistic", "ar1"}
+    noise_model : {"realistic", "global", "ar1"}
         ``realistic``: per-unit noise levels spread log-normally around ``noise``, each the sum of
-        AR(1) noise, aliased respiration and cardiac cycles and a global fluctuation;
-        ``ar1``: AR(1) noise of standard deviation ``noise`` everywhere.
+        AR(1) noise and aliased respiration and cardiac cycles; ``global``: the same plus a slow
+        fluctuation shared by every unit (10 % of the variance); ``ar1``: AR(1) noise of standard
+        deviation ``noise`` everywhere.
     noise_fraction : float
         Fraction of the units inside the mapped region that carry no pRF (noise only).
     drift : float
@@ -579,7 +580,7 @@ def simulate_run(
     if config.noise_model == "ar1":
         noise = ar1_noise(levels, n_vol, rng)
     else:
-        noise = realistic_noise(levels, acquisition, n_vol, rng)
+        noise = realistic_noise(levels, acquisition, n_vol, rng, config.noise_model)
     signal = drift(n_units, n_vol, config.drift, rng) + noise
     if respond:
         signal[:, config.dummy_scans :] += response

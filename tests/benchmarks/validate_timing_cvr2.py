@@ -8,6 +8,7 @@ cross-validation seconds from the sidecars.
 
     KERAS_BACKEND=jax python tests/benchmarks/validate_timing_cvr2.py timing --seeds 0 1 [--keep DIR]
     KERAS_BACKEND=jax python tests/benchmarks/validate_timing_cvr2.py cvr2 --seeds 0 [--keep DIR]
+    ... timing --modes start middle --synth hrf_delay_jitter=0 hrf_dispersion_jitter=0
 
 ``timing``: prfmap-synth ``--slice-timing start`` (sampled at the TR start, SliceTimingCorrected
 false, no SliceTiming), ``middle`` (StartTime = TR/2), ``corrected`` (fMRIPrep's StartTime) and
@@ -90,21 +91,27 @@ def main() -> int:
     parser.add_argument("claim", choices=("timing", "cvr2"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--keep", type=Path, help="folder for the datasets and outputs (kept)")
+    parser.add_argument("--synth", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="SynthConfig settings of every dataset, e.g. hrf_delay_jitter=0")
+    parser.add_argument("--modes", nargs="+", default=["start", "middle", "corrected", "uncorrected"],
+                        help="timing: the prfmap-synth --slice-timing modes")
     args = parser.parse_args()
+    extra = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.synth)}
+    tag = "".join(f"-{k}{v}" for k, v in extra.items())
     from prfmap.synth import SynthConfig, make_synthetic_dataset
 
     root = args.keep or Path(tempfile.mkdtemp(prefix="validate-sciapp-"))
     cases = []
     for seed in args.seeds:
         if args.claim == "timing":
-            for mode in ("start", "middle", "corrected", "uncorrected"):
+            for mode in args.modes:
                 for options in ((), ("--slice-time-ref", "0.5")):
-                    cases.append((f"{mode}-seed{seed}", {"slice_timing": mode, "seed": seed},
+                    cases.append((f"{mode}-seed{seed}{tag}", {"slice_timing": mode, "seed": seed, **extra},
                                   ("--no-cvr2", *options)))
         else:
             for noise_runs in (0, 1):
-                settings = {"noise_runs": noise_runs, "seed": seed}
-                cases.append((f"noise_runs{noise_runs}-seed{seed}", settings, ()))
+                settings = {"noise_runs": noise_runs, "seed": seed, **extra}
+                cases.append((f"noise_runs{noise_runs}-seed{seed}{tag}", settings, ()))
     for name, settings, options in cases:
         bids = root / name / "bids"
         if not (bids / "dataset_description.json").is_file():

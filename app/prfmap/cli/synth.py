@@ -85,8 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "uniformly in [1 - F, 1 + F]")
     parser.add_argument("--noise-model", choices=NOISE_MODELS, default="realistic",
                         help="realistic: noise levels spread across units, AR(1) noise plus "
-                        "aliased respiration and cardiac cycles and a global fluctuation; ar1: "
-                        "AR(1) noise of one level")
+                        "aliased respiration and cardiac cycles; global: the same plus a slow "
+                        "fluctuation shared by every unit (10 %% of the variance); ar1: AR(1) "
+                        "noise of one level")
     parser.add_argument("--noise-fraction", type=fraction, default=0.1, metavar="F",
                         help="fraction of the units inside the mapped region without a pRF "
                         "(noise only)")
