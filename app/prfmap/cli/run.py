@@ -11,17 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from prfmap.cli.parser import build_parser
+from prfmap.engine.backend import select_backend
 from prfmap.errors import ExitCode, NotBIDSError, PrfmapError, UsageError
 
 LOGGER = logging.getLogger("prfmap")
-BACKEND_PACKAGES = {"jax": "jax", "torch": "torch", "tensorflow": "tensorflow"}
-THREAD_VARIABLES = (
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "TF_NUM_INTRAOP_THREADS",
-    "TF_NUM_INTEROP_THREADS",
-)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -148,55 +141,8 @@ def _open_run_log(output_dir: Path) -> Path:
 
 
 def _select_backend(opts: Namespace) -> None:
-    """Set threads and visible devices, then the Keras backend, before Keras is imported."""
-    if opts.nprocs:
-        for name in THREAD_VARIABLES:
-            os.environ[name] = str(opts.nprocs)
-        flags = os.environ.get("XLA_FLAGS", "")
-        if "intra_op_parallelism_threads" not in flags:
-            os.environ["XLA_FLAGS"] = (
-                f"{flags} --xla_cpu_multi_thread_eigen=false "
-                f"intra_op_parallelism_threads={opts.nprocs}"
-            ).strip()
-    if opts.device == "cpu":
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""
-        os.environ["JAX_PLATFORMS"] = "cpu"
-    elif opts.device.startswith("gpu:"):
-        index = int(opts.device.partition(":")[2])
-        visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d]
-        if visible and index >= len(visible):
-            raise UsageError(
-                f"--device {opts.device}: only {len(visible)} GPU(s) are visible "
-                f"(CUDA_VISIBLE_DEVICES={','.join(visible)})"
-            )
-        os.environ["CUDA_VISIBLE_DEVICES"] = visible[index] if visible else str(index)
-    name = opts.backend or os.environ.get("KERAS_BACKEND") or "jax"
-    if "keras" not in sys.modules:
-        os.environ["KERAS_BACKEND"] = name
-    try:
-        from prfmap.engine.backend import select_backend
-    except ImportError as err:
-        if (err.name or "").partition(".")[0] != BACKEND_PACKAGES.get(name):
-            raise
-        raise UsageError(
-            f"backend {name!r} is not installed: pip install 'prfmap[{name}]' "
-            "or use a container image built for it"
-        ) from None
-    select_backend(name)
-    opts.backend = name
-    if opts.nprocs and name == "torch":
-        import torch
-
-        torch.set_num_threads(opts.nprocs)
-    if opts.device.startswith("gpu"):
-        from prfmap.engine import backend_info
-
-        device = str(backend_info().get("device", "cpu"))
-        if not any(tag in device.lower() for tag in ("gpu", "cuda")):
-            raise UsageError(
-                f"--device {opts.device}: the {name} backend sees no GPU (device {device}); "
-                "install the backend's CUDA build or use --device cpu"
-            )
+    """Set threads, visible devices and the Keras backend, before Keras is imported."""
+    opts.backend = select_backend(opts.backend, nprocs=opts.nprocs, device=opts.device)
 
 
 if __name__ == "__main__":
