@@ -2,8 +2,9 @@
 # prfmap: one image per Keras backend, selected by BACKEND (jax, torch or tensorflow).
 #   docker buildx bake -f docker/docker-bake.json   # all three, tagged prfmap:<version>-<backend>
 #   docker build --build-arg BACKEND=torch -t prfmap:0.1.0-torch .
-# Run:  docker run --rm --gpus all -v $PWD/bids:/data:ro -v $PWD/out:/out \
-#           prfmap:0.1.0-jax /data /out participant
+# Run (as README.md shows):
+#       docker run --rm --gpus all -u "$(id -u):$(id -g)" --read-only --tmpfs /tmp:rw,exec \
+#           -v $PWD/bids:/data:ro -v $PWD/out:/out prfmap:0.1.0-jax /data /out participant
 
 ARG BACKEND=jax
 ARG PRFMAP_VERSION=0.1.0
@@ -12,19 +13,25 @@ ARG BASE_STAGE=base-${BACKEND}
 
 # ---------------------------------------------------------------------------------------
 # The prfmap wheel, built from this source tree.
+# The build tools are pinned by docker/requirements/lock.txt like everything else installed.
 FROM python:3.12.11-slim-bookworm AS wheel
 WORKDIR /src
+COPY docker/requirements/lock.txt /tmp/lock.txt
+RUN python -m pip install --no-cache-dir --constraint /tmp/lock.txt setuptools wheel
 COPY pyproject.toml README.md ./
 COPY app ./app
-RUN python -m pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
+RUN python -m pip wheel --no-cache-dir --no-deps --no-build-isolation --wheel-dir /wheels .
 
 # ---------------------------------------------------------------------------------------
 # The TemplateFlow surfaces the reports draw on, fetched once here so that the container
 # never needs the network (docker/image/fetch_templateflow.py lists them).
 FROM python:3.12.11-slim-bookworm AS templateflow
 ENV TEMPLATEFLOW_HOME=/opt/templateflow
-COPY docker/requirements/templateflow.txt docker/image/fetch_templateflow.py /tmp/
-RUN python -m pip install --no-cache-dir -r /tmp/templateflow.txt \
+COPY docker/requirements/templateflow.txt docker/requirements/lock.txt docker/image/constraints.py \
+     docker/image/fetch_templateflow.py /tmp/
+RUN python /tmp/constraints.py --lock /tmp/lock.txt /tmp/templateflow.txt > /tmp/constraints.txt \
+ && python -m pip install --no-cache-dir --constraint /tmp/constraints.txt -r /tmp/templateflow.txt \
+ && python /tmp/constraints.py --verify /tmp/constraints.txt /tmp/templateflow.txt \
  && python /tmp/fetch_templateflow.py \
  && chmod -R a+rX,go-w /opt/templateflow
 
@@ -60,23 +67,28 @@ ARG PRFMAP_VERSION
 ARG VCS_REF=unknown
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
-# The base image's own packages (the framework, CUDA wheels, NumPy) are held at their
-# versions by docker/image/constraints.py; the pins in docker/requirements/ win elsewhere.
+# docker/image/constraints.py holds the base image's own packages (the framework, CUDA wheels,
+# NumPy) at their versions and pins every other package from docker/requirements/lock.txt (the
+# direct pins in common.txt and <backend>.txt win); the build fails if anything unpinned got in.
 RUN --mount=type=bind,source=docker/requirements,target=/tmp/requirements \
     --mount=type=bind,source=docker/image,target=/tmp/image \
     --mount=type=bind,from=wheel,source=/wheels,target=/tmp/wheels \
-    /opt/prfmap/bin/python /tmp/image/constraints.py /tmp/requirements/common.txt \
-        "/tmp/requirements/${BACKEND}.txt" > /opt/prfmap/base-constraints.txt \
+    /opt/prfmap/bin/python /tmp/image/constraints.py --lock /tmp/requirements/lock.txt \
+        /tmp/requirements/common.txt "/tmp/requirements/${BACKEND}.txt" > /opt/prfmap/base-constraints.txt \
  && /opt/prfmap/bin/python -m pip install --no-cache-dir \
         --constraint /opt/prfmap/base-constraints.txt \
         --requirement /tmp/requirements/common.txt \
         --requirement "/tmp/requirements/${BACKEND}.txt" \
-        /tmp/wheels/prfmap-*.whl
+        /tmp/wheels/prfmap-*.whl \
+ && /opt/prfmap/bin/python /tmp/image/constraints.py --verify /opt/prfmap/base-constraints.txt \
+        /tmp/requirements/common.txt "/tmp/requirements/${BACKEND}.txt"
 
 COPY --from=templateflow /opt/templateflow /opt/templateflow
 
 # Every cache lives under /tmp, so the image also runs with --read-only plus a tmpfs on
-# /tmp, and as any uid:gid (prfmap-docker runs as the caller).
+# /tmp, and as any uid:gid (prfmap-docker runs as the caller). torch.compile loads the libraries
+# it builds from its cache, so mount that tmpfs with exec (--tmpfs /tmp:rw,exec, as prfmap-docker
+# does); on a noexec /tmp prfmap moves the caches to --work-dir, or runs uncompiled and says so.
 ENV PATH=/opt/prfmap/bin:$PATH \
     KERAS_BACKEND=${BACKEND} \
     PYTHONUNBUFFERED=1 \

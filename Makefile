@@ -13,7 +13,7 @@ DEMO_DIR ?= demo
 BACKENDS := jax torch tensorflow
 PIP_PINNED = $(BIN)/pip install --quiet --no-build-isolation --constraint
 
-.PHONY: demo test lint engine-tests app-tests bench clean lock
+.PHONY: demo test lint engine-tests app-tests bench clean lock docker-lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +64,11 @@ bench: $(VENV)/.test-installed
 # Re-resolve every pin from pyproject.toml's ranges (then run `make test` before committing them).
 lock:
 	PYTHON=$(PYTHON) bash $(REQ)/lock.sh
+
+# Re-resolve docker/requirements/lock.txt, the pins of everything the images install beyond their
+# base image (then rebuild the images before committing it).
+docker-lock:
+	PYTHON=$(PYTHON) bash docker/requirements/lock.sh
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import circmean
 
 from prfmap import __version__
 from prfmap.derivatives import MAP_SUFFIX, OutputKey, write_json
@@ -198,7 +199,7 @@ def combine(stacks: dict[str, np.ndarray], r2_threshold: float) -> dict[str, np.
     Returns
     -------
     dict of str to ndarray
-        ``polarangle`` (circular mean, degrees in (−180, 180]), ``eccentricity`` and ``sigma``
+        ``polarangle`` (``scipy.stats.circmean``, degrees in (−180, 180]), ``eccentricity`` and ``sigma``
         (medians), ``r2`` (mean over participants with a finite r², thresholded or not) and
         ``count`` (contributing participants); NaN where nobody contributes.
     """
@@ -208,11 +209,10 @@ def combine(stacks: dict[str, np.ndarray], r2_threshold: float) -> dict[str, np.
         ok &= np.isfinite(stacks[label])
     count = ok.sum(axis=0)
     some = count > 0
-    angle = np.radians(np.where(ok, stacks["polarangle"], 0.0))
-    sin, cos = (np.where(ok, f(angle), 0.0).sum(axis=0) for f in (np.sin, np.cos))
-    polar = np.where(some, np.degrees(np.arctan2(sin, cos)), np.nan)
-    polar = np.where(polar == -180.0, 180.0, polar)
-    out = {"polarangle": polar}
+    polar = np.full(count.shape, np.nan)
+    polar[some] = circmean(np.where(ok, stacks["polarangle"], np.nan)[:, some], high=180.0,
+                           low=-180.0, axis=0, nan_policy="omit")
+    out = {"polarangle": np.where(polar == -180.0, 180.0, polar)}  # range (−180, 180]
     for label in ("eccentricity", "sigma"):
         masked = np.where(ok, stacks[label], np.nan)
         med = np.full(masked.shape[1], np.nan)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import psutil
+
 HOST_SHARE = 0.5
 ENGINE_SHARE = 0.25
 MIN_ENGINE_GB = 0.05
@@ -17,19 +19,9 @@ MIN_CHUNK, MAX_CHUNK = 256, 16384
 
 
 def available_host_bytes() -> int:
-    """Memory this process may still use: ``MemAvailable`` bounded by a cgroup limit (SLURM, containers)."""
-    available = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                available = int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    if available is None:
-        try:
-            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            available = 8 * 2**30
+    """Memory this process may still use: psutil's available memory (on Linux ``MemAvailable``),
+    bounded by a cgroup limit (SLURM, containers), which psutil does not read."""
+    available = int(psutil.virtual_memory().available)
     limit = _cgroup_limit()
     return min(available, limit) if limit else available
 
@@ -68,3 +60,35 @@ def chunk_units(mem_gb: float, frames: int) -> int:
     rows = int(CHUNK_SHARE * mem_gb * 2**30 / per_unit)
     rows = 1 << max(rows.bit_length() - 1, 0)
     return int(min(max(rows, MIN_CHUNK), MAX_CHUNK))
+
+
+def participant_need_gb(units: int, volumes: int, frames: int, pixels: int, predictions: bool) -> float:
+    """The smallest ``--mem-gb`` a fit can keep to: what it must hold whole, plus the chunk and tile shares.
+
+    Held whole for the length of the fit: the preprocessed runs (float32 units × volumes), the combined
+    data (units × frames), the aperture at fitting resolution (frames × pixels) and its copy in the
+    engine, and, when the report or ``--save-predictions`` needs them, the predictions (saved chunks and
+    their merged copy). Chunks and tiles take ``CHUNK_SHARE + ENGINE_SHARE`` of the budget on top.
+
+    Parameters
+    ----------
+    units : int
+        Vertices, grayordinates or voxels fitted.
+    volumes : int
+        Volumes of all runs fitted together (after dummy scans).
+    frames : int
+        Frames of the fit (volumes of averaged runs count once).
+    pixels : int
+        Aperture pixels (rows × cols) at the fitting resolution.
+    predictions : bool
+        Whether the fitted time courses are kept.
+
+    Returns
+    -------
+    float
+        GB (2**30 bytes).
+    """
+    held = 4 * units * (volumes + frames) + 2 * 4 * frames * pixels
+    if predictions:
+        held += 2 * 4 * units * frames
+    return held / (1.0 - CHUNK_SHARE - ENGINE_SHARE) / 2**30

@@ -1,15 +1,24 @@
 """Preprocessing of BOLD runs: dummy scans, DCT high-pass, percent signal change, confounds,
-and averaging or concatenating runs."""
+and averaging or concatenating runs.
+
+nilearn does the signal work: ``nilearn.signal.create_cosine_drift`` builds the DCT high-pass basis
+(SPM's ``spm_dctmtx``) and ``nilearn.signal.clean`` converts to percent signal change and projects
+out the drifts and confounds. The basis is built here and handed to ``clean`` as confounds (rather
+than ``filter="cosine"``, which builds the same basis inside) because the engine must project the
+very same regressors out of the model predictions.
+"""
 
 from __future__ import annotations
 
 import fnmatch
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from nilearn.signal import clean, create_cosine_drift
 from scipy.linalg import block_diag
 
 from prfmap.errors import BadDataError, MissingInputError, UsageError
@@ -66,6 +75,9 @@ class CombinedData:
 def dct_basis(n_frames: int, tr: float, high_pass_hz: float) -> np.ndarray:
     """Discrete cosine basis of the drifts below a cut-off frequency (SPM's ``spm_dctmtx``).
 
+    nilearn's ``create_cosine_drift`` (the basis of ``nilearn.signal.clean(filter="cosine")``
+    and of nilearn's first-level design matrices), without its constant column.
+
     Parameters
     ----------
     n_frames : int
@@ -83,11 +95,11 @@ def dct_basis(n_frames: int, tr: float, high_pass_hz: float) -> np.ndarray:
     """
     if high_pass_hz < 0 or tr <= 0 or n_frames < 1:
         raise ValueError("high_pass_hz must be >= 0, tr > 0 and n_frames >= 1")
-    order = int(np.floor(2 * n_frames * tr * high_pass_hz + 1e-9))
-    order = min(order, n_frames - 1)
-    t = np.arange(n_frames)
-    k = np.arange(1, order + 1)
-    return np.sqrt(2.0 / n_frames) * np.cos(np.pi * np.outer(t + 0.5, k) / n_frames)
+    if high_pass_hz == 0 or n_frames < 2:
+        return np.zeros((n_frames, 0))
+    with warnings.catch_warnings():  # a cut-off above Nyquist: every cosine, as asked
+        warnings.simplefilter("ignore", UserWarning)
+        return create_cosine_drift(high_pass_hz, np.arange(n_frames) * tr)[:, :-1]
 
 
 def _orthonormal(columns: np.ndarray, n_frames: int, *, drop_constant: bool) -> np.ndarray:
@@ -163,11 +175,10 @@ def preprocess_run(
         columns.append(conf - conf.mean(axis=0))
     nuisance = np.concatenate(columns, axis=1)
 
-    basis = _orthonormal(np.column_stack([np.ones(n), nuisance]), n, drop_constant=False)
     out = np.empty((data.shape[0], n), dtype=np.float32)
     for start in range(0, data.shape[0], _block_rows(n)):
         stop = min(start + _block_rows(n), data.shape[0])
-        out[start:stop] = _percent_signal_change(data[start:stop, dummy_scans:], basis)
+        out[start:stop] = _percent_signal_change(data[start:stop, dummy_scans:], nuisance)
     return PreprocessedRun(out, nuisance)
 
 
@@ -176,15 +187,24 @@ def _block_rows(n_frames: int, block_bytes: int = 2**26) -> int:
     return max(1, block_bytes // (8 * max(n_frames, 1)))
 
 
-def _percent_signal_change(block: np.ndarray, basis: np.ndarray) -> np.ndarray:
-    """Percent signal change of (rows, frames) raw data with ``basis`` projected out; bad rows NaN."""
+def _percent_signal_change(block: np.ndarray, nuisance: np.ndarray) -> np.ndarray:
+    """Percent signal change of (rows, frames) raw data with ``nuisance`` (and the mean)
+    projected out, by ``nilearn.signal.clean``; rows that cannot be used are NaN."""
     y = np.asarray(block, dtype=np.float64)
     finite = np.isfinite(y).all(axis=1)
     mean = np.where(finite, np.nan_to_num(y).mean(axis=1), np.nan)
     good = finite & (mean > 0) & (np.ptp(np.where(finite[:, None], y, 0), axis=1) > 0)
     psc = np.full(y.shape, np.nan)
-    psc[good] = 100.0 * (y[good] / mean[good, None] - 1.0)
-    psc[good] -= (psc[good] @ basis) @ basis.T
+    if good.any():
+        psc[good] = clean(
+            y[good].T,
+            detrend=False,
+            standardize="psc",
+            confounds=nuisance if nuisance.shape[1] else None,
+            standardize_confounds=True,
+            filter=False,
+            ensure_finite=False,
+        ).T
     flat = good.copy()
     flat[good] = np.abs(psc[good]).max(axis=1) > 1e-9
     psc[good & ~flat] = np.nan

@@ -26,6 +26,17 @@ DEFAULT_NOISE = 0.5
 HRF_OVERSAMPLING = 50
 AR1 = 0.3
 TRUTH_LABELS = ("x", "y", "sigma", "amplitude", "baseline", "polarangle", "eccentricity")
+FMRIPREP_BIDSIGNORE = (
+    "*.html", "logs/", "figures/", "*_xfm.*", "*.surf.gii", "*_boldref.nii.gz",
+    "*_bold.func.gii", "*_mixing.tsv", "*_AROMAnoiseICs.csv", "*_timeseries.tsv",
+    "*_bold.dtseries.nii", "*hemi-*bold.json", "*den-*bold.json",
+)  # fmt: skip
+"""fMRIPrep's own .bidsignore (what the specification does not cover yet), plus the surface and
+CIFTI series the current validator does not know either, with their sidecars."""
+TRUTH_BIDSIGNORE = ("*_boldmap.*", "*_mask.func.gii", "truth.json")
+RAW_BOLD_SHAPE = (2, 2, 2)
+"""Voxels of the raw BOLD stand-ins: the raw dataset is valid BIDS; prfmap reads derivatives."""
+SPHERE_URI = "https://templateflow.s3.amazonaws.com/tpl-fsaverage/tpl-fsaverage_hemi-{}_den-10k_sphere.surf.gii"
 # bar directions (degrees, direction of motion; 0 = rightwards, 90 = upwards)
 BAR_DIRECTIONS = (0, 225, 90, 315, 180, 45, 270, 135)
 
@@ -470,8 +481,10 @@ def _write_bold(
     path = func / f"{stem}_space-T1w_desc-preproc_bold.nii.gz"
     with atomic_path(path) as tmp:
         nib.save(img, tmp)
+    mask = nib.Nifti1Image(geom.mask.astype(np.uint8), geom.affine)
+    mask.header.set_xyzt_units("mm")
     with atomic_path(func / f"{stem}_space-T1w_desc-brain_mask.nii.gz") as tmp:
-        nib.save(nib.Nifti1Image(geom.mask.astype(np.uint8), geom.affine), tmp)
+        nib.save(mask, tmp)
     _write_json(func / f"{stem}_space-T1w_desc-preproc_bold.json", meta)
     return [path]
 
@@ -503,7 +516,7 @@ def _write_truth(layout: Layout, truth: dict[str, np.ndarray], config: SynthConf
         return geom.write_maps(maps, lambda h: path, meta)
     written: list[Path] = []
     for label, values in truth.items():
-        path_for = _truth_path(func, prefix, space, f"model-gauss_param-{label}_boldmap")
+        path_for = _truth_path(func, prefix, space, f"model-gauss_desc-{label}_boldmap")
         written += geom.write_maps({label: values}, path_for, meta)
     written += geom.write_maps({"mask": mask}, _truth_path(func, prefix, space, "desc-prf_mask"))
     return written
@@ -574,12 +587,16 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
             bold, response = simulate_run(layout, design, config, rng)
             mean_response = response
             _write_raw_run(raw_func, stem, config, design.shape[0])
+            _write_raw_bold(raw_func / f"{stem}_bold.nii.gz", config, bold.shape[1], rng)
             _write_bold(layout, bold, config, der_func, stem, rng)
             write_text_atomic(der_func / f"{stem}_desc-confounds_timeseries.tsv",
                               _confounds(bold, config, rng))
         assert mean_response is not None
         _write_truth(layout, _truth_maps(layout, mean_response), config,
                      truth_dir / f"sub-{sub}" / "func", sub)
+        _write_spatial_references(layout, fmriprep, sub, truth_dir / f"sub-{sub}" / "func")
+    write_text_atomic(fmriprep / ".bidsignore", "\n".join(FMRIPREP_BIDSIGNORE) + "\n")
+    write_text_atomic(truth_dir / ".bidsignore", "\n".join(TRUTH_BIDSIGNORE) + "\n")
     return root
 
 
@@ -603,7 +620,8 @@ def _deriv_description(name: str, description: str, root: Path) -> dict:
         "DatasetType": "derivative",
         "GeneratedBy": [{"Name": "prfmap-synth", "Version": __version__,
                          "Description": description}],
-        "SourceDatasets": [{"URL": "file://" + str(root.absolute())}],
+        "SourceDatasets": [{"URL": "bids:raw:"}],
+        "DatasetLinks": {"raw": "../.."},
     }
 
 
@@ -650,6 +668,55 @@ def _write_raw_run(func: Path, stem: str, config: SynthConfig, n_frames: int) ->
                 {"RepetitionTime": config.tr, "TaskName": config.task})
 
 
+def _write_raw_bold(path: Path, config: SynthConfig, n_volumes: int,
+                    rng: np.random.Generator) -> None:
+    """A raw BOLD stand-in of a few voxels with the run's volumes and TR (prfmap reads the
+    fMRIPrep-like derivatives, but a BIDS dataset has the raw data its sidecars describe)."""
+    data = rng.normal(1000, 10, (*RAW_BOLD_SHAPE, n_volumes)).astype(np.int16)
+    img = nib.Nifti1Image(data, np.diag([3.0, 3.0, 3.0, 1.0]))
+    img.header.set_xyzt_units("mm", "sec")
+    img.header.set_zooms((3.0, 3.0, 3.0, config.tr))
+    with atomic_path(path) as tmp:
+        nib.save(img, tmp)
+
+
+def _write_spatial_references(layout: Layout, fmriprep: Path, sub: str, truth_func: Path) -> None:
+    """``SpatialReference`` in the sidecars that need one (spaces that are not standard
+    templates): the fsaverage5 sphere for GIFTI; for T1w, a preprocessed T1w image in ``anat/``
+    (the BOLD's grid) that the BOLD, its mask and the ground-truth mask refer to."""
+    func = fmriprep / f"sub-{sub}" / "func"
+    geom = layout.geometry
+    if isinstance(geom, GiftiGeometry):
+        for sidecar in sorted(func.glob("*_hemi-*_space-fsaverage5_bold.json")):
+            hemi = "L" if "_hemi-L_" in sidecar.name else "R"
+            _add_to_json(sidecar, {"SpatialReference": SPHERE_URI.format(hemi)})
+        return
+    if not isinstance(geom, VolumeGeometry):
+        return  # fsLR is a standard template space
+    anat = f"sub-{sub}/anat/sub-{sub}_desc-preproc_T1w.nii.gz"
+    t1w = nib.Nifti1Image(np.where(geom.mask, 100.0, 10.0).astype(np.float32), geom.affine)
+    t1w.header.set_xyzt_units("mm")
+    with atomic_path(fmriprep / anat) as tmp:
+        nib.save(t1w, tmp)
+    _add_to_json(fmriprep / anat.replace(".nii.gz", ".json"), {"SkullStripped": False})
+    for sidecar in sorted(func.glob("*_space-T1w_desc-preproc_bold.json")):
+        _add_to_json(sidecar, {"SpatialReference": f"bids::{anat}", "SkullStripped": False})
+    for mask in sorted(func.glob("*_space-T1w_desc-brain_mask.nii.gz")):
+        _add_to_json(mask.with_name(mask.name.replace(".nii.gz", ".json")),
+                     {"SpatialReference": f"bids::{anat}", "Type": "Brain"})
+    _add_to_json(truth_func.parents[1] / "dataset_description.json",
+                 {"DatasetLinks": {"raw": "../..", "fmriprep": "../fmriprep"}})
+    truth_meta = {"SpatialReference": f"bids:fmriprep:{anat}",
+                  "Description": "voxels with a pRF in the ground truth"}
+    for mask in sorted(truth_func.glob("*_desc-prf_mask.nii.gz")):
+        _add_to_json(mask.with_name(mask.name.replace(".nii.gz", ".json")), truth_meta)
+
+
+def _add_to_json(path: Path, content: dict) -> None:
+    existing = json.loads(path.read_text()) if path.is_file() else {}
+    _write_json(path, {**existing, **content})
+
+
 def load_truth(root: str | os.PathLike, subject: str = "01") -> dict[str, np.ndarray]:
     """Read a synthetic dataset's ground truth as (units,) arrays in the BOLD's unit order.
 
@@ -675,7 +742,7 @@ def load_truth(root: str | os.PathLike, subject: str = "01") -> dict[str, np.nda
     else:
         out = {}
         for label in (*TRUTH_LABELS, "mask"):
-            pattern = f"*_param-{label}_boldmap" if label != "mask" else "*_desc-prf_mask"
+            pattern = f"*_desc-{label}_boldmap" if label != "mask" else "*_desc-prf_mask"
             out[label] = _read_map(func, pattern)
     out["mask"] = out["mask"] > 0.5
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import tempfile
 import time
 from argparse import Namespace
@@ -30,7 +31,7 @@ from prfmap.derivatives import (
     write_dataset_files,
     write_json,
 )
-from prfmap.errors import BadDataError, MissingInputError, PrfmapError
+from prfmap.errors import BadDataError, MissingInputError, PrfmapError, UsageError
 from prfmap.signals import check_stop, stop_after_chunk
 
 LOGGER = logging.getLogger("prfmap.workflow")
@@ -46,6 +47,9 @@ class FitGroup:
     geometry: Any = None
     combined: Any = None
     fov_deg: float | None = None
+    source_fov_deg: float | None = None
+    pixels: tuple[int, int] | None = None
+    source_pixels: tuple[int, int] | None = None
     tr: float | None = None
     dummy_scans: list[int] = field(default_factory=list)
     inputs: list[str] = field(default_factory=list)
@@ -178,17 +182,28 @@ def _load_group(group: FitGroup, opts: Namespace, progress: Callable) -> None:
             raise MissingInputError(f"no stimulus aperture for {run.name}; pass --stimulus")
         aperture = load_aperture(
             run.stim_file, tr=run.tr, fov_deg=opts.stimulus_fov_deg,
-            frame_index=run.stim_file_index,
+            frame_index=run.stim_file_index, resample=True,
         )  # fmt: skip
+        grid = (aperture.design.shape[1:], round(aperture.fov_deg, 6))
         if group.fov_deg is None:
-            group.fov_deg = float(aperture.fov_deg)
-        elif abs(aperture.fov_deg - group.fov_deg) > 1e-6:
+            group.fov_deg, group.source_fov_deg = float(aperture.fov_deg), aperture.source_fov_deg
+            group.pixels, group.source_pixels = grid[0], aperture.source_shape
+            if aperture.resampled:
+                LOGGER.info(
+                    "aperture %s: %d × %d pixels area-averaged to %d × %d (%.3f° each, the grid's "
+                    "smallest pRF size)", Path(run.stim_file).name, *aperture.source_shape,
+                    *grid[0], aperture.fov_deg / (grid[0][1] - 1),
+                )  # fmt: skip
+        elif grid != (group.pixels, round(group.fov_deg, 6)):
             raise BadDataError(
-                f"aperture {Path(run.stim_file).name} spans {aperture.fov_deg}° but another run's "
-                f"{group.fov_deg}°; apertures fitted together need one field of view "
-                "(--stimulus-fov-deg)"
+                f"aperture {Path(run.stim_file).name} spans {aperture.source_fov_deg}° in "
+                f"{aperture.source_shape[0]} × {aperture.source_shape[1]} pixels but another run's "
+                f"{group.source_fov_deg}° in {group.source_pixels[0]} × {group.source_pixels[1]}; "
+                "apertures fitted together need one field of view (--stimulus-fov-deg) and size"
             )
         dummy, confounds = _confounds(run, opts, data.shape[1])
+        if i == 0:
+            _check_memory(group, opts, data.shape[0], data.shape[1] - dummy, aperture.design[0].size)
         frames, volumes = aperture.design.shape[0], data.shape[1] - dummy
         if frames != volumes:
             raise BadDataError(
@@ -222,6 +237,27 @@ def _load_group(group: FitGroup, opts: Namespace, progress: Callable) -> None:
         "%s: %d run(s), %d stimulus sequence(s) → %d units × %d frames",
         _group_name(group), len(group.runs), n_stimuli, *group.combined.data.shape,
     )  # fmt: skip
+
+
+def _check_memory(group: FitGroup, opts: Namespace, units: int, volumes: int, pixels: int) -> None:
+    """Refuse a ``--mem-gb`` below what the group must hold (estimated from its first run)."""
+    from prfmap.memory import participant_need_gb
+
+    n_stimuli = len({run.stimulus_key for run in group.runs})
+    predictions = bool(opts.save_predictions or not opts.no_report)
+    need = participant_need_gb(units, volumes * len(group.runs), volumes * n_stimuli, pixels, predictions)
+    if need <= opts.mem_gb:
+        return
+    minimum = math.ceil(need * 100) / 100
+    what = (
+        f"{_group_name(group)} of sub-{group.key.subject} needs {minimum:g} GB ({units} units × "
+        f"{volumes} volumes × {len(group.runs)} run(s){', with predictions' if predictions else ''})"
+    )
+    if getattr(opts, "mem_gb_auto", False):
+        LOGGER.warning("%s, more than the default --mem-gb %.2f GB; it may run out of memory", what,
+                       opts.mem_gb)
+        return
+    raise UsageError(f"--mem-gb {opts.mem_gb:g} is too small: {what}; pass --mem-gb {minimum:g} or more")
 
 
 def _bold_name(run: Any) -> str:
@@ -308,7 +344,10 @@ def _provenance(group: FitGroup, opts: Namespace) -> dict[str, Any]:
         "RepetitionTime": group.tr,
         "Stimulus": {
             "Files": sorted({str(r.stim_file) for r in group.runs}),
-            "FieldOfViewDeg": group.fov_deg,
+            "FieldOfViewDeg": group.source_fov_deg,
+            "Pixels": list(group.source_pixels),
+            "FittedPixels": list(group.pixels),
+            "FittedPixelDeg": group.fov_deg / (group.pixels[1] - 1),
             "FramesPerRun": list(group.combined.run_lengths),
         },
         "Preprocessing": {

@@ -211,3 +211,37 @@ def test_prefetch_covers_the_surfaces_the_reports_look_for():
             assert first in fetched, (template, density, hemi, first)
             checked += 1
     assert checked >= 8
+
+
+def test_constraints_pin_everything_else_from_the_lock(tmp_path):
+    """Base packages are held, the lock pins the rest, direct pins win; --verify names what is not pinned."""
+    req, lock = tmp_path / "req.txt", tmp_path / "lock.txt"
+    req.write_text("keras==3.15.1\n")
+    lock.write_text("# lock\nkeras==3.0.0\nNumPy==2.4.6\nscipy==1.17.1\n"
+                    "rich==15.0.0 ; python_version >= '3'\n")
+    lines = constraints.constraints({"numpy": "2.1.0", "torch": "2.13.0"}, {"keras"},
+                                    constraints.pins([lock]))
+    assert lines == ["numpy==2.1.0", "rich==15.0.0", "scipy==1.17.1", "torch==2.13.0"]
+    expected = constraints.pins([req]) | dict(line.split("==") for line in lines)
+    installed = {"keras": "3.15.1", "numpy": "2.1.0", "scipy": "1.17.1", "prfmap": "0.1.0"}
+    assert constraints.unpinned(installed, expected) == []
+    wrong = constraints.unpinned({**installed, "scipy": "1.16.0", "tqdm": "4.0"}, expected)
+    assert wrong == ["scipy==1.16.0 (pinned 1.17.1)", "tqdm==4.0 (not pinned)"]
+    out = subprocess.run([sys.executable, str(REPO / "docker/image/constraints.py"), "--lock", str(lock),
+                          str(req)], capture_output=True, text=True, check=True).stdout.split()
+    assert "rich==15.0.0" in out and not any(line.startswith("keras==") for line in out)
+    check = subprocess.run([sys.executable, str(REPO / "docker/image/constraints.py"), "--verify",
+                            str(req)], capture_output=True, text=True)
+    assert check.returncode == 1 and "not pinned" in check.stderr and "make docker-lock" in check.stderr
+
+
+def test_lock_agrees_with_the_direct_pins_and_the_dockerfile_uses_it():
+    lock = constraints.pins([REPO / "docker" / "requirements" / "lock.txt"])
+    direct = {**_requirements("common.txt"), **_requirements("jax.txt")}
+    assert {n: lock.get(n) for n in direct} == direct
+    assert {"setuptools", "wheel", "h5py", "pybids", "docopt"} <= set(lock)
+    text = dockerfile_text()
+    assert text.count("--verify") == 2 and text.count("--lock") == 2
+    assert "--no-build-isolation" in text
+    makefile = (REPO / "Makefile").read_text()
+    assert "docker-lock:" in makefile and "docker/requirements/lock.sh" in makefile

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+import hdf5storage
 import nibabel as nib
 import numpy as np
 import pytest
 from scipy.io import savemat
+from scipy.io.matlab import matfile_version
 
 from prfmap.errors import BadDataError, ExitCode, MissingInputError, UsageError
 from prfmap.io.aperture import load_aperture
@@ -107,3 +109,29 @@ def test_unreadable_and_missing(tmp_path):
     (tmp_path / "x.png").write_bytes(b"")
     with pytest.raises(UsageError, match="unknown format"):
         load_aperture(tmp_path / "x.png", tr=1, fov_deg=10)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.uint8, bool])
+def test_mat73_reads_like_the_same_data_saved_as_v7(tmp_path, frames, dtype):
+    """MATLAB v7.3 (HDF5, written by hdf5storage as MATLAB writes it) and v7 give the same design."""
+    data = np.moveaxis(frames > 0.7 if dtype is bool else frames, 0, -1).astype(dtype)
+    savemat(tmp_path / "v7.mat", {"images": data, "other": np.ones((2, 2, 2))})
+    hdf5storage.savemat(str(tmp_path / "v73.mat"), {"images": data, "other": np.ones((2, 2, 2))},
+                        format="7.3", matlab_compatible=True)
+    assert matfile_version(tmp_path / "v73.mat")[0] == 2  # HDF5, which scipy refuses
+    v7 = load_aperture(tmp_path / "v7.mat", tr=2, fov_deg=10).design
+    v73 = load_aperture(tmp_path / "v73.mat", tr=2, fov_deg=10).design
+    assert v73.shape == (6, 5, 4)
+    np.testing.assert_array_equal(v73, v7)
+    np.testing.assert_array_equal(v73, np.moveaxis(data, -1, 0).astype(np.float32))
+
+
+def test_mat73_singleton_axis_only_variable_and_errors(tmp_path, frames):
+    on_disk = np.moveaxis(frames, 0, -1)[:, :, None, :]  # rows × cols × 1 × frames
+    hdf5storage.savemat(str(tmp_path / "a.mat"), {"whatever": on_disk}, format="7.3",
+                        matlab_compatible=True)
+    np.testing.assert_array_equal(load_aperture(tmp_path / "a.mat", tr=1, fov_deg=10).design, frames)
+    hdf5storage.savemat(str(tmp_path / "two.mat"), {"p": np.ones((2, 2, 2)), "q": np.ones((2, 2, 2))},
+                        format="7.3", matlab_compatible=True)
+    with pytest.raises(BadDataError, match="one 3-D array"):
+        load_aperture(tmp_path / "two.mat", tr=1, fov_deg=10)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import nibabel as nib
 import numpy as np
 import pytest
 
-from prfmap.io.validator import find_validator, validate_dataset
+from prfmap.errors import NotBIDSError
+from prfmap.io.validator import check_bids_dir, find_validator, validate_dataset
 
 
 def minimal_raw(root: Path) -> Path:
@@ -67,3 +69,28 @@ def test_the_pinned_validator_is_installed():
 def test_a_missing_validator_says_so(tmp_path):
     with pytest.raises(FileNotFoundError):
         validate_dataset(minimal_raw(tmp_path / "raw"), validator=str(tmp_path / "nothing"))
+
+
+def test_check_bids_dir_passes_a_valid_dataset(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="prfmap.io.validator")
+    result = check_bids_dir(minimal_raw(tmp_path / "raw"))
+    assert result is not None and result.exit_code == 0
+    assert "passes the BIDS validator" in caplog.text
+
+
+def test_check_bids_dir_names_the_first_errors(tmp_path):
+    root = minimal_raw(tmp_path / "raw")
+    (root / "sub-01" / "func").mkdir()
+    (root / "sub-01" / "func" / "sub-01_task-x_bold.json").write_text("{}")
+    with pytest.raises(NotBIDSError) as info:
+        check_bids_dir(root)
+    assert info.value.exit_code == 16
+    message = str(info.value)
+    assert "\n" not in message and "SIDECAR_WITHOUT_DATAFILE" in message
+    assert "--skip-bids-validation" in message
+
+
+def test_check_bids_dir_without_a_validator_goes_on(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="prfmap.io.validator")
+    assert check_bids_dir(tmp_path, validator=str(tmp_path / "missing")) is None
+    assert "could not run" in caplog.text

@@ -10,7 +10,7 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -250,3 +250,52 @@ def test_cli_hostile_input_one_line_no_outputs(
     assert err.count("\n") == 1 and err.startswith("prfmap: error: ") and "Traceback" not in err
     left = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     assert all(p.startswith("logs/") for p in left), left
+
+
+@pytest.fixture(scope="module")
+def escape_bids(small_bids: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the dataset with a secret beside it, and symlinks in stimuli/ to it and to bars."""
+    root = tmp_path_factory.mktemp("escape") / "bids"
+    shutil.copytree(small_bids, root)
+    shutil.copy(root / "stimuli" / "bars.nii.gz", root.parent / "secret.nii.gz")
+    (root / "stimuli" / "link-out.nii.gz").symlink_to(root.parent / "secret.nii.gz")
+    (root / "stimuli" / "link-in.nii.gz").symlink_to("bars.nii.gz")
+    (root / "stimuli" / "dir-out").symlink_to(root.parent, target_is_directory=True)
+    return root
+
+
+STIM_PATHS = st.builds(
+    lambda absolute, parts, name: ("/" if absolute else "") + "/".join([*parts, name]),
+    st.booleans(),
+    st.lists(st.sampled_from(["..", ".", "stimuli", "sub-01", "dir-out", "etc"]), max_size=7),
+    st.sampled_from(["bars.nii.gz", "secret.nii.gz", "link-out.nii.gz", "link-in.nii.gz", "passwd"]),
+)
+
+
+@settings(max_examples=15, deadline=None, phases=NO_SHRINK, suppress_health_check=list(HealthCheck),
+          derandomize=DERANDOMIZE)
+@example(stim="../../secret.nii.gz")
+@example(stim="ABS_SECRET")
+@example(stim="link-out.nii.gz")
+@example(stim="dir-out/secret.nii.gz")
+@example(stim="link-in.nii.gz")
+@given(stim=st.one_of(STIM_PATHS, st.sampled_from(["ABS_SECRET", "ABS_BARS", "/etc/passwd",
+                                                   "../../../../../../../../etc/passwd"])))
+def test_stim_file_paths_stay_inside_the_dataset(escape_bids: Path, stim: str) -> None:
+    """Issue 12, point 3: `..`, absolute paths and symlinks in stim_file never reach outside bids_dir."""
+    stim = stim.replace("ABS_SECRET", str(escape_bids.parent / "secret.nii.gz"))
+    stim = stim.replace("ABS_BARS", str(escape_bids / "stimuli" / "bars.nii.gz"))
+    events = next((escape_bids / "sub-01" / "func").glob("*_events.tsv"))
+    events.write_text(f"onset\tduration\tstim_file\n0\t10\t{stim}\n")
+    root = escape_bids.resolve()
+    outside = not (escape_bids / "stimuli" / stim).resolve().is_relative_to(root)
+    try:
+        runs = find_inputs(escape_bids, escape_bids / "derivatives" / "prfmap")
+    except PrfmapError as err:
+        assert_clean_error(err)
+        if outside:
+            assert err.exit_code == ExitCode.BAD_DATA and "outside the dataset" in str(err), err
+            assert repr(stim) in str(err)
+        return
+    assert not outside, f"{stim} was accepted"
+    assert all(r.stim_file.resolve().is_relative_to(root) for r in runs)

@@ -10,6 +10,7 @@ from argparse import Namespace
 from collections.abc import Sequence
 from pathlib import Path
 
+from prfmap.cli.caches import place_compile_caches
 from prfmap.cli.parser import build_parser
 from prfmap.engine.backend import select_backend
 from prfmap.errors import ExitCode, NotBIDSError, PrfmapError, UsageError
@@ -141,8 +142,12 @@ def _open_run_log(output_dir: Path) -> Path:
 
 
 def _select_backend(opts: Namespace) -> None:
-    """Set threads, visible devices and the Keras backend, before Keras is imported."""
-    opts.backend = select_backend(opts.backend, nprocs=opts.nprocs, device=opts.device)
+    """Set compile caches, threads, visible devices and the Keras backend, before Keras is imported."""
+    name = opts.backend or os.environ.get("KERAS_BACKEND") or "jax"
+    cache_note = place_compile_caches(name, opts.work_dir)
+    if cache_note:
+        LOGGER.warning(cache_note)
+    opts.backend = select_backend(name, nprocs=opts.nprocs, device=opts.device)
 
 
 if __name__ == "__main__":

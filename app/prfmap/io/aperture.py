@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,8 +12,12 @@ import numpy as np
 
 from prfmap.errors import BadDataError, MissingInputError, UsageError
 from prfmap.io.bold import READ_ERRORS
+from prfmap.io.resample import AreaResampler
 
 MAT_VARIABLES = ("stimulus", "stim", "images", "apertures", "aperture")
+MAT_NUMERIC = ("double", "single", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
+                 "uint64", "logical")
+READ_BLOCK_BYTES = 32 * 2**20
 
 
 def _why(err: BaseException) -> str:
@@ -34,11 +38,22 @@ class Aperture:
         ``linspace(-fov_deg/2, fov_deg/2, n)``.
     path : pathlib.Path or None
         The file it was read from.
+    source_shape : tuple of int or None
+        (rows, cols) in the file.
+    source_fov_deg : float or None
+        The file's field of view (``fov_deg`` differs from it when the design was resampled).
     """
 
     design: np.ndarray
     fov_deg: float
     path: Path | None = None
+    source_shape: tuple[int, int] | None = None
+    source_fov_deg: float | None = None
+
+    @property
+    def resampled(self) -> bool:
+        """True when the design is coarser than the file (see ``load_aperture(resample=True)``)."""
+        return self.source_shape is not None and self.source_shape != self.design.shape[1:]
 
 
 def sidecar_path(path: Path) -> Path:
@@ -63,61 +78,107 @@ def _read_sidecar(path: Path) -> dict:
     return meta
 
 
-def _read_nifti(path: Path) -> np.ndarray:
+@dataclass(frozen=True)
+class _FrameSource:
+    """An aperture file opened for reading a few frames at a time.
+
+    ``read(start, stop)`` returns frames ``start:stop`` as (frames, rows, cols), in the file's dtype;
+    ``close()`` releases the file.
+    """
+
+    shape: tuple[int, int, int]
+    read: Callable[[int, int], np.ndarray]
+    close: Callable[[], None] = lambda: None
+
+
+def _open_nifti(path: Path) -> _FrameSource:
     import nibabel as nib
 
-    img = nib.load(path)
-    data = np.asanyarray(img.dataobj)
-    if data.ndim == 4 and data.shape[2] == 1:
-        data = data[:, :, 0, :]
-    if data.ndim == 2:
-        data = data[:, :, None]
+    img = nib.load(path, keep_file_open=True)
+    shape, proxy = img.shape, img.dataobj
+    if len(shape) == 4 and shape[2] == 1:
+        return _FrameSource((shape[3], shape[0], shape[1]),
+                            lambda a, b: np.moveaxis(np.asanyarray(proxy[:, :, 0, a:b]), -1, 0))
+    if len(shape) == 3:
+        return _FrameSource((shape[2], shape[0], shape[1]),
+                            lambda a, b: np.moveaxis(np.asanyarray(proxy[:, :, a:b]), -1, 0))
+    if len(shape) == 2:
+        return _FrameSource((1, *shape), lambda a, b: np.asanyarray(proxy)[None, :, :][a:b])
+    raise ValueError(f"expected rows × cols [× 1] × frames, got shape {shape}")
+
+
+def _open_npy(path: Path) -> _FrameSource:
+    data = np.load(path, mmap_mode="r", allow_pickle=False)
     if data.ndim != 3:
-        raise ValueError(
-            f"expected rows × cols [× 1] × frames, got shape {data.shape}"
-        )
-    return np.moveaxis(data, -1, 0)
+        raise ValueError(f"expected frames × rows × cols, got shape {data.shape}")
+    return _FrameSource(data.shape, lambda a, b: np.asarray(data[a:b]))
 
 
-def _read_mat(path: Path) -> np.ndarray:
-    from scipy.io import loadmat
-
-    try:
-        content = loadmat(path)
-    except NotImplementedError:
-        raise ValueError("MATLAB v7.3 (HDF5) files are not supported; save with -v7") from None
-    arrays = {
-        k: v for k, v in content.items()
-        if not k.startswith("__") and isinstance(v, np.ndarray) and v.ndim in (3, 4)
-        and v.dtype.kind in "biuf"
-    }
-    name = next((k for k in MAT_VARIABLES if k in arrays), None)
+def _pick_variable(shapes: dict[str, tuple[int, ...]]) -> str:
+    """The aperture variable among a MAT file's numeric 3-D/4-D ones (MATLAB dimension order)."""
+    name = next((k for k in MAT_VARIABLES if k in shapes), None)
     if name is None:
-        if len(arrays) != 1:
+        if len(shapes) != 1:
             raise ValueError(
                 f"expected one 3-D array (rows × cols × frames), or one named "
-                f"{'/'.join(MAT_VARIABLES)}; found {sorted(arrays) or 'none'}"
+                f"{'/'.join(MAT_VARIABLES)}; found {sorted(shapes) or 'none'}"
             )
-        name = next(iter(arrays))
-    data = arrays[name]
+        name = next(iter(shapes))
+    shape = shapes[name]
+    if len(shape) == 4 and shape[2] != 1:
+        raise ValueError(f"variable {name!r} has shape {shape}; expected rows×cols×frames")
+    return name
+
+
+def _open_mat(path: Path) -> _FrameSource:
+    """MATLAB v4-v7 files through scipy; v7.3 (HDF5) through h5py."""
+    from scipy.io import loadmat, whosmat
+    from scipy.io.matlab import matfile_version
+
+    if matfile_version(path)[0] == 2:
+        return _open_mat73(path)
+    shapes = {name: tuple(shape) for name, shape, kind in whosmat(path)
+              if kind in MAT_NUMERIC and len(shape) in (3, 4)}
+    name = _pick_variable(shapes)
+    data = loadmat(path, variable_names=[name])[name]
     if data.ndim == 4:
-        if data.shape[2] != 1:
-            raise ValueError(f"variable {name!r} has shape {data.shape}; expected rows×cols×frames")
         data = data[:, :, 0, :]
-    return np.moveaxis(data, -1, 0)
+    return _FrameSource((data.shape[2], data.shape[0], data.shape[1]),
+                        lambda a, b: np.moveaxis(data[:, :, a:b], -1, 0))
 
 
-def _read_array(path: Path) -> np.ndarray:
+def _open_mat73(path: Path) -> _FrameSource:
+    """A MATLAB v7.3 file: HDF5, each variable a dataset in reversed (column-major) dimension order."""
+    import h5py
+
+    handle = h5py.File(path, "r")
+    shapes = {}
+    for name, item in handle.items():
+        if not isinstance(item, h5py.Dataset) or item.attrs.get("MATLAB_empty", 0):
+            continue
+        kind = item.attrs.get("MATLAB_class", b"")
+        kind = kind.decode() if isinstance(kind, bytes) else str(kind)
+        if kind in MAT_NUMERIC and item.dtype.kind in "biuf" and item.ndim in (3, 4):
+            shapes[name] = item.shape[::-1]
+    try:
+        dataset = handle[_pick_variable(shapes)]
+    except ValueError:
+        handle.close()
+        raise
+    shape = (dataset.shape[0], dataset.shape[-1], dataset.shape[-2])
+    if dataset.ndim == 4:
+        return _FrameSource(shape, lambda a, b: dataset[a:b, 0].transpose(0, 2, 1), handle.close)
+    return _FrameSource(shape, lambda a, b: dataset[a:b].transpose(0, 2, 1), handle.close)
+
+
+def _open(path: Path) -> _FrameSource:
     name = path.name.lower()
     if name.endswith((".nii", ".nii.gz")):
-        return _read_nifti(path)
+        return _open_nifti(path)
     if name.endswith(".npy"):
-        data = np.load(path, allow_pickle=False)
-        if data.ndim != 3:
-            raise ValueError(f"expected frames × rows × cols, got shape {data.shape}")
-        return data
+        return _open_npy(path)
     if name.endswith(".mat"):
-        return _read_mat(path)
+        return _open_mat(path)
     raise UsageError(
         f"aperture {path} has an unknown format; use NIfTI (.nii/.nii.gz), .npy or MATLAB .mat"
     )
@@ -184,6 +245,7 @@ def load_aperture(
     tr: float,
     fov_deg: float | None = None,
     frame_index: Sequence[int] | None = None,
+    resample: bool = False,
 ) -> Aperture:
     """Load a stimulus aperture as float32 (frames, rows, cols), one frame per TR.
 
@@ -192,13 +254,17 @@ def load_aperture(
     - NIfTI: axis 0 rows top→bottom, axis 1 columns left→right, an optional singleton axis,
       last axis frames (the prfanalyze convention).
     - ``.npy``: (frames, rows, cols).
-    - MATLAB ``.mat`` (v4–v7, read with scipy): a numeric variable rows × cols × frames (the
-      layout of analyzePRF and mrVista ``images``), named ``stimulus``, ``stim``, ``images``,
-      ``apertures`` or ``aperture``, or the file's only 3-D numeric variable.
+    - MATLAB ``.mat``: a numeric variable rows × cols × frames (the layout of analyzePRF and
+      mrVista ``images``), named ``stimulus``, ``stim``, ``images``, ``apertures`` or ``aperture``,
+      or the file's only 3-D numeric variable; v4–v7 files are read with scipy, v7.3 (HDF5, MATLAB's
+      format for variables over 2 GB and a common default) with h5py, under the same rules.
 
     A JSON sidecar with the same stem (``bars.nii.gz`` → ``bars.json``) may give
     ``FieldOfViewDeg`` and the aperture's own frame period (``RepetitionTime``, seconds) or
     ``SamplingFrequency`` (Hz). Apertures sampled faster than ``tr`` are averaged per TR.
+
+    The file is read a few frames at a time (about 32 MB), so with ``resample`` a large aperture
+    never needs more memory than its resampled copy and one block.
 
     Parameters
     ----------
@@ -211,11 +277,15 @@ def load_aperture(
     frame_index : sequence of int, optional
         0-based aperture frame (after averaging per TR) shown in each volume, as given by an
         events file's ``stim_file_index`` (see ``RunInput.stim_file_index``).
+    resample : bool
+        Area-average the aperture onto pixels no larger than the model needs
+        (:mod:`prfmap.io.resample`: at most the fitting grid's smallest σ) where it is finer.
 
     Returns
     -------
     Aperture
-        design float32 (frames, rows, cols) in [0, 1], and fov_deg.
+        design float32 (frames, rows, cols) in [0, 1], its fov_deg (first to last pixel centre of
+        the returned grid), and the file's own size and field of view.
 
     Raises
     ------
@@ -240,32 +310,25 @@ def load_aperture(
             )
     if not isinstance(fov_deg, (int, float)) or not 0 < fov_deg < np.inf:
         raise BadDataError(f"field of view of aperture {path.name} must be positive: {fov_deg!r}")
+    period = _frame_period(meta, path)
     try:
-        raw = _read_array(path)
-    except UsageError:
+        source = _open(path)
+        n_frames, rows, cols = source.shape
+        if n_frames == 0 or min(rows, cols) < 2:
+            raise BadDataError(f"aperture {path.name} has shape {source.shape}; it is empty")
+        if resample:
+            resampler = AreaResampler.for_model(rows, cols, float(fov_deg))
+        else:
+            resampler = AreaResampler.identity_for(rows, cols, float(fov_deg))
+        try:
+            frames = _read_frames(source, resampler, path)
+        finally:
+            source.close()
+    except (UsageError, BadDataError):
         raise
     except READ_ERRORS as err:
         reason = " ".join(str(err).split())[:200]
         raise BadDataError(f"cannot read aperture {path} ({reason}); fix or re-create it") from None
-    if raw.dtype.kind not in "biuf":
-        raise BadDataError(f"aperture {path.name} holds {raw.dtype} values; expected numbers")
-    frames = np.asarray(raw, dtype=np.float64)
-    if frames.shape[0] == 0 or min(frames.shape[1:]) < 2:
-        raise BadDataError(f"aperture {path.name} has shape {frames.shape}; it is empty")
-    if not np.isfinite(frames).all():
-        raise BadDataError(f"aperture {path.name} contains NaN or infinite values; fix it")
-    low, high = float(frames.min()), float(frames.max())
-    if low < -1e-6 or high > 1 + 1e-6:
-        raise BadDataError(
-            f"aperture {path.name} has values in [{low:g}, {high:g}]; apertures must lie in "
-            "[0, 1] (1 = stimulus; e.g. divide 8-bit images by 255)"
-        )
-    frames = np.clip(frames, 0.0, 1.0)
-    if not frames.any():
-        raise BadDataError(
-            f"aperture {path.name} is all zeros (no frame shows a stimulus); check the file"
-        )
-    period = _frame_period(meta, path)
     if period is not None:
         frames = average_per_tr(frames, period, float(tr), path)
     if frame_index is not None:
@@ -276,4 +339,32 @@ def load_aperture(
                 f"{frames.shape[0]} frames; fix the events' stim_file_index"
             )
         frames = frames[index]
-    return Aperture(np.ascontiguousarray(frames, dtype=np.float32), float(fov_deg), path)
+    return Aperture(np.ascontiguousarray(frames, dtype=np.float32), resampler.fov_out, path,
+                    (rows, cols), float(fov_deg))
+
+
+def _read_frames(source: _FrameSource, resampler: AreaResampler, path: Path) -> np.ndarray:
+    """Every frame, checked and clipped to [0, 1], resampled block by block (float32)."""
+    n_frames, rows, cols = source.shape
+    out = np.empty((n_frames, *resampler.shape_out), dtype=np.float32)
+    step = max(1, READ_BLOCK_BYTES // (8 * rows * cols))
+    low, high = np.inf, -np.inf
+    for start in range(0, n_frames, step):
+        block = source.read(start, min(start + step, n_frames))
+        if block.dtype.kind not in "biuf":
+            raise BadDataError(f"aperture {path.name} holds {block.dtype} values; expected numbers")
+        block = np.asarray(block, dtype=np.float64)
+        if not np.isfinite(block).all():
+            raise BadDataError(f"aperture {path.name} contains NaN or infinite values; fix it")
+        low, high = min(low, float(block.min())), max(high, float(block.max()))
+        out[start : start + len(block)] = resampler(np.clip(block, 0.0, 1.0, out=block))
+    if low < -1e-6 or high > 1 + 1e-6:
+        raise BadDataError(
+            f"aperture {path.name} has values in [{low:g}, {high:g}]; apertures must lie in "
+            "[0, 1] (1 = stimulus; e.g. divide 8-bit images by 255)"
+        )
+    if high <= 0:
+        raise BadDataError(
+            f"aperture {path.name} is all zeros (no frame shows a stimulus); check the file"
+        )
+    return out

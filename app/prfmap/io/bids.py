@@ -420,6 +420,13 @@ def _stimulus(
             "file per run (combine them, or pass --stimulus)"
         )
     stim = bids_dir / "stimuli" / names[0]
+    root = Path(bids_dir).resolve()
+    if not stim.resolve().is_relative_to(root):
+        raise BadDataError(
+            f"stim_file {names[0]!r} named in {events} resolves to {stim.resolve()}, outside the "
+            f"dataset {root}; a stim_file must name a file inside the dataset (relative to "
+            "stimuli/), or pass --stimulus"
+        )
     if not stim.is_file():
         raise MissingInputError(
             f"stim_file {names[0]} named in {events.name} not found at {stim}; add it under "

@@ -8,6 +8,7 @@ returns its exit status and issues (raw dataset and, with ``recursive=True``, ea
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prfmap.errors import NotBIDSError
+
+LOGGER = logging.getLogger("prfmap.io.validator")
 VALIDATOR_NAME = "bids-validator-deno"
 
 
@@ -140,3 +144,48 @@ def _issues(report: dict, dataset: str) -> list[Issue]:
               str(i.get("location", "")), dataset)
         for i in (report.get("issues") or {}).get("issues", [])
     ]
+
+
+def check_bids_dir(bids_dir: str | Path, *, validator: str | None = None) -> ValidationResult | None:
+    """Validate the input dataset as BIDS Apps do before reading it (``--skip-bids-validation``
+    turns it off).
+
+    Parameters
+    ----------
+    bids_dir : str or Path
+        The raw dataset (its ``derivatives/`` are not validated).
+    validator : str, optional
+        The program to run (default: :func:`find_validator`).
+
+    Returns
+    -------
+    ValidationResult or None
+        The result when the dataset passed (warnings allowed); None when no validator is
+        installed or it could not run (logged; prfmap goes on, as without validation).
+
+    Raises
+    ------
+    NotBIDSError
+        The validator found errors (exit 16); the message names the first ones.
+    """
+    program = validator or find_validator()
+    if program is None:
+        LOGGER.info("BIDS validation skipped: %s is not installed (pip install %s)",
+                    VALIDATOR_NAME, VALIDATOR_NAME)
+        return None
+    try:
+        result = validate_dataset(bids_dir, validator=program)
+    except (OSError, RuntimeError, subprocess.TimeoutExpired) as err:
+        LOGGER.warning("BIDS validation skipped: %s could not run (%s)", VALIDATOR_NAME,
+                       " ".join(str(err).split())[:200])
+        return None
+    if result.exit_code != 0:
+        raise NotBIDSError(
+            f"{bids_dir} fails the BIDS validator (schema {result.version or '?'}, "
+            f"{len(result.errors)} errors): {result.summary(limit=3)}; fix the dataset "
+            f"(run {VALIDATOR_NAME} {bids_dir} for details) or pass --skip-bids-validation"
+        )
+    LOGGER.info("bids_dir passes the BIDS validator (schema %s, %d warnings)",
+                result.version or "?", len(result.warnings))
+    return result
+

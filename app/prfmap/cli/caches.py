@@ -1,0 +1,74 @@
+"""Compiler caches that must be executable: torch.compile loads the libraries it builds from them.
+
+A container run with ``--read-only --tmpfs /tmp`` gets a ``noexec`` /tmp (Docker's default for a
+tmpfs), where the shared objects that inductor (CPU) and Triton (GPU) compile cannot be mapped
+executable. Before the backend is imported, :func:`place_compile_caches` moves those caches to
+``--work-dir`` when /tmp is ``noexec``, or turns compilation off (an eager run gives the same maps,
+more slowly) and says how to mount /tmp instead.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import MutableMapping
+from pathlib import Path
+
+CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
+
+def allows_exec(folder: Path) -> bool:
+    """Whether the file system holding ``folder`` (or its nearest existing parent) allows exec."""
+    folder = Path(folder)
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        return not os.statvfs(folder).f_flag & os.ST_NOEXEC
+    except OSError:
+        return False
+
+
+def default_cache(variable: str, env: MutableMapping[str, str]) -> Path:
+    """Where torch puts a cache when ``variable`` is unset (``/tmp/torchinductor_<user>``, ``~/.triton``)."""
+    if variable == "TRITON_CACHE_DIR":
+        return Path(env.get("HOME", "~")).expanduser() / ".triton" / "cache"
+    import getpass
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / f"torchinductor_{getpass.getuser()}"
+
+
+def place_compile_caches(backend: str, work_dir: Path | None,
+                         env: MutableMapping[str, str] | None = None) -> str | None:
+    """Make torch.compile's caches executable, or turn compilation off.
+
+    Parameters
+    ----------
+    backend : str
+        The Keras backend; only ``torch`` compiles into such caches.
+    work_dir : Path or None
+        ``--work-dir``, the fallback location (``<work_dir>/.cache/``).
+    env : mapping, optional
+        The environment to read and change (default ``os.environ``).
+
+    Returns
+    -------
+    str or None
+        A warning for the log when something was changed, else None.
+    """
+    env = os.environ if env is None else env
+    if backend != "torch" or env.get("PRFMAP_COMPILE", "1") in ("0", "false", "False", "no"):
+        return None
+    caches = {v: Path(env[v]) if env.get(v) else default_cache(v, env) for v in CACHE_VARIABLES}
+    blocked = {v: p for v, p in caches.items() if not allows_exec(p)}
+    if not blocked:
+        return None
+    where = ", ".join(sorted({str(p) for p in blocked.values()}))
+    if work_dir is not None and allows_exec(work_dir):
+        for variable in blocked:
+            env[variable] = str(Path(work_dir) / ".cache" / variable.split("_")[0].lower())
+        return (f"{where} does not allow executing the libraries torch.compile builds (noexec); "
+                f"its caches are under {Path(work_dir) / '.cache'} instead")
+    env["PRFMAP_COMPILE"] = "0"
+    return (f"{where} does not allow executing the libraries torch.compile builds (noexec): running "
+            "without compiling (same maps, slower); mount /tmp with exec (docker run --tmpfs "
+            "/tmp:rw,exec) or pass --work-dir on a file system that allows it")
