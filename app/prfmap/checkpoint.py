@@ -15,7 +15,6 @@ import logging
 import os
 import shutil
 import time
-import uuid
 import zipfile
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -25,9 +24,11 @@ from typing import Any
 import numpy as np
 
 from prfmap import __version__
+from prfmap.engine import FitResult, Stimulus, backend_info, fit_prf
+from prfmap.io.atomic import atomic_path, write_text_atomic
 from prfmap.signals import check_stop
 
-LOGGER = logging.getLogger("prfmap.checkpoint")
+logger = logging.getLogger(__name__)
 SUMMED_SETTINGS = ("units", "units_fitted", "units_refined", "unit_iterations")
 
 
@@ -63,16 +64,8 @@ def checkpoint_key(identity: Mapping[str, Any]) -> str:
 
 
 def _save_chunk(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> None:
-    tmp = path.with_name(f".tmp-{uuid.uuid4().hex[:12]}-{path.name}")
-    try:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, __meta__=np.array(json.dumps(meta)), **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with atomic_path(path, fsync=True) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, __meta__=np.array(json.dumps(meta)), **arrays)
 
 
 def _load_chunk(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
@@ -81,7 +74,7 @@ def _load_chunk(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]] | No
             arrays = {k: npz[k] for k in npz.files if k != "__meta__"}
             meta = json.loads(str(npz["__meta__"]))
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as err:
-        LOGGER.warning("ignoring unreadable checkpoint %s (%s)", path.name, err)
+        logger.warning("ignoring unreadable checkpoint %s (%s)", path.name, err)
         return None
     return arrays, meta
 
@@ -94,9 +87,7 @@ def _chunk_arrays(result: Any, predictions: bool) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _merge(model: str, chunks: list[tuple[dict[str, np.ndarray], dict[str, Any]]], chunk: int) -> Any:
-    from prfmap.engine import FitResult
-
+def _merge(model: str, chunks: list[tuple[dict[str, np.ndarray], dict[str, Any]]], chunk: int) -> FitResult:
     first = chunks[0][0]
     params = {
         k.partition(":")[2]: np.concatenate([c[0][k] for c in chunks])
@@ -123,7 +114,7 @@ def _merge(model: str, chunks: list[tuple[dict[str, np.ndarray], dict[str, Any]]
 
 def fit_chunked(
     data: np.ndarray,
-    stim: Any,
+    stim: Stimulus,
     tr: float,
     *,
     folder: Path,
@@ -134,17 +125,14 @@ def fit_chunked(
     how_to_resume: str = "run the same command again to resume",
     progress: Callable[[str, int, int], None] | None = None,
     budget: Any = None,
-) -> Any:
+    settings: Mapping[str, Any] | None = None,
+) -> FitResult:
     """Fit ``data`` with :func:`prfmap.engine.fit_prf` chunk by chunk, reusing saved chunks.
 
     Parameters
     ----------
-    data : ndarray, shape (units, frames)
-        Preprocessed time courses.
-    stim : prfmap.engine.Stimulus
-        The stimulus.
-    tr : float
-        Repetition time, seconds.
+    data, stim, tr : ndarray, prfmap.engine.Stimulus, float
+        (units, frames) preprocessed time courses, the stimulus and the repetition time (s).
     folder : Path
         Where this fit's checkpoints live (one sub-folder per key).
     chunk : int
@@ -153,16 +141,17 @@ def fit_chunked(
         Keyword arguments of ``fit_prf`` (model, refine, nuisance, seed, mem_gb...).
     inputs : sequence of path-like
         Input files whose names, sizes and modification times enter the key.
-    name : str
-        Name of the fit in log messages.
-    how_to_resume : str
-        Told to the user when a stop signal ends the run between chunks.
+    name, how_to_resume : str
+        The fit's name in log messages; what to tell the user when a stop signal ends the run.
     progress : callable, optional
         ``progress(stage, done, total)``, passed on to the engine, plus ``("chunks", i, n)``.
     budget : JSON-able, optional
         What identifies the memory budget in the key instead of ``chunk`` and ``fit_kwargs["mem_gb"]``,
         e.g. ``"auto"`` for a default derived from the memory available now. A run resuming a key
         then uses the chunk size and engine budget saved with it, so all its chunks share their tiles.
+    settings : mapping, optional
+        What identifies the fit's options in the key: the configuration's fit section (plus
+        whether predictions are kept). Default: ``fit_kwargs`` without the arrays and the budget.
 
     Returns
     -------
@@ -174,74 +163,94 @@ def fit_chunked(
     prfmap.signals.StopRequested
         When SIGTERM/SIGINT arrived; raised after the chunk being fitted was saved.
     """
-    from prfmap.engine import backend_info, fit_prf
-
-    n_units, frames = data.shape
     kwargs = dict(fit_kwargs)
+    if settings is None:
+        settings = {k: v for k, v in kwargs.items() if k not in ("nuisance", "progress", "mem_gb")}
+    memory = budget if budget is not None else [int(chunk), kwargs.get("mem_gb")]
+    identity = _identity(data, stim, tr, kwargs, settings, inputs, memory)
+    where = Path(folder) / checkpoint_key(identity)
+    chunk, kwargs["mem_gb"] = _budget(where, identity, int(chunk), kwargs.get("mem_gb"), name)
+    starts = list(range(0, data.shape[0], chunk)) or [0]
+    chunks, fitted = [], 0
+    for i, start in enumerate(starts):
+        label = f"chunk {i + 1}/{len(starts)}"
+        stop = min(start + chunk, data.shape[0])
+        path = where / f"chunk-{i:05d}-of-{len(starts):05d}.npz"
+        loaded = _load_chunk(path) if path.exists() else None
+        if loaded is not None and loaded[1].get("units") == [start, stop]:
+            logger.info("%s: %s (units %d-%d) reused from checkpoint", name, label, start, stop)
+        else:
+            loaded = _fit_chunk(data, stim, tr, kwargs, path, start, stop, progress)
+            fitted += 1
+            logger.info("%s: %s (units %d-%d) fitted in %.1f s and saved", name, label, start, stop,
+                        loaded[1]["seconds"])  # fmt: skip
+        chunks.append(loaded)
+        if progress:
+            progress("chunks", i + 1, len(starts))
+        check_stop(f"after chunk {i + 1} of {len(starts)} of {name} (saved in {where})", how_to_resume)
+    logger.info("%s: %d chunk(s) fitted, %d reused from %s", name, fitted, len(starts) - fitted, where)
+    return _merge(str(kwargs.get("model", "gauss")), chunks, chunk)
+
+
+def _budget(
+    where: Path, identity: Mapping[str, Any], chunk: int, mem_gb: float | None, name: str
+) -> tuple[int, float | None]:
+    """The chunk size and engine budget of a key: those saved with it, else the given ones (saved)."""
+    where.mkdir(parents=True, exist_ok=True)
+    saved = _read_identity(where / "identity.json")
+    if saved is not None:
+        logger.info(
+            "%s: resuming with the saved chunk size %d and engine budget %s GB", name, saved["chunk"],
+            saved["mem_gb"],
+        )  # fmt: skip
+        return int(saved["chunk"]), saved["mem_gb"]
+    used = {**identity, "used": {"chunk": chunk, "mem_gb": mem_gb}}
+    write_text_atomic(where / "identity.json", json.dumps(used, indent=2, default=str) + "\n")
+    return chunk, mem_gb
+
+
+def _identity(
+    data: np.ndarray,
+    stim: Stimulus,
+    tr: float,
+    kwargs: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    inputs: Sequence[str | os.PathLike[str]],
+    memory: Any,
+) -> dict[str, Any]:
+    """Everything that determines a chunk's result, as JSON-able values."""
     nuisance = kwargs.get("nuisance")
-    predictions = bool(kwargs.get("return_predictions"))
-    identity = {
+    return {
         "prfmap": __version__,
         "backend": backend_info(),
-        "fit": {k: v for k, v in kwargs.items() if k not in ("nuisance", "progress", "mem_gb")},
+        "fit": dict(settings),
         "tr": float(tr),
         "stimulus": [array_digest(stim.design), float(stim.fov_deg), list(map(int, stim.run_lengths))],
         "nuisance": array_digest(None if nuisance is None else np.asarray(nuisance)),
         "data": array_digest(np.asarray(data)),
         "inputs": file_identity(inputs),
-        "memory": budget if budget is not None else [int(chunk), kwargs.get("mem_gb")],
+        "memory": memory,
     }
-    key = checkpoint_key(identity)
-    where = Path(folder) / key
-    where.mkdir(parents=True, exist_ok=True)
-    identity_file = where / "identity.json"
-    saved = _read_identity(identity_file)
-    if saved is None:
-        from prfmap.io.atomic import write_text_atomic
 
-        identity["used"] = {"chunk": int(chunk), "mem_gb": kwargs.get("mem_gb")}
-        write_text_atomic(identity_file, json.dumps(identity, indent=2, default=str) + "\n")
-    else:
-        chunk, kwargs["mem_gb"] = int(saved["chunk"]), saved["mem_gb"]
-        LOGGER.info(
-            "%s: resuming with the saved chunk size %d and engine budget %s GB", name, chunk, kwargs["mem_gb"]
-        )
-    starts = list(range(0, n_units, chunk)) or [0]
-    total = len(starts)
-    chunks, fitted, reused = [], 0, 0
-    for i, start in enumerate(starts):
-        stop = min(start + chunk, n_units)
-        path = where / f"chunk-{i:05d}-of-{total:05d}.npz"
-        loaded = _load_chunk(path) if path.exists() else None
-        if loaded is not None and loaded[1].get("units") == [start, stop]:
-            LOGGER.info(
-                "%s: chunk %d/%d (units %d-%d) reused from checkpoint", name, i + 1, total, start, stop
-            )
-            reused += 1
-        else:
-            t0 = time.perf_counter()
-            result = fit_prf(data[start:stop], stim, tr, progress=progress, **kwargs)
-            meta = {"units": [start, stop], "settings": result.settings, "timings": result.timings}
-            meta = json.loads(json.dumps(meta, default=str))
-            arrays = _chunk_arrays(result, predictions)
-            _save_chunk(path, arrays, meta)
-            loaded = (arrays, meta)
-            fitted += 1
-            LOGGER.info(
-                "%s: chunk %d/%d (units %d-%d) fitted in %.1f s and saved",
-                name,
-                i + 1,
-                total,
-                start,
-                stop,
-                time.perf_counter() - t0,
-            )
-        chunks.append(loaded)
-        if progress:
-            progress("chunks", i + 1, total)
-        check_stop(f"after chunk {i + 1} of {total} of {name} (saved in {where})", how_to_resume)
-    LOGGER.info("%s: %d chunk(s) fitted, %d reused from %s", name, fitted, reused, where)
-    return _merge(str(kwargs.get("model", "gauss")), chunks, chunk)
+
+def _fit_chunk(
+    data: np.ndarray,
+    stim: Stimulus,
+    tr: float,
+    kwargs: Mapping[str, Any],
+    path: Path,
+    start: int,
+    stop: int,
+    progress: Callable[[str, int, int], None] | None,
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Fit units ``start:stop`` and save them atomically; returns the saved arrays and metadata."""
+    t0 = time.perf_counter()
+    result = fit_prf(data[start:stop], stim, tr, progress=progress, **kwargs)
+    meta = {"units": [start, stop], "settings": result.settings, "timings": result.timings}
+    meta = json.loads(json.dumps(meta, default=str))
+    arrays = _chunk_arrays(result, bool(kwargs.get("return_predictions")))
+    _save_chunk(path, arrays, meta)
+    return arrays, {**meta, "seconds": time.perf_counter() - t0}
 
 
 def _read_identity(path: Path) -> dict[str, Any] | None:

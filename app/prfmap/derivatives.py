@@ -12,15 +12,19 @@ import contextlib
 import json
 import os
 import shutil
-import tempfile
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from prfmap import __version__
 from prfmap.engine import catalog
+from prfmap.io.atomic import write_if_absent, write_json_atomic
+from prfmap.io.geometry import UnitGeometry
+from prfmap.io.naming import bids_name
 
 MAP_SUFFIX = "boldmap"
 BIDS_VERSION = "1.9.0"
@@ -83,23 +87,20 @@ class OutputKey:
         desc : str, optional
             Description label, for time series (``prediction``, ``preproc``).
         """
-        entities = [f"sub-{self.subject}"]
-        if self.session:
-            entities.append(f"ses-{self.session}")
-        entities.append(f"task-{self.task}")
-        if hemi:
-            entities.append(f"hemi-{hemi}")
-        entities.append(f"space-{self.space}")
-        if self.res:
-            entities.append(f"res-{self.res}")
-        if self.den:
-            entities.append(f"den-{self.den}")
-        if desc:
-            entities.append(f"desc-{desc}")
-        entities.append(f"model-{self.model}")
-        if param:
-            entities.append(f"param-{param}")
-        return "_".join(entities)
+        return bids_name(
+            {
+                "sub": self.subject,
+                "ses": self.session,
+                "task": self.task,
+                "hemi": hemi,
+                "space": self.space,
+                "res": self.res,
+                "den": self.den,
+                "desc": desc,
+                "model": self.model,
+                "param": param,
+            }
+        )
 
 
 def map_sidecar(
@@ -145,54 +146,6 @@ def map_sidecar(
     sidecar["FitSettings"] = dict(settings)
     sidecar.update({k: v for k, v in provenance.items() if k != "MapNames"})
     return sidecar
-
-
-def write_json(path: Path, content: Mapping[str, Any]) -> None:
-    """Write ``content`` as indented JSON, atomically (temporary file + ``os.replace``)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(_jsonable(content), fh, indent=2, sort_keys=False)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def write_if_absent(path: Path, text: str) -> bool:
-    """Create ``path`` with ``text`` unless it exists; safe when several processes race.
-
-    The content is written to a temporary file and hard-linked into place, so the file appears
-    complete or not at all and only the first process's version survives.
-
-    Returns
-    -------
-    bool
-        True when this call created the file.
-    """
-    path = Path(path)
-    if path.exists():
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            return False
-        except OSError:
-            if path.exists():
-                return False
-            os.replace(tmp, path)
-        return True
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
 
 
 def dataset_description(
@@ -303,18 +256,130 @@ def bids_uri(path: str | Path, links: Mapping[str, Path]) -> str:
     return best[1] if best else str(path)
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    if hasattr(value, "item") and callable(value.item):
+
+def source_datasets(links: Mapping[str, Path]) -> list[dict[str, str]]:
+    """``SourceDatasets`` of ``dataset_description.json``: a BIDS URI per linked dataset, with the
+    version its own description gives (derivatives: ``GeneratedBy[0].Version``)."""
+    sources = []
+    for name, path in links.items():
+        entry = {"URL": f"bids:{name}:"}
         try:
-            return value.item()
-        except (ValueError, TypeError):
-            return str(value)
-    if isinstance(value, float | int | str | bool) or value is None:
-        return value
-    return str(value)
+            desc = json.loads((Path(path) / "dataset_description.json").read_text())
+            generated = (desc.get("GeneratedBy") or [{}])[0] if name != "raw" else {}
+            version = generated.get("Version") or desc.get("DatasetDOI")
+            if version:
+                entry["Version"] = str(version)
+        except (OSError, ValueError, AttributeError, IndexError, TypeError):
+            pass
+        sources.append(entry)
+    return sources
+
+
+def sidecar_of(path: Path) -> Path:
+    """The JSON sidecar of a data file (``x_boldmap.func.gii`` → ``x_boldmap.json``)."""
+    name = path.name
+    for ext in (".func.gii", ".dscalar.nii", ".dtseries.nii", ".nii.gz", ".nii"):
+        if name.endswith(ext):
+            name = name[: -len(ext)]
+            break
+    return path.with_name(name + ".json")
+
+
+def write_map_files(
+    folder: Path,
+    key: OutputKey,
+    geometry: UnitGeometry,
+    maps: Mapping[str, np.ndarray],
+    settings: Mapping[str, Any],
+    provenance: Mapping[str, Any],
+) -> list[Path]:
+    """Write a fit's parameter maps and their sidecars into ``folder``.
+
+    GIFTI and NIfTI: one file per parameter (and hemisphere); CIFTI: one ``dscalar`` holding
+    every parameter.
+
+    Parameters
+    ----------
+    folder : Path
+        The participant's ``func`` folder (inside the staging folder).
+    key : OutputKey
+        The entities of the fit.
+    geometry : UnitGeometry
+        How the units lie in the BOLD's format.
+    maps : mapping
+        Parameter label → (units,) float32 values.
+    settings : mapping
+        ``FitResult.settings``.
+    provenance : mapping
+        Added to every sidecar (:func:`map_sidecar`).
+
+    Returns
+    -------
+    list of Path
+        The data files and sidecars written.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    if geometry.kind == "cifti":
+        path = folder / f"{key.stem()}_{MAP_SUFFIX}.dscalar.nii"
+        written += geometry.write_maps(maps, lambda hemi: path, {"Model": key.model})
+        sidecar = map_sidecar(None, key.model, settings, {**provenance, "MapNames": list(maps)})
+        sidecar["MapNames"] = list(maps)
+        return written + [write_json_atomic(sidecar_of(path), sidecar)]
+    extension = ".func.gii" if geometry.kind == "gifti" else ".nii.gz"
+    for label, values in maps.items():
+
+        def path_for(hemi: str | None, label: str = label) -> Path:
+            return folder / f"{key.stem(hemi=hemi, param=label)}_{MAP_SUFFIX}{extension}"
+
+        files = geometry.write_maps({label: values}, path_for, {"Model": key.model, "Parameter": label})
+        written += files
+        sidecar = map_sidecar(label, key.model, settings, provenance)
+        written += [write_json_atomic(sidecar_of(path), sidecar) for path in files]
+    return written
+
+
+def write_series_files(
+    folder: Path,
+    key: OutputKey,
+    geometry: UnitGeometry,
+    series: Mapping[str, tuple[np.ndarray, str]],
+    tr: float,
+    provenance: Mapping[str, Any],
+) -> list[Path]:
+    """Write (units, frames) time series (``desc-<label>_bold``) and their sidecars into ``folder``.
+
+    Parameters
+    ----------
+    series : mapping
+        ``desc`` label → (values, description), e.g. ``{"prediction": (predictions, "fitted
+        model time series")}``.
+    tr : float
+        Seconds between frames.
+
+    Other parameters are those of :func:`write_map_files`.
+
+    Returns
+    -------
+    list of Path
+        The data files and sidecars written.
+    """
+    extension = {"gifti": ".func.gii", "cifti": ".dtseries.nii"}.get(geometry.kind, ".nii.gz")
+    written: list[Path] = []
+    for desc, (values, description) in series.items():
+
+        def path_for(hemi: str | None, desc: str = desc) -> Path:
+            return folder / f"{key.stem(hemi=hemi, desc=desc)}_bold{extension}"
+
+        files = geometry.write_series(np.asarray(values, np.float32), path_for, tr)
+        sidecar = {
+            "Description": f"{description}, after removing the nuisance subspace (DCT "
+            "high-pass, confounds, run means) from data and predictions alike",
+            "RepetitionTime": tr,
+            "Model": key.model,
+            "Units": "percent signal change",
+            **provenance,
+        }
+        for path in files:
+            written += [path, write_json_atomic(sidecar_of(path), sidecar)]
+    return written

@@ -57,3 +57,8 @@ class MissingInputError(PrfmapError):
     """A file the inputs refer to does not exist."""
 
     exit_code = ExitCode.MISSING_INPUT
+
+
+def one_line(message: BaseException | str) -> str:
+    """A message (or an exception's) on one line, as every user-facing error is printed."""
+    return " ".join(str(message).split())

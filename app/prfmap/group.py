@@ -14,12 +14,16 @@ import numpy as np
 from scipy.stats import circmean
 
 from prfmap import __version__
-from prfmap.derivatives import MAP_SUFFIX, OutputKey, write_json
+from prfmap.derivatives import MAP_SUFFIX, OutputKey
 from prfmap.errors import BadDataError, MissingInputError
+from prfmap.io.atomic import write_json_atomic
+from prfmap.io.bold import read_dscalar, read_gifti
+from prfmap.io.geometry import GiftiGeometry
+from prfmap.io.naming import bids_name, parse_bids_name
+from prfmap.io.spaces import CIFTI_MESH_DENSITY
 from prfmap.report.group import GroupFit, write_group_report
-from prfmap.report.surface import CIFTI_MESH_DENSITY
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 TEMPLATE_SPACES = ("fsaverage", "fsaverage5", "fsaverage6", "fsLR")
 HEMIS = ("L", "R")
@@ -77,18 +81,6 @@ class ParticipantMaps:
         return FitKey(k.task, k.space, k.den, k.model)
 
 
-def _entities(name: str) -> tuple[dict[str, str], str, str] | None:
-    stem, dot, ext = name.partition(".")
-    *pairs, suffix = stem.split("_")
-    entities = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("-")
-        if not sep or not value:
-            return None
-        entities[key] = value
-    return entities, suffix, dot + ext
-
-
 def _output_key(entities: dict[str, str]) -> OutputKey | None:
     required = ("sub", "task", "space", "model")
     if any(k not in entities for k in required):
@@ -114,8 +106,6 @@ def _sidecar_fov(path: Path) -> float | None:
 
 
 def _read_gifti_map(path: Path) -> np.ndarray:
-    from prfmap.io.bold import read_gifti
-
     values = read_gifti(path)
     if values.ndim != 2 or values.shape[1] != 1:
         raise BadDataError(f"{path} holds {values.shape[1]} maps, not one; re-run the participant level")
@@ -123,18 +113,9 @@ def _read_gifti_map(path: Path) -> np.ndarray:
 
 
 def _read_cifti_maps(path: Path) -> dict[str, dict[str, np.ndarray]]:
-    import nibabel as nib
-
-    from prfmap.report.context import SurfaceGeometry
-
-    try:
-        img = nib.load(str(path))
-        names = list(img.header.get_axis(0).name)
-        data = np.asarray(img.get_fdata(dtype=np.float32), dtype=np.float64)
-    except Exception as err:  # nibabel raises many kinds on corrupt files
-        raise BadDataError(f"cannot read {path} ({err}); re-run the participant level") from None
-    surface = SurfaceGeometry.from_cifti(path)
-    return {name: surface.split(data[i]) for i, name in enumerate(names)}
+    maps, geometry = read_dscalar(path)
+    surface = geometry.surface()
+    return {name: surface.split(values) for name, values in maps.items()}
 
 
 def find_participant_maps(
@@ -160,7 +141,7 @@ def find_participant_maps(
     wanted = {p.removeprefix("sub-") for p in participant_labels} if participant_labels else None
     found: dict[OutputKey, ParticipantMaps] = {}
     for path in sorted(Path(output_dir).glob(f"sub-*/**/func/sub-*_{MAP_SUFFIX}.*")):
-        parsed = _entities(path.name)
+        parsed = parse_bids_name(path.name)
         if parsed is None:
             continue
         entities, _, ext = parsed
@@ -241,11 +222,11 @@ def _spaces_message(sets: list[ParticipantMaps], subjects: list[str]) -> str:
 
 
 def _group_name(key: OutputKey, hemi: str, param: str | None, stat: str) -> str:
-    stem = key.stem(hemi=hemi, param=param)
-    drop = (f"sub-{key.subject}_", f"ses-{key.session}_" if key.session else "")
-    for prefix in drop:
-        stem = stem.removeprefix(prefix)
-    return f"{stem}_stat-{stat}_{MAP_SUFFIX}.func.gii"
+    entities = {
+        "task": key.task, "hemi": hemi, "space": key.space, "res": key.res, "den": key.den,
+        "model": key.model, "param": param, "stat": stat,
+    }  # fmt: skip
+    return bids_name(entities, MAP_SUFFIX, ".func.gii")
 
 
 def _stack(sets: list[ParticipantMaps], label: str, hemi: str) -> np.ndarray:
@@ -387,8 +368,6 @@ def _write_fit(
     subjects: list[str],
     r2_threshold: float,
 ) -> GroupResult:
-    from prfmap.io.bold import GiftiGeometry
-
     per_hemi = {}
     for hemi in HEMIS:
         stacks = {label: _stack(members, label, hemi) for label in STATISTICS}
@@ -413,7 +392,7 @@ def _write_fit(
             {"Statistic": stat, "Parameter": param or "count"},
         )
         for path in paths:
-            write_json(
+            write_json_atomic(
                 path.with_name(path.name.replace(".func.gii", ".json")),
                 {
                     "Parameter": param or "count",
@@ -432,5 +411,5 @@ def _write_fit(
                 },
             )
             written.append(path)
-    log.info("group maps of %s written for %d participants", fit, len(subjects))
+    logger.info("group maps of %s written for %d participants", fit, len(subjects))
     return GroupResult(fit, subjects, per_hemi, written, r2_threshold, fov)

@@ -13,22 +13,18 @@ from __future__ import annotations
 import fnmatch
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from nilearn.signal import clean, create_cosine_drift
 from scipy.linalg import block_diag
 
-from prfmap.errors import BadDataError, MissingInputError, UsageError
+from prfmap.errors import BadDataError, MissingInputError, UsageError, one_line
 
 NON_STEADY_PREFIX = "non_steady_state_outlier"
-
-
-def _why(err: BaseException) -> str:
-    """An exception's message on one line."""
-    return " ".join(str(err).split())
 
 
 @dataclass(frozen=True)
@@ -42,10 +38,16 @@ class PreprocessedRun:
         mean) removed; NaN rows for units that cannot be used.
     nuisance : ndarray
         float64 (frames, k) regressors that were removed, without the constant.
+    dummy_scans : int
+        Initial volumes that were dropped.
+    source : str
+        The BOLD file the run came from, for messages (may be empty).
     """
 
     data: np.ndarray
     nuisance: np.ndarray
+    dummy_scans: int = 0
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,7 @@ def preprocess_run(
     dummy_scans: int = 0,
     high_pass_hz: float | None = 0.01,
     confounds: np.ndarray | None = None,
+    source: str = "",
 ) -> PreprocessedRun:
     """Drop dummy scans, convert to percent signal change and regress out drifts and confounds.
 
@@ -137,6 +140,8 @@ def preprocess_run(
     confounds : ndarray, optional
         (volumes, k) regressors (all volumes, dummy scans included); NaN entries (e.g. the first
         row of ``framewise_displacement``) are replaced by the column mean.
+    source : str
+        The BOLD file name, kept for the messages of :func:`combine_runs`.
 
     Returns
     -------
@@ -164,11 +169,7 @@ def preprocess_run(
     if confounds is not None:
         conf = np.asarray(confounds, dtype=np.float64)
         conf = conf.reshape(conf.shape[0], -1)
-        if conf.shape[0] != n_vol:
-            raise BadDataError(
-                f"confounds have {conf.shape[0]} rows but the run has {n_vol} volumes; use the "
-                "run's own desc-confounds_timeseries.tsv"
-            )
+        _check_confound_rows(conf.shape[0], n_vol)
         conf = conf[dummy_scans:]
         means = np.nanmean(np.where(np.isfinite(conf), conf, np.nan), axis=0)
         conf = np.where(np.isfinite(conf), conf, np.nan_to_num(means)[None, :])
@@ -179,7 +180,17 @@ def preprocess_run(
     for start in range(0, data.shape[0], _block_rows(n)):
         stop = min(start + _block_rows(n), data.shape[0])
         out[start:stop] = _percent_signal_change(data[start:stop, dummy_scans:], nuisance)
-    return PreprocessedRun(out, nuisance)
+    return PreprocessedRun(out, nuisance, dummy_scans, source)
+
+
+def _check_confound_rows(rows: int, n_volumes: int, source: str = "") -> None:
+    """Confounds must have one row per volume of the run (dummy scans included)."""
+    if rows != n_volumes:
+        where = f" in {source}" if source else ""
+        raise BadDataError(
+            f"confounds have {rows} rows{where} but the run has {n_volumes} volumes; use the "
+            "run's own desc-confounds_timeseries.tsv"
+        )
 
 
 def _block_rows(n_frames: int, block_bytes: int = 2**26) -> int:
@@ -214,7 +225,9 @@ def _percent_signal_change(block: np.ndarray, nuisance: np.ndarray) -> np.ndarra
 def combine_runs(
     runs: Sequence[PreprocessedRun],
     stimulus_keys: Sequence[str],
-    designs: dict[str, np.ndarray],
+    designs: Mapping[str, np.ndarray],
+    *,
+    names: Mapping[str, str] | None = None,
 ) -> CombinedData:
     """Average runs that saw the same stimulus; concatenate runs that saw different ones.
 
@@ -225,8 +238,10 @@ def combine_runs(
     stimulus_keys : sequence of str
         One key per run (``RunInput.stimulus_key``); equal keys are averaged, in the order of
         their first appearance.
-    designs : dict
+    designs : mapping
         Key → (frames, rows, cols) aperture of that stimulus.
+    names : mapping, optional
+        Key → what messages call the aperture (its file name); default the key.
 
     Returns
     -------
@@ -260,10 +275,7 @@ def combine_runs(
         n = frames.pop()
         design = np.asarray(designs[key], dtype=np.float32)
         if design.shape[0] != n:
-            raise BadDataError(
-                f"the aperture {key} has {design.shape[0]} frames but its runs have {n} volumes "
-                "after dummy scans; they must be equal"
-            )
+            raise BadDataError(_frames_message((names or {}).get(key, key), design.shape[0], members))
         groups.append(members)
         nuisance_blocks.append(
             _orthonormal(np.concatenate([r.nuisance for r in members], axis=1), n,
@@ -271,7 +283,17 @@ def combine_runs(
         )
         design_blocks.append(design)
         lengths.append(n)
-    nuisance = block_diag(*nuisance_blocks) if nuisance_blocks else np.zeros((sum(lengths), 0))
+    return CombinedData(
+        data=_average_and_concatenate(groups, lengths),
+        nuisance=_combined_nuisance(nuisance_blocks, lengths),
+        design=np.concatenate(design_blocks, axis=0),
+        run_lengths=lengths,
+    )
+
+
+def _combined_nuisance(blocks: list[np.ndarray], lengths: list[int]) -> np.ndarray:
+    """Block-diagonal nuisance of concatenated runs, plus one constant per run after the first."""
+    nuisance = block_diag(*blocks) if blocks else np.zeros((sum(lengths), 0))
     if len(lengths) > 1:
         starts = np.cumsum([0, *lengths])
         indicators = np.zeros((starts[-1], len(lengths) - 1))
@@ -279,19 +301,87 @@ def combine_runs(
             indicators[starts[i] : starts[i + 1], i - 1] = 1.0
         indicators -= indicators.mean(axis=0)
         nuisance = np.concatenate([nuisance, indicators], axis=1)
-    n_rows = n_units.pop()
+    return nuisance
+
+
+def _average_and_concatenate(groups: list[list[PreprocessedRun]], lengths: list[int]) -> np.ndarray:
+    """The mean of each group's runs, the groups side by side along frames (float32)."""
+    n_rows = groups[0][0].data.shape[0]
     data = np.empty((n_rows, sum(lengths)), dtype=np.float32)
     for members, start, n in zip(groups, np.cumsum([0, *lengths[:-1]]), lengths, strict=True):
         for row in range(0, n_rows, _block_rows(n)):
             stop = min(row + _block_rows(n), n_rows)
             block = [r.data[row:stop] for r in members]
             data[row:stop, start : start + n] = np.mean(block, axis=0, dtype=np.float64)
-    return CombinedData(
-        data=data,
-        nuisance=nuisance,
-        design=np.concatenate(design_blocks, axis=0),
-        run_lengths=lengths,
+    return data
+
+
+def _frames_message(aperture: str, frames: int, runs: Sequence[PreprocessedRun]) -> str:
+    n = runs[0].data.shape[1]
+    example = next((r for r in runs if r.source), None)
+    detail = ""
+    if example is not None:
+        detail = (
+            f" ({example.source} has {n} volumes after {example.dummy_scans} dummy scans, "
+            f"{n + example.dummy_scans} in all)"
+        )
+    return (
+        f"the aperture {aperture} has {frames} frames but its runs have {n} volumes after dummy "
+        f"scans{detail}; they must be equal (check the aperture or --dummy-scans)"
     )
+
+
+def run_confounds(
+    path: str | os.PathLike | None,
+    n_volumes: int,
+    *,
+    columns: Sequence[str] = (),
+    dummy_scans: int | None = None,
+    run: str = "the run",
+    bold: str = "the BOLD",
+) -> tuple[int, np.ndarray | None]:
+    """A run's dummy scans and the confound columns to regress out, from its confounds file.
+
+    Parameters
+    ----------
+    path : path-like or None
+        fMRIPrep's ``desc-confounds_timeseries.tsv`` of the run, if any.
+    n_volumes : int
+        Volumes of the BOLD run (dummy scans included).
+    columns : sequence of str
+        Confound names or patterns (``--confounds``); empty for none.
+    dummy_scans : int or None
+        Volumes to drop (``--dummy-scans``); None counts fMRIPrep's non-steady-state outliers.
+    run, bold : str
+        The run's name and its BOLD file name(s), for messages.
+
+    Returns
+    -------
+    tuple
+        The dummy scans, and the (volumes, k) confounds or None.
+
+    Raises
+    ------
+    BadDataError
+        The table's rows differ from the volumes, or the dummy scans leave no volume.
+    MissingInputError
+        ``columns`` are given but the run has no confounds file.
+    UsageError
+        A column matches nothing.
+    """
+    table = None
+    if (columns or dummy_scans is None) and path is not None:
+        table = read_confounds(path)
+        _check_confound_rows(len(table), n_volumes, Path(path).name)
+    if dummy_scans is None:
+        dummy_scans = dummy_scans_from_confounds(table) if table is not None else 0
+    if dummy_scans >= n_volumes:
+        raise BadDataError(f"{dummy_scans} dummy scans leave no volume of {bold}")
+    if not columns:
+        return dummy_scans, None
+    if table is None:
+        raise MissingInputError(f"--confounds given but {run} has no desc-confounds_timeseries.tsv")
+    return dummy_scans, select_confounds(table, columns, str(path))
 
 
 def read_confounds(path: str | os.PathLike) -> pd.DataFrame:
@@ -309,7 +399,7 @@ def read_confounds(path: str | os.PathLike) -> pd.DataFrame:
     try:
         return pd.read_csv(path, sep="\t", na_values=["n/a"])
     except (OSError, ValueError, pd.errors.ParserError) as err:
-        raise BadDataError(f"cannot read confounds {path} ({_why(err)}); fix it") from None
+        raise BadDataError(f"cannot read confounds {path} ({one_line(err)}); fix it") from None
 
 
 def select_confounds(table: pd.DataFrame, columns: Sequence[str], path: str = "") -> np.ndarray:

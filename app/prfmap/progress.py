@@ -8,7 +8,9 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
-log = logging.getLogger("prfmap.progress")
+from tqdm import tqdm
+
+logger = logging.getLogger(__name__)
 
 
 class Progress:
@@ -67,7 +69,7 @@ class Progress:
             if first or done >= total or now - self._last_log >= self.interval_s:
                 if done != self._last_done:
                     pct = f" ({100.0 * done / total:.0f}%)" if total else ""
-                    log.info("%s: %d/%d%s", stage, done, total, pct)
+                    logger.info("%s: %d/%d%s", stage, done, total, pct)
                     self._last_log = now
             self._last_done = done
         if total and done >= total:
@@ -77,8 +79,6 @@ class Progress:
         self._last_log = -float("inf")
         self._last_done = -1
         if self.terminal:
-            from tqdm import tqdm
-
             self._bar = tqdm(total=total, desc=stage, file=self.stream, leave=True, dynamic_ncols=True)
 
     def _finish(self) -> None:

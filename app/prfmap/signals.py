@@ -11,7 +11,7 @@ from types import FrameType
 
 from prfmap.errors import PrfmapError
 
-LOGGER = logging.getLogger("prfmap.signals")
+logger = logging.getLogger(__name__)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 _requested: list[int] = []
 
@@ -54,7 +54,7 @@ def _handler(signum: int, frame: FrameType | None) -> None:
             signum,
         )
     _requested.append(signum)
-    LOGGER.warning(
+    logger.warning(
         "%s received: stopping after the current chunk (send it again to stop at once)",
         signal.Signals(signum).name,
     )

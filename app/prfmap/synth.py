@@ -16,10 +16,12 @@ from pathlib import Path
 
 import nibabel as nib
 import numpy as np
+from nilearn import datasets
+from nilearn.glm.first_level.hemodynamic_models import spm_hrf
 
 from prfmap import __version__
-from prfmap.io.atomic import atomic_path, write_text_atomic
-from prfmap.io.bold import CiftiGeometry, GiftiGeometry, UnitGeometry, VolumeGeometry
+from prfmap.io.atomic import atomic_path, write_json_atomic, write_text_atomic
+from prfmap.io.geometry import CiftiGeometry, GiftiGeometry, UnitGeometry, VolumeGeometry
 
 SPACES = ("fsaverage5", "fsLR", "T1w")
 DEFAULT_NOISE = 0.5
@@ -175,8 +177,6 @@ def hrf_kernel(tr: float, n_taps: int | None = None) -> np.ndarray:
     ndarray
         (n_taps,) kernel; a sustained stimulus gives a response of 1.
     """
-    from nilearn.glm.first_level.hemodynamic_models import spm_hrf
-
     hrf = spm_hrf(tr, oversampling=HRF_OVERSAMPLING)
     n_taps = n_taps or int(np.ceil(len(hrf) / HRF_OVERSAMPLING)) + 2
     boxcar = np.zeros(n_taps * HRF_OVERSAMPLING)
@@ -274,8 +274,6 @@ def _occipital_coordinates(pial: np.ndarray, sphere: np.ndarray, sign: float):
 
 
 def _fsaverage5_layout(rng: np.random.Generator) -> tuple[UnitGeometry, dict, np.ndarray, np.ndarray]:
-    from nilearn import datasets
-
     mesh = datasets.load_fsaverage("fsaverage5")
     u_all, v_all, sign_all, prf_all, empty_all = [], [], [], [], []
     for part, sign in (("left", -1.0), ("right", 1.0)):
@@ -425,10 +423,6 @@ def simulate_run(
     return bold.astype(np.float32), response
 
 
-def _write_json(path: Path, content: dict) -> None:
-    write_text_atomic(path, json.dumps(content, indent=2) + "\n")
-
-
 def _confounds(bold: np.ndarray, config: SynthConfig, rng: np.random.Generator) -> str:
     n_vol = bold.shape[1]
     cols = {
@@ -464,13 +458,13 @@ def _write_bold(
             bold, lambda h: func / f"{stem}_hemi-{h}_space-fsaverage5_bold.func.gii", config.tr
         )
         for h in "LR":
-            _write_json(func / f"{stem}_hemi-{h}_space-fsaverage5_bold.json", meta)
+            write_json_atomic(func / f"{stem}_hemi-{h}_space-fsaverage5_bold.json", meta)
         return paths
     if isinstance(geom, CiftiGeometry):
         paths = geom.write_series(
             bold, lambda h: func / f"{stem}_space-fsLR_den-91k_bold.dtseries.nii", config.tr
         )
-        _write_json(func / f"{stem}_space-fsLR_den-91k_bold.json", meta)
+        write_json_atomic(func / f"{stem}_space-fsLR_den-91k_bold.json", meta)
         return paths
     assert isinstance(geom, VolumeGeometry)
     vol = rng.normal(20, 2, (*geom.mask.shape, bold.shape[1])).astype(np.float32)
@@ -485,7 +479,7 @@ def _write_bold(
     mask.header.set_xyzt_units("mm")
     with atomic_path(func / f"{stem}_space-T1w_desc-brain_mask.nii.gz") as tmp:
         nib.save(mask, tmp)
-    _write_json(func / f"{stem}_space-T1w_desc-preproc_bold.json", meta)
+    write_json_atomic(func / f"{stem}_space-T1w_desc-preproc_bold.json", meta)
     return [path]
 
 
@@ -557,12 +551,12 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
     _write_raw_top(root, config, design)
     fmriprep = root / "derivatives" / "fmriprep"
     truth_dir = root / "derivatives" / "prfsynth"
-    _write_json(fmriprep / "dataset_description.json", _deriv_description(
+    write_json_atomic(fmriprep / "dataset_description.json", _deriv_description(
         "fMRIPrep-like (synthetic)",
         "Synthetic stand-in for fMRIPrep outputs, written by prfmap-synth", root))
-    _write_json(truth_dir / "dataset_description.json", _deriv_description(
+    write_json_atomic(truth_dir / "dataset_description.json", _deriv_description(
         "prfsynth ground truth", "Ground-truth pRF parameters of the synthetic dataset", root))
-    _write_json(truth_dir / "truth.json", {
+    write_json_atomic(truth_dir / "truth.json", {
         "Settings": asdict(config),
         "Model": "gauss",
         "Units": {"x": "deg", "y": "deg", "sigma": "deg", "amplitude": "percent",
@@ -626,7 +620,7 @@ def _deriv_description(name: str, description: str, root: Path) -> dict:
 
 
 def _write_raw_top(root: Path, config: SynthConfig, design: np.ndarray) -> None:
-    _write_json(root / "dataset_description.json", {
+    write_json_atomic(root / "dataset_description.json", {
         "Name": "prfmap synthetic retinotopy dataset",
         "BIDSVersion": "1.9.0",
         "DatasetType": "raw",
@@ -646,13 +640,13 @@ def _write_raw_top(root: Path, config: SynthConfig, design: np.ndarray) -> None:
     img = nib.Nifti1Image(stim, np.eye(4))
     with atomic_path(root / "stimuli" / "bars.nii.gz") as tmp:
         nib.save(img, tmp)
-    _write_json(root / "stimuli" / "bars.json", {
+    write_json_atomic(root / "stimuli" / "bars.json", {
         "FieldOfViewDeg": config.fov_deg,
         "RepetitionTime": config.tr,
         "Description": ("Bar apertures: axis 0 rows top to bottom, axis 1 columns left to "
                         "right, axis 2 singleton, axis 3 frames (one per TR); 1 = stimulus"),
     })
-    _write_json(root / f"task-{config.task}_events.json", {
+    write_json_atomic(root / f"task-{config.task}_events.json", {
         "stim_file": {"Description": "Aperture file under stimuli/ shown during the run"},
     })
 
@@ -664,7 +658,7 @@ def _write_raw_run(func: Path, stem: str, config: SynthConfig, n_frames: int) ->
         "onset\tduration\ttrial_type\tstim_file\n"
         f"{onset:g}\t{n_frames * config.tr:g}\tbars\tbars.nii.gz\n",
     )
-    _write_json(func / f"{stem}_bold.json",
+    write_json_atomic(func / f"{stem}_bold.json",
                 {"RepetitionTime": config.tr, "TaskName": config.task})
 
 
@@ -714,7 +708,7 @@ def _write_spatial_references(layout: Layout, fmriprep: Path, sub: str, truth_fu
 
 def _add_to_json(path: Path, content: dict) -> None:
     existing = json.loads(path.read_text()) if path.is_file() else {}
-    _write_json(path, {**existing, **content})
+    write_json_atomic(path, {**existing, **content})
 
 
 def load_truth(root: str | os.PathLike, subject: str = "01") -> dict[str, np.ndarray]:

@@ -4,535 +4,515 @@ Runs are grouped per (participant, session, task, space); both hemispheres of a 
 fitted together. Runs that saw the same stimulus are averaged, different stimuli concatenated.
 Everything a participant produces is written into a staging folder and published only once all
 of it is complete; before that only log files exist.
+
+Each stage takes and returns frozen values, so a stage can be run (and tested) on its own:
+
+    plan_fits(runs, model)               -> list[FitPlan]      runs fitted together
+    load_group(plan, config, progress)   -> LoadedGroup        BOLD, apertures, preprocessing
+    fit_group(loaded, config, progress)  -> FittedGroup        the checkpointed engine fit
+    write_group(fitted, config, folder)  -> tuple[Path, ...]   maps, series and sidecars
+    report_context(...)                  -> ReportContext      what the report shows of a fit
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import tempfile
 import time
-from argparse import Namespace
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from prfmap import __version__
+from prfmap.checkpoint import fit_chunked, remove_checkpoints
+from prfmap.config import Config
 from prfmap.derivatives import (
     OutputKey,
     bids_uri,
-    map_sidecar,
     publish,
+    source_datasets,
     staging,
     write_dataset_files,
-    write_json,
+    write_map_files,
+    write_series_files,
 )
+from prfmap.engine import FitResult, Stimulus, backend_info
 from prfmap.errors import BadDataError, MissingInputError, PrfmapError, UsageError
+from prfmap.io.aperture import Aperture, load_aperture
+from prfmap.io.bids import find_runs
+from prfmap.io.bold import load_bold
+from prfmap.io.geometry import UnitGeometry
+from prfmap.io.runs import RunInput
+from prfmap.memory import chunk_units, engine_mem_gb, participant_need_gb
+from prfmap.preprocess import CombinedData, PreprocessedRun, combine_runs, preprocess_run, run_confounds
+from prfmap.progress import make_progress
+from prfmap.report.participant import ReportContext, SurfaceGeometry, write_participant_report
 from prfmap.signals import check_stop, stop_after_chunk
 
-LOGGER = logging.getLogger("prfmap.workflow")
+logger = logging.getLogger(__name__)
+
+ProgressFn = Callable[[str, int, int], None]
 
 
-@dataclass
-class FitGroup:
-    """The runs fitted together, and what came out of the fit."""
+@dataclass(frozen=True)
+class FitPlan:
+    """Runs fitted together: one participant, session, task and space (both hemispheres).
+
+    Attributes
+    ----------
+    key : OutputKey
+        The entities of every output of the fit.
+    runs : tuple of RunInput
+        The runs, in the order the query found them.
+    """
 
     key: OutputKey
-    runs: list[Any]
-    data: np.ndarray | None = None
-    geometry: Any = None
-    combined: Any = None
-    fov_deg: float | None = None
-    source_fov_deg: float | None = None
-    pixels: tuple[int, int] | None = None
-    source_pixels: tuple[int, int] | None = None
-    tr: float | None = None
-    dummy_scans: list[int] = field(default_factory=list)
-    inputs: list[str] = field(default_factory=list)
-    result: Any = None
-    timings: dict[str, float] = field(default_factory=dict)
-    outputs: list[Path] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    runs: tuple[RunInput, ...]
+
+    @property
+    def name(self) -> str:
+        """The fit's name in logs and checkpoint folders, e.g. ``task-prf_space-T1w_model-gauss``."""
+        return self.key.stem().removeprefix(f"sub-{self.key.subject}_")
 
 
-def run_participant_level(opts: Namespace) -> list[Path]:
+@dataclass(frozen=True)
+class LoadedGroup:
+    """The preprocessed, combined data of a plan, ready to fit.
+
+    Attributes
+    ----------
+    plan : FitPlan
+        What was loaded.
+    geometry : UnitGeometry
+        How the units lie in the BOLD's format (writes the maps back).
+    combined : CombinedData
+        Averaged/concatenated data, nuisance regressors, design and run lengths.
+    tr : float
+        Repetition time shared by the runs, seconds.
+    fov_deg : float
+        Field of view of the fitted aperture grid (first to last pixel centre), degrees.
+    pixels : tuple of int
+        (rows, cols) of the fitted aperture grid.
+    source_fov_deg : float
+        Field of view of the aperture files, degrees.
+    source_pixels : tuple of int
+        (rows, cols) of the aperture files (more than ``pixels`` when they were area-averaged).
+    dummy_scans : tuple of int
+        Volumes dropped from each run.
+    inputs : tuple of str
+        Every file read (BOLD, masks, events, confounds, apertures), without repeats.
+    seconds : float
+        Time spent loading and preprocessing.
+    """
+
+    plan: FitPlan
+    geometry: UnitGeometry
+    combined: CombinedData
+    tr: float
+    fov_deg: float
+    pixels: tuple[int, int]
+    source_fov_deg: float
+    source_pixels: tuple[int, int]
+    dummy_scans: tuple[int, ...]
+    inputs: tuple[str, ...]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class FittedGroup:
+    """A plan's data and the engine's result.
+
+    Attributes
+    ----------
+    loaded : LoadedGroup
+        The data that were fitted.
+    result : FitResult
+        Parameters, r², settings, timings (and predictions when kept).
+    seconds : float
+        Time spent fitting.
+    warnings : tuple of str
+        What the report should tell the user.
+    """
+
+    loaded: LoadedGroup
+    result: FitResult
+    seconds: float
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def timings(self) -> dict[str, float]:
+        """Seconds per stage so far: ``load`` and ``fit``."""
+        return {"load": self.loaded.seconds, "fit": self.seconds}
+
+
+def run_participant_level(config: Config) -> list[Path]:
     """Fit every selected participant and write their derivatives and reports.
 
     Parameters
     ----------
-    opts : argparse.Namespace
-        Parsed by :func:`prfmap.cli.parser.build_parser`, with absolute ``bids_dir`` and
-        ``output_dir`` and the backend already selected.
+    config : Config
+        Built by :func:`prfmap.cli.config.build_config`; the backend is already selected.
 
     Returns
     -------
     list of Path
         Every derivative file written.
     """
-    from prfmap.io.bids import find_inputs
-    from prfmap.memory import default_mem_gb
-
-    opts.mem_gb_auto = not opts.mem_gb
-    if opts.mem_gb_auto:
-        opts.mem_gb = default_mem_gb()
-        LOGGER.info("memory budget %.1f GB (--mem-gb; default: half the available memory)", opts.mem_gb)
-    with stop_after_chunk(), _work_dir(opts.work_dir) as work_dir:
-        runs = find_inputs(
-            opts.bids_dir,
-            opts.output_dir,
-            derivatives=dict(opts.derivatives) if opts.derivatives else None,
-            participant_labels=opts.participant_label,
-            session_labels=opts.session_label,
-            tasks=opts.task,
-            runs=opts.run,
-            space=opts.space,
-            bids_filter=opts.bids_filter_file,
-            work_dir=work_dir,
-            stimulus=opts.stimulus,
+    execution, output_dir = config.execution, config.outputs.output_dir
+    if execution.mem_gb_auto:
+        logger.info(
+            "memory budget %.1f GB (--mem-gb; default: half the available memory)", execution.mem_gb
         )
+    with stop_after_chunk(), _work_dir(execution.work_dir) as work_dir:
+        runs = find_runs(config.inputs, work_dir=work_dir)
         written: list[Path] = []
         for subject in sorted({r.subject for r in runs}):
-            subject_runs = [r for r in runs if r.subject == subject]
-            with _participant_log(opts.output_dir, subject):
+            with _participant_log(output_dir, subject):
                 try:
-                    written += _participant(opts, subject, subject_runs)
+                    written += run_participant(config, subject, [r for r in runs if r.subject == subject])
                 except Exception as err:
                     if not isinstance(err, PrfmapError):
-                        LOGGER.error("sub-%s failed", subject, exc_info=True)
+                        logger.error("sub-%s failed", subject, exc_info=True)
                         err.prfmap_logged = True  # type: ignore[attr-defined]
                     raise
         return written
 
 
-def _participant(opts: Namespace, subject: str, runs: list[Any]) -> list[Path]:
-    groups = _group_runs(runs, opts.model)
-    LOGGER.info(
+def run_participant(config: Config, subject: str, runs: Sequence[RunInput]) -> list[Path]:
+    """Load, fit, write and report every fit of one participant; returns the files published."""
+    plans = plan_fits(runs, config.fit.model)
+    logger.info(
         "sub-%s: %d run(s) in %d fit(s): %s",
-        subject, len(runs), len(groups), ", ".join(_group_name(g) for g in groups),
+        subject, len(runs), len(plans), ", ".join(p.name for p in plans),
     )  # fmt: skip
-    progress = _make_progress()
-    try:
-        for group in groups:
-            _load_group(group, opts, progress)
-            _fit_group(group, opts, progress)
-    finally:
-        _close(progress)
-    check_stop("after fitting every chunk, before writing outputs", _how_to_resume(opts))
+    with make_progress() as progress:
+        fitted = [fit_group(load_group(plan, config, progress), config, progress) for plan in plans]
+    check_stop("after fitting every chunk, before writing outputs", how_to_resume(config))
+    output_dir = config.outputs.output_dir
     start = time.perf_counter()
-    with staging(opts.output_dir) as stage:
-        for group in groups:
-            _write_group(group, opts, stage)
-        published = publish(stage, opts.output_dir)
-    write_dataset_files(opts.output_dir, _source_datasets(opts), _links_as_uris(opts))
-    for group in groups:
-        group.outputs = [opts.output_dir / p.relative_to(stage) for p in group.outputs]
-        group.timings["write"] = time.perf_counter() - start
-    LOGGER.info("sub-%s: wrote %d files under %s", subject, len(published), opts.output_dir)
-    if not opts.no_report:
-        _report(opts, subject, groups)
-    from prfmap.checkpoint import remove_checkpoints
-
-    remove_checkpoints(_checkpoint_dir(opts, subject))
+    with staging(output_dir) as stage:
+        staged = [write_group(group, config, stage) for group in fitted]
+        published = publish(stage, output_dir)
+    links = config.inputs.dataset_links
+    uris = {name: Path(path).absolute().as_uri() for name, path in links.items()}
+    write_dataset_files(output_dir, source_datasets(links), uris)
+    write_seconds = time.perf_counter() - start
+    logger.info("sub-%s: wrote %d files under %s", subject, len(published), output_dir)
+    if config.outputs.report:
+        contexts = [
+            report_context(group, [output_dir / p.relative_to(stage) for p in files], write_seconds, config)
+            for group, files in zip(fitted, staged, strict=True)
+        ]
+        path = write_participant_report(output_dir, subject, contexts)
+        logger.info("sub-%s: report %s", subject, path)
+    remove_checkpoints(checkpoint_dir(config, subject))
     return published
 
 
-def _group_runs(runs: list[Any], model: str) -> list[FitGroup]:
-    groups: dict[tuple, FitGroup] = {}
+def plan_fits(runs: Sequence[RunInput], model: str) -> list[FitPlan]:
+    """Group runs by participant, session, task, space and format, in the order found."""
+    groups: dict[tuple[OutputKey, str], list[RunInput]] = {}
     for run in runs:
         res = run.entities.get("res")
         key = OutputKey(run.subject, run.session, run.task, run.space, run.den, res, model)
-        groups.setdefault((key, run.kind), FitGroup(key=key, runs=[])).runs.append(run)
-    return list(groups.values())
+        groups.setdefault((key, run.kind), []).append(run)
+    return [FitPlan(key, tuple(members)) for (key, _), members in groups.items()]
 
 
-def _group_name(group: FitGroup) -> str:
-    return group.key.stem().removeprefix(f"sub-{group.key.subject}_")
+@dataclass(frozen=True)
+class _Run:
+    """One run read, before preprocessing."""
+
+    data: np.ndarray
+    geometry: UnitGeometry
+    aperture: Aperture
+    dummy_scans: int
+    confounds: np.ndarray | None
 
 
-def _load_group(group: FitGroup, opts: Namespace, progress: Callable) -> None:
-    from prfmap.io.aperture import load_aperture
-    from prfmap.io.bold import load_bold
-    from prfmap.preprocess import combine_runs, preprocess_run
+def load_group(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedGroup:
+    """Load, check and preprocess a plan's runs and combine them.
 
+    Raises
+    ------
+    BadDataError
+        The runs differ in units, TR or aperture grid, or a run's volumes do not match its
+        aperture's frames.
+    MissingInputError
+        A run has no aperture, or ``--confounds`` was given and a run has no confounds file.
+    UsageError
+        An explicit ``--mem-gb`` is below what the plan must hold.
+    """
     start = time.perf_counter()
-    preprocessed, keys, designs = [], [], {}
-    n_units = None
-    for i, run in enumerate(group.runs):
-        progress("load runs", i, len(group.runs))
-        data, geometry = load_bold(run)
-        if n_units is None:
-            n_units, group.geometry = data.shape[0], geometry
-        elif data.shape[0] != n_units:
-            raise BadDataError(
-                f"{run.name} has {data.shape[0]} units but {group.runs[0].name} has {n_units} "
-                f"in space {run.space}; the runs of one space must share their vertices/voxels"
-            )
-        if group.tr is None:
-            group.tr = run.tr
-        elif abs(run.tr - group.tr) > 1e-6:
-            raise BadDataError(
-                f"{run.name} has RepetitionTime {run.tr} s but {group.runs[0].name} {group.tr} s; "
-                "fit runs with different TRs separately (--run or --task)"
-            )
-        if run.stim_file is None:
-            raise MissingInputError(f"no stimulus aperture for {run.name}; pass --stimulus")
-        aperture = load_aperture(
-            run.stim_file, tr=run.tr, fov_deg=opts.stimulus_fov_deg,
-            frame_index=run.stim_file_index, resample=True,
-        )  # fmt: skip
-        grid = (aperture.design.shape[1:], round(aperture.fov_deg, 6))
-        if group.fov_deg is None:
-            group.fov_deg, group.source_fov_deg = float(aperture.fov_deg), aperture.source_fov_deg
-            group.pixels, group.source_pixels = grid[0], aperture.source_shape
-            if aperture.resampled:
-                LOGGER.info(
-                    "aperture %s: %d × %d pixels area-averaged to %d × %d (%.3f° each, the grid's "
-                    "smallest pRF size)", Path(run.stim_file).name, *aperture.source_shape,
-                    *grid[0], aperture.fov_deg / (grid[0][1] - 1),
-                )  # fmt: skip
-        elif grid != (group.pixels, round(group.fov_deg, 6)):
-            raise BadDataError(
-                f"aperture {Path(run.stim_file).name} spans {aperture.source_fov_deg}° in "
-                f"{aperture.source_shape[0]} × {aperture.source_shape[1]} pixels but another run's "
-                f"{group.source_fov_deg}° in {group.source_pixels[0]} × {group.source_pixels[1]}; "
-                "apertures fitted together need one field of view (--stimulus-fov-deg) and size"
-            )
-        dummy, confounds = _confounds(run, opts, data.shape[1])
-        if i == 0:
-            _check_memory(group, opts, data.shape[0], data.shape[1] - dummy, aperture.design[0].size)
-        frames, volumes = aperture.design.shape[0], data.shape[1] - dummy
-        if frames != volumes:
-            raise BadDataError(
-                f"aperture {Path(run.stim_file).name} has {frames} frames but "
-                f"{run.bold_files[0].name} has {volumes} volumes after {dummy} dummy scans "
-                f"({data.shape[1]} in all); they must be equal (check the aperture or "
-                "--dummy-scans)"
-            )
-        preprocessed.append(
-            preprocess_run(
-                data,
-                run.tr,
-                dummy_scans=dummy,
-                high_pass_hz=opts.high_pass_hz,
-                confounds=confounds,
-            )  # fmt: skip
-        )
-        key = run.stimulus_key
-        keys.append(key)
-        designs.setdefault(key, aperture.design)
-        group.dummy_scans.append(dummy)
-        group.inputs += [str(p) for p in run.bold_files]
-        group.inputs += [str(p) for p in (run.mask, run.events, run.confounds) if p is not None]
-        group.inputs.append(str(run.stim_file))
-    progress("load runs", len(group.runs), len(group.runs))
-    group.inputs = list(dict.fromkeys(group.inputs))
-    group.combined = combine_runs(preprocessed, keys, designs)
-    group.timings["load"] = time.perf_counter() - start
-    n_stimuli = len(set(keys))
-    LOGGER.info(
+    preprocessed: list[PreprocessedRun] = []
+    designs: dict[str, np.ndarray] = {}
+    first: _Run | None = None
+    for i, run in enumerate(plan.runs):
+        progress("load runs", i, len(plan.runs))
+        read = _read_run(run, config)
+        if first is None:
+            first = dataclasses.replace(read, data=read.data[:, :0], confounds=None)
+            _log_resampling(run, read.aperture)
+            check_memory(plan, config, read.data.shape[0], read.data.shape[1] - read.dummy_scans,
+                         read.aperture.design[0].size)  # fmt: skip
+        else:
+            _check_alike(run, read, plan.runs[0], first)
+        preprocessed.append(preprocess_run(
+            read.data, run.tr, dummy_scans=read.dummy_scans, high_pass_hz=config.preprocessing.high_pass_hz,
+            confounds=read.confounds, source=run.bold_files[0].name,
+        ))  # fmt: skip
+        designs.setdefault(run.stimulus_key, read.aperture.design)
+    progress("load runs", len(plan.runs), len(plan.runs))
+    keys = [run.stimulus_key for run in plan.runs]
+    names = {run.stimulus_key: Path(run.stim_file).name for run in plan.runs}
+    combined = combine_runs(preprocessed, keys, designs, names=names)
+    logger.info(
         "%s: %d run(s), %d stimulus sequence(s) → %d units × %d frames",
-        _group_name(group), len(group.runs), n_stimuli, *group.combined.data.shape,
+        plan.name, len(plan.runs), len(designs), *combined.data.shape,
     )  # fmt: skip
+    aperture = first.aperture
+    return LoadedGroup(
+        plan=plan,
+        geometry=first.geometry,
+        combined=combined,
+        tr=plan.runs[0].tr,
+        fov_deg=float(aperture.fov_deg),
+        pixels=tuple(aperture.design.shape[1:]),
+        source_fov_deg=float(aperture.source_fov_deg),
+        source_pixels=tuple(aperture.source_shape),
+        dummy_scans=tuple(r.dummy_scans for r in preprocessed),
+        inputs=_inputs(plan.runs),
+        seconds=time.perf_counter() - start,
+    )
 
 
-def _check_memory(group: FitGroup, opts: Namespace, units: int, volumes: int, pixels: int) -> None:
-    """Refuse a ``--mem-gb`` below what the group must hold (estimated from its first run)."""
-    from prfmap.memory import participant_need_gb
+def _read_run(run: RunInput, config: Config) -> _Run:
+    """A run's BOLD, its aperture at the fitting resolution, its dummy scans and confounds."""
+    data, geometry = load_bold(run)
+    if run.stim_file is None:
+        raise MissingInputError(f"no stimulus aperture for {run.name}; pass --stimulus")
+    aperture = load_aperture(
+        run.stim_file, tr=run.tr, fov_deg=config.inputs.stimulus_fov_deg,
+        frame_index=run.stim_file_index, resample=True,
+    )  # fmt: skip
+    prep = config.preprocessing
+    dummy, confounds = run_confounds(
+        run.confounds, data.shape[1], columns=prep.confounds, dummy_scans=prep.dummy_scans,
+        run=run.name, bold=" and ".join(p.name for p in run.bold_files),
+    )  # fmt: skip
+    return _Run(data, geometry, aperture, dummy, confounds)
 
-    n_stimuli = len({run.stimulus_key for run in group.runs})
-    predictions = bool(opts.save_predictions or not opts.no_report)
-    need = participant_need_gb(units, volumes * len(group.runs), volumes * n_stimuli, pixels, predictions)
-    if need <= opts.mem_gb:
+
+def _log_resampling(run: RunInput, aperture: Aperture) -> None:
+    if aperture.resampled:
+        rows, cols = aperture.design.shape[1:]
+        logger.info(
+            "aperture %s: %d × %d pixels area-averaged to %d × %d (%.3f° each, the grid's "
+            "smallest pRF size)", Path(run.stim_file).name, *aperture.source_shape, rows, cols,
+            aperture.fov_deg / (cols - 1),
+        )  # fmt: skip
+
+
+def _check_alike(run: RunInput, read: _Run, first_run: RunInput, first: _Run) -> None:
+    """The runs of a plan must share their units, TR and aperture grid."""
+    if read.data.shape[0] != first.data.shape[0]:
+        raise BadDataError(
+            f"{run.name} has {read.data.shape[0]} units but {first_run.name} has "
+            f"{first.data.shape[0]} in space {run.space}; the runs of one space must share their "
+            "vertices/voxels"
+        )
+    if abs(run.tr - first_run.tr) > 1e-6:
+        raise BadDataError(
+            f"{run.name} has RepetitionTime {run.tr} s but {first_run.name} {first_run.tr} s; "
+            "fit runs with different TRs separately (--run or --task)"
+        )
+    this, ref = read.aperture, first.aperture
+    if (this.design.shape[1:], round(this.fov_deg, 6)) != (ref.design.shape[1:], round(ref.fov_deg, 6)):
+        raise BadDataError(
+            f"aperture {Path(run.stim_file).name} spans {this.source_fov_deg}° in "
+            f"{this.source_shape[0]} × {this.source_shape[1]} pixels but another run's "
+            f"{ref.source_fov_deg}° in {ref.source_shape[0]} × {ref.source_shape[1]}; "
+            "apertures fitted together need one field of view (--stimulus-fov-deg) and size"
+        )
+
+
+def check_memory(plan: FitPlan, config: Config, units: int, volumes: int, pixels: int) -> None:
+    """Refuse an explicit ``--mem-gb`` below what a plan must hold (estimated from its first run);
+    warn when the default is below it."""
+    execution = config.execution
+    predictions = config.outputs.keep_predictions
+    n_stimuli = len({run.stimulus_key for run in plan.runs})
+    need = participant_need_gb(units, volumes * len(plan.runs), volumes * n_stimuli, pixels, predictions)
+    if need <= execution.mem_gb:
         return
     minimum = math.ceil(need * 100) / 100
     what = (
-        f"{_group_name(group)} of sub-{group.key.subject} needs {minimum:g} GB ({units} units × "
-        f"{volumes} volumes × {len(group.runs)} run(s){', with predictions' if predictions else ''})"
+        f"{plan.name} of sub-{plan.key.subject} needs {minimum:g} GB ({units} units × "
+        f"{volumes} volumes × {len(plan.runs)} run(s){', with predictions' if predictions else ''})"
     )
-    if getattr(opts, "mem_gb_auto", False):
-        LOGGER.warning("%s, more than the default --mem-gb %.2f GB; it may run out of memory", what,
-                       opts.mem_gb)
+    if execution.mem_gb_auto:
+        logger.warning("%s, more than the default --mem-gb %.2f GB; it may run out of memory", what,
+                       execution.mem_gb)  # fmt: skip
         return
-    raise UsageError(f"--mem-gb {opts.mem_gb:g} is too small: {what}; pass --mem-gb {minimum:g} or more")
+    raise UsageError(f"--mem-gb {execution.mem_gb:g} is too small: {what}; pass --mem-gb {minimum:g} or more")
 
 
-def _bold_name(run: Any) -> str:
-    return " and ".join(Path(p).name for p in run.bold_files)
+def _inputs(runs: Sequence[RunInput]) -> tuple[str, ...]:
+    """Every file the runs read, in order, without repeats."""
+    files: list[str] = []
+    for run in runs:
+        files += [str(p) for p in run.bold_files]
+        files += [str(p) for p in (run.mask, run.events, run.confounds) if p is not None]
+        files.append(str(run.stim_file))
+    return tuple(dict.fromkeys(files))
 
 
-def _confounds(run: Any, opts: Namespace, n_volumes: int) -> tuple[int, np.ndarray | None]:
-    """Dummy scans and the named confound columns (volumes, k) of a run."""
-    from prfmap.preprocess import dummy_scans_from_confounds, read_confounds, select_confounds
-
-    table = None
-    if (opts.confounds or opts.dummy_scans is None) and run.confounds is not None:
-        table = read_confounds(run.confounds)
-        if len(table) != n_volumes:
-            raise BadDataError(
-                f"{Path(run.confounds).name} has {len(table)} rows but the BOLD has {n_volumes} "
-                "volumes; use the confounds of the same run"
-            )
-    if opts.dummy_scans is not None:
-        dummy = opts.dummy_scans
-    else:
-        dummy = dummy_scans_from_confounds(table) if table is not None else 0
-    if dummy >= n_volumes:
-        raise BadDataError(f"{dummy} dummy scans leave no volume of {_bold_name(run)}")
-    if not opts.confounds:
-        return dummy, None
-    if table is None:
-        raise MissingInputError(f"--confounds given but {run.name} has no desc-confounds_timeseries.tsv")
-    return dummy, select_confounds(table, opts.confounds, str(run.confounds))
-
-
-def _fit_group(group: FitGroup, opts: Namespace, progress: Callable) -> None:
-    from prfmap.checkpoint import fit_chunked
-    from prfmap.engine import Stimulus
-    from prfmap.memory import chunk_units, engine_mem_gb
-
-    combined = group.combined
-    stim = Stimulus(combined.design, fov_deg=group.fov_deg, run_lengths=combined.run_lengths)
+def fit_group(loaded: LoadedGroup, config: Config, progress: ProgressFn) -> FittedGroup:
+    """Fit the combined data chunk by chunk, reusing the checkpoints of an interrupted run."""
+    plan, combined, execution = loaded.plan, loaded.combined, config.execution
+    stim = Stimulus(combined.design, fov_deg=loaded.fov_deg, run_lengths=combined.run_lengths)
+    keep = config.outputs.keep_predictions
     start = time.perf_counter()
-    group.result = fit_chunked(
+    result = fit_chunked(
         combined.data,
         stim,
-        group.tr,
-        folder=_checkpoint_dir(opts, group.key.subject) / _group_name(group),
-        chunk=chunk_units(opts.mem_gb, combined.data.shape[1]),
+        loaded.tr,
+        folder=checkpoint_dir(config, plan.key.subject) / plan.name,
+        chunk=chunk_units(execution.mem_gb, combined.data.shape[1]),
         fit_kwargs={
-            "model": opts.model,
-            "refine": opts.refine,
-            "refine_r2_min": opts.refine_r2_min,
+            **config.fit.engine_kwargs(),
             "nuisance": combined.nuisance,
-            "fit_hrf": opts.fit_hrf,
-            "mem_gb": engine_mem_gb(opts.mem_gb),
-            "seed": opts.random_seed,
-            "return_predictions": bool(opts.save_predictions or not opts.no_report),
+            "mem_gb": engine_mem_gb(execution.mem_gb),
+            "return_predictions": keep,
         },
-        inputs=group.inputs,
-        name=_group_name(group),
-        how_to_resume=_how_to_resume(opts),
+        settings={**config.to_dict()["fit"], "return_predictions": keep},
+        inputs=loaded.inputs,
+        name=plan.name,
+        how_to_resume=how_to_resume(config),
         progress=progress,
-        budget="auto" if getattr(opts, "mem_gb_auto", False) else None,
+        budget="auto" if execution.mem_gb_auto else None,
     )
-    group.timings["fit"] = time.perf_counter() - start
-    r2 = np.asarray(group.result.r2)
-    fitted = np.isfinite(np.asarray(group.result.params["x"]))
+    seconds = time.perf_counter() - start
+    r2 = np.asarray(result.r2)
+    fitted = np.isfinite(np.asarray(result.params["x"]))
     n_bad = int((~fitted).sum())
+    warnings = ()
     if n_bad:
-        group.warnings.append(
+        warnings = (
             f"{n_bad} of {fitted.size} units had no usable signal (NaN or constant: medial "
-            "wall, outside the brain) and are NaN in the maps"
+            "wall, outside the brain) and are NaN in the maps",
         )
-    LOGGER.info(
+    logger.info(
         "%s: fitted %d units in %.1f s, median r² %.3f",
-        _group_name(group), int(fitted.sum()), group.timings["fit"],
+        plan.name, int(fitted.sum()), seconds,
         float(np.nanmedian(r2[fitted])) if fitted.any() else float("nan"),
     )  # fmt: skip
+    return FittedGroup(loaded, result, seconds, warnings)
 
 
-def _provenance(group: FitGroup, opts: Namespace) -> dict[str, Any]:
-    from prfmap.engine import backend_info
+def write_group(fitted: FittedGroup, config: Config, folder: Path) -> tuple[Path, ...]:
+    """Write a fit's maps (and, with ``--save-predictions``, its time series) under ``folder``."""
+    loaded, result = fitted.loaded, fitted.result
+    key, geometry = loaded.plan.key, loaded.geometry
+    maps = {label: np.asarray(v, dtype=np.float32) for label, v in result.maps().items()}
+    provenance = provenance_of(fitted, config)
+    func = key.func_dir(folder)
+    written = write_map_files(func, key, geometry, maps, dict(result.settings), provenance)
+    if config.outputs.save_predictions and result.predictions is not None:
+        series = {
+            "prediction": (result.predictions, "fitted model time series"),
+            "preproc": (loaded.combined.data, "preprocessed data the model was fitted to"),
+        }
+        written += write_series_files(func, key, geometry, series, loaded.tr, provenance)
+    return tuple(written)
 
+
+def provenance_of(fitted: FittedGroup, config: Config) -> dict[str, Any]:
+    """What every sidecar of a fit records: inputs, stimulus, preprocessing, software, timings."""
+    loaded = fitted.loaded
+    runs = loaded.plan.runs
+    info = backend_info()
     return {
-        "Sources": [bids_uri(p, _dataset_links(opts)) for p in group.inputs],
-        "Runs": [run.name for run in group.runs],
-        "RepetitionTime": group.tr,
+        "Sources": [bids_uri(p, config.inputs.dataset_links) for p in loaded.inputs],
+        "Runs": [run.name for run in runs],
+        "RepetitionTime": loaded.tr,
         "Stimulus": {
-            "Files": sorted({str(r.stim_file) for r in group.runs}),
-            "FieldOfViewDeg": group.source_fov_deg,
-            "Pixels": list(group.source_pixels),
-            "FittedPixels": list(group.pixels),
-            "FittedPixelDeg": group.fov_deg / (group.pixels[1] - 1),
-            "FramesPerRun": list(group.combined.run_lengths),
+            "Files": sorted({str(r.stim_file) for r in runs}),
+            "FieldOfViewDeg": loaded.source_fov_deg,
+            "Pixels": list(loaded.source_pixels),
+            "FittedPixels": list(loaded.pixels),
+            "FittedPixelDeg": loaded.fov_deg / (loaded.pixels[1] - 1),
+            "FramesPerRun": list(loaded.combined.run_lengths),
         },
         "Preprocessing": {
-            "DummyScans": group.dummy_scans,
-            "HighPassHz": opts.high_pass_hz,
-            "Confounds": list(opts.confounds or []),
+            "DummyScans": list(loaded.dummy_scans),
+            "HighPassHz": config.preprocessing.high_pass_hz,
+            "Confounds": list(config.preprocessing.confounds),
             "Units": "percent signal change",
             "RunCombination": "runs with the same stimulus averaged, others concatenated",
         },
-        "Software": {"prfmap": __version__, **backend_info()},
-        "Device": backend_info().get("device"),
-        "RandomSeed": opts.random_seed,
-        "Timings": {**group.timings, **dict(getattr(group.result, "timings", {}))},
+        "Software": {"prfmap": __version__, **info},
+        "Device": info.get("device"),
+        "RandomSeed": config.fit.random_seed,
+        "Timings": {**fitted.timings, **dict(fitted.result.timings)},
     }
 
 
-def _write_group(group: FitGroup, opts: Namespace, stage: Path) -> None:
-    key, geometry, result = group.key, group.geometry, group.result
-    maps = {label: np.asarray(v, dtype=np.float32) for label, v in result.maps().items()}
-    settings = dict(result.settings)
-    provenance = _provenance(group, opts)
-    folder = key.func_dir(stage)
-    folder.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    if geometry.kind == "cifti":
-        path = folder / f"{key.stem()}_boldmap.dscalar.nii"
-        written += geometry.write_maps(maps, lambda hemi: path, {"Model": key.model})
-        sidecar = map_sidecar(None, key.model, settings, {**provenance, "MapNames": list(maps)})
-        sidecar["MapNames"] = list(maps)
-        written += _sidecar(path, sidecar)
-    else:
-        extension = ".func.gii" if geometry.kind == "gifti" else ".nii.gz"
-        for label, values in maps.items():
-
-            def path_for(hemi: str | None, label: str = label) -> Path:
-                return folder / f"{key.stem(hemi=hemi, param=label)}_boldmap{extension}"
-
-            meta = {"Model": key.model, "Parameter": label}
-            files = geometry.write_maps({label: values}, path_for, meta)
-            written += files
-            sidecar = map_sidecar(label, key.model, settings, provenance)
-            for path in files:
-                written += _sidecar(path, sidecar)
-    if opts.save_predictions and result.predictions is not None:
-        written += _write_series(group, folder, provenance)
-    group.outputs = written
-
-
-def _write_series(group: FitGroup, folder: Path, provenance: dict) -> list[Path]:
-    key, geometry = group.key, group.geometry
-    extension = {"gifti": ".func.gii", "cifti": ".dtseries.nii"}.get(geometry.kind, ".nii.gz")
-    written: list[Path] = []
-    series = {
-        "prediction": (group.result.predictions, "fitted model time series"),
-        "preproc": (group.combined.data, "preprocessed data the model was fitted to"),
-    }
-    for desc, (values, description) in series.items():
-
-        def path_for(hemi: str | None, desc: str = desc) -> Path:
-            return folder / f"{key.stem(hemi=hemi, desc=desc)}_bold{extension}"
-
-        files = geometry.write_series(np.asarray(values, np.float32), path_for, group.tr)
-        sidecar = {
-            "Description": f"{description}, after removing the nuisance subspace (DCT "
-            "high-pass, confounds, run means) from data and predictions alike",
-            "RepetitionTime": group.tr,
-            "Model": key.model,
-            "Units": "percent signal change",
-            **provenance,
-        }
-        for path in files:
-            written += [path, *_sidecar(path, sidecar)]
-    return written
-
-
-def _sidecar(path: Path, content: dict[str, Any]) -> list[Path]:
-    name = path.name
-    for ext in (".func.gii", ".dscalar.nii", ".dtseries.nii", ".nii.gz", ".nii"):
-        if name.endswith(ext):
-            name = name[: -len(ext)]
-            break
-    json_path = path.with_name(name + ".json")
-    write_json(json_path, content)
-    return [json_path]
-
-
-def _dataset_links(opts: Namespace) -> dict[str, Path]:
-    links = {"raw": opts.bids_dir}
-    derivatives = dict(opts.derivatives or {})
-    links.update(derivatives or {"fmriprep": opts.bids_dir / "derivatives" / "fmriprep"})
-    return links
-
-
-def _links_as_uris(opts: Namespace) -> dict[str, str]:
-    return {name: Path(path).absolute().as_uri() for name, path in _dataset_links(opts).items()}
-
-
-def _source_datasets(opts: Namespace) -> list[dict[str, str]]:
-    import json
-
-    sources = []
-    for name, path in _dataset_links(opts).items():
-        entry = {"URL": f"bids:{name}:"}
-        try:
-            desc = json.loads((Path(path) / "dataset_description.json").read_text())
-            generated = (desc.get("GeneratedBy") or [{}])[0] if name != "raw" else {}
-            version = generated.get("Version") or desc.get("DatasetDOI")
-            if version:
-                entry["Version"] = str(version)
-        except (OSError, ValueError, AttributeError, IndexError, TypeError):
-            pass
-        sources.append(entry)
-    return sources
-
-
-def _report(opts: Namespace, subject: str, groups: list[FitGroup]) -> None:
-    from prfmap.engine import backend_info
-    from prfmap.report.participant import (
-        ReportContext,
-        SurfaceGeometry,
-        write_participant_report,
+def report_context(
+    fitted: FittedGroup, outputs: Sequence[Path], write_seconds: float, config: Config
+) -> ReportContext:
+    """What the participant report shows of one fit."""
+    loaded, result = fitted.loaded, fitted.result
+    plan, key = loaded.plan, loaded.plan.key
+    layout = loaded.geometry.surface()
+    surface = None
+    if layout is not None:
+        surface = SurfaceGeometry(
+            hemis=dict(layout.hemis), vertices=layout.vertices, n_vertices=layout.n_vertices
+        )
+    return ReportContext(
+        subject=key.subject,
+        space=key.space,
+        maps=result.maps(),
+        model=key.model,
+        session=key.session,
+        task=key.task,
+        den=key.den,
+        inputs=list(loaded.inputs),
+        runs=[r.name.removeprefix(f"sub-{key.subject}_") for r in plan.runs],
+        tr=loaded.tr,
+        dummy_scans=max(loaded.dummy_scans, default=0),
+        design=loaded.combined.design,
+        fov_deg=loaded.fov_deg,
+        settings=dict(result.settings),
+        backend=backend_info(),
+        timings={**fitted.timings, "write": write_seconds, **dict(result.timings)},
+        warnings=list(fitted.warnings),
+        surface=surface,
+        fmriprep_dir=config.inputs.fmriprep_dir,
+        data=loaded.combined.data,
+        predictions=result.predictions,
+        r2_threshold=config.outputs.r2_threshold,
+        outputs=[str(p.relative_to(config.outputs.output_dir)) for p in outputs],
     )
 
-    contexts = []
-    for group in groups:
-        geometry, key = group.geometry, group.key
-        if geometry.kind == "gifti":
-            surface = SurfaceGeometry(hemis=dict(geometry.hemis))
-        elif geometry.kind == "cifti":
-            surface = SurfaceGeometry.from_cifti(group.runs[0].bold)
-        else:
-            surface = None
-        fmriprep = dict(opts.derivatives or {}).get("fmriprep")
-        contexts.append(
-            ReportContext(
-                subject=subject,
-                space=key.space,
-                maps=group.result.maps(),
-                model=key.model,
-                session=key.session,
-                task=key.task,
-                den=key.den,
-                inputs=group.inputs,
-                runs=[r.name.removeprefix(f"sub-{subject}_") for r in group.runs],
-                tr=group.tr,
-                dummy_scans=max(group.dummy_scans, default=0),
-                design=group.combined.design,
-                fov_deg=group.fov_deg,
-                settings=dict(group.result.settings),
-                backend=backend_info(),
-                timings={**group.timings, **dict(group.result.timings)},
-                warnings=group.warnings,
-                surface=surface,
-                fmriprep_dir=Path(fmriprep) if fmriprep else opts.bids_dir / "derivatives" / "fmriprep",
-                data=group.combined.data,
-                predictions=group.result.predictions,
-                r2_threshold=opts.r2_threshold,
-                outputs=[str(p.relative_to(opts.output_dir)) for p in group.outputs],
-            )
-        )
-    path = write_participant_report(opts.output_dir, subject, contexts)
-    LOGGER.info("sub-%s: report %s", subject, path)
 
-
-def _make_progress() -> Callable[[str, int, int], None]:
-    try:
-        from prfmap.progress import make_progress
-    except ImportError:
-        return lambda stage, done, total: None
-    return make_progress()
-
-
-def _close(progress: Any) -> None:
-    close = getattr(progress, "close", None)
-    if callable(close):
-        close()
-
-
-def _checkpoint_dir(opts: Namespace, subject: str) -> Path:
-    root = opts.work_dir if opts.work_dir is not None else opts.output_dir / ".prfmap-work"
+def checkpoint_dir(config: Config, subject: str) -> Path:
+    """Where a participant's checkpoints live: ``<work dir or output_dir/.prfmap-work>/checkpoints``."""
+    work_dir = config.execution.work_dir
+    root = work_dir if work_dir is not None else config.outputs.output_dir / ".prfmap-work"
     return root / "checkpoints" / f"sub-{subject}"
 
 
-def _how_to_resume(opts: Namespace) -> str:
-    same = " with the same --work-dir" if opts.work_dir is not None else ""
+def how_to_resume(config: Config) -> str:
+    """The sentence telling a stopped run how to continue."""
+    same = " with the same --work-dir" if config.execution.work_dir is not None else ""
     return f"run the same command again{same} to resume from the saved chunks"
 
 

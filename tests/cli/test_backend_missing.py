@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import only_logs, run_prfmap
+from helpers import only_logs, run_prfmap
 
 
 @pytest.mark.parametrize(("backend", "package"), [("torch", "torch"), ("tensorflow", "tensorflow")])

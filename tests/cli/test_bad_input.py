@@ -10,9 +10,8 @@ import nibabel as nib
 import numpy as np
 import pytest
 
+from helpers import only_logs, output_files
 from prfmap.cli.run import main
-
-from .conftest import only_logs, output_files
 
 FMRIPREP = Path("derivatives") / "fmriprep" / "sub-01" / "func"
 
@@ -151,16 +150,16 @@ def test_unexpected_failure_exits_1_with_the_traceback_in_the_log(
 ) -> None:
     import prfmap.workflow
 
-    def broken_fit(group, opts, progress) -> None:
+    def broken_fit(loaded, config, progress) -> None:
         raise RuntimeError("injected fault")
 
-    monkeypatch.setattr(prfmap.workflow, "_fit_group", broken_fit)
+    monkeypatch.setattr(prfmap.workflow, "fit_group", broken_fit)
     out = tmp_path / "out"
     assert run(bids_copy, out) == 1
     line = error_line(capsys)
     assert "unexpected RuntimeError: injected fault" in line and "traceback" in line
     logs = output_files(out)
     assert only_logs(out) and any(name.startswith("logs/sub-01_") for name in logs)
-    for name in logs:
+    for name in (n for n in logs if n.endswith(".log")):
         text = (out / name).read_text()
         assert "Traceback" in text and "injected fault" in text

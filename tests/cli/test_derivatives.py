@@ -15,10 +15,9 @@ from prfmap.derivatives import (
     publish,
     staging,
     write_dataset_files,
-    write_if_absent,
-    write_json,
 )
 from prfmap.engine import catalog
+from prfmap.io.atomic import write_if_absent, write_json_atomic
 
 
 def key(**kw) -> OutputKey:
@@ -85,7 +84,7 @@ def test_write_json_is_atomic_and_leaves_no_temporaries(tmp_path: Path) -> None:
     import numpy as np
 
     path = tmp_path / "a.json"
-    write_json(path, {"n": np.int64(3), "f": np.float32(0.5), "p": tmp_path})
+    write_json_atomic(path, {"n": np.int64(3), "f": np.float32(0.5), "p": tmp_path})
     assert json.loads(path.read_text()) == {"n": 3, "f": 0.5, "p": str(tmp_path)}
 
     class Boom:
@@ -93,7 +92,7 @@ def test_write_json_is_atomic_and_leaves_no_temporaries(tmp_path: Path) -> None:
             raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError):
-        write_json(path, {"bad": Boom()})
+        write_json_atomic(path, {"bad": Boom()})
     assert json.loads(path.read_text())["n"] == 3
     assert [p.name for p in tmp_path.iterdir()] == ["a.json"]
 

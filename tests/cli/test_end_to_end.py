@@ -15,9 +15,8 @@ import nibabel as nib
 import numpy as np
 import pytest
 
+from helpers import accuracy, read_maps, run_prfmap, synthesise
 from prfmap.cli.run import main
-
-from .conftest import accuracy, read_maps, run_prfmap, synthesise
 
 pytestmark = pytest.mark.slow
 

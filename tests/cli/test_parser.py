@@ -9,7 +9,7 @@ import pytest
 
 from prfmap.cli.parser import build_parser
 from prfmap.cli.run import main
-from prfmap.cli.spaces import parse_space
+from prfmap.io.spaces import parse_space
 
 POSITIONAL = ["bids", "out", "participant"]
 
@@ -178,7 +178,7 @@ def test_output_dir_equal_to_bids_dir_is_a_usage_error(tmp_path: Path, capsys) -
 def test_known_templates_match_templateflow_api() -> None:
     from templateflow import api
 
-    from prfmap.cli.spaces import known_templates
+    from prfmap.io.spaces import known_templates
 
     assert set(api.templates()) <= set(known_templates())
 

@@ -1,41 +1,18 @@
-"""Shared paths and parsers for the container tests (Dockerfile, Singularity, Boutiques, launcher)."""
+"""Fixtures of the container tests: the project version, the Boutiques descriptor, the Dockerfile, a
+Docker daemon and the image built from the checkout."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import re
 import shutil
 import subprocess
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import docker
 import pytest
 from docker.errors import DockerException
 
-REPO = Path(__file__).resolve().parents[2]
-BACKENDS = ("jax", "torch", "tensorflow")
-
-
-def project_version() -> str:
-    """The version in pyproject.toml, which every image tag and label must carry."""
-    text = (REPO / "pyproject.toml").read_text()
-    return re.search(r'^version = "([^"]+)"', text, re.MULTILINE).group(1)
-
-
-def image_script(name: str) -> ModuleType:
-    """Import one of the scripts under docker/image/ that run while the image builds."""
-    module_name = f"prfmap_image_{name}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, REPO / "docker/image" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
+from helpers import REPO, project_version
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .conftest import REPO
+from helpers import REPO
 
 parser_module = pytest.importorskip("prfmap.cli.parser")
 BOSH = str(Path(sys.executable).parent / "bosh")

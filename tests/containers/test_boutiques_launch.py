@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from helpers import REPO
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 BIN = Path(sys.executable).parent

@@ -15,9 +15,8 @@ import numpy as np
 import pytest
 from nibabel.freesurfer.io import read_morph_data
 
+from helpers import REPO, project_version
 from prfmap.cli.parser import build_parser
-
-from .conftest import REPO, project_version
 
 APP = REPO / "docker" / "brainlife"
 BIN = Path(sys.executable).parent

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import image_script, project_version
 from prfmap_docker.cli import main as launcher
-
-from .conftest import image_script, project_version
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from helpers import REPO
 
 CONFIG = REPO / ".hadolint.yaml"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import BACKENDS, REPO, image_script
+from helpers import BACKENDS, REPO, image_script
 
 constraints = image_script("constraints")
 fetch_templateflow = image_script("fetch_templateflow")

@@ -8,7 +8,7 @@ import shlex
 import pytest
 from spython.main.parse.parsers import SingularityParser
 
-from .conftest import BACKENDS, REPO
+from helpers import BACKENDS, REPO
 
 
 @pytest.fixture(scope="module")

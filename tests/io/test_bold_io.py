@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from prfmap.errors import BadDataError, ExitCode, MissingInputError
-from prfmap.io.bids import RunInput
-from prfmap.io.bold import CiftiGeometry, GiftiGeometry, VolumeGeometry, load_bold
+from prfmap.io.bold import load_bold
+from prfmap.io.geometry import CiftiGeometry, GiftiGeometry, VolumeGeometry
+from prfmap.io.runs import RunInput
 
 
 def run_input(kind, bold, mask=None) -> RunInput:

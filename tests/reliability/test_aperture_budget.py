@@ -11,7 +11,7 @@ import nibabel as nib
 import numpy as np
 import pytest
 
-from .conftest import run
+from helpers import run_participant
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def fine_dataset(t1w_dataset: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 def test_a_fine_aperture_is_fitted_on_the_model_grid(fine_dataset: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = run(fine_dataset, out, "--mem-gb", "1", "--refine", "none", chunk=None)
+    proc = run_participant(fine_dataset, out, "--mem-gb", "1", "--refine", "none", chunk=None)
     assert proc.returncode == 0, proc.stderr
     sidecar = json.loads(next(out.rglob("*_param-sigma_boldmap.json")).read_text())
     stimulus = sidecar["Stimulus"]
@@ -40,12 +40,14 @@ def test_a_fine_aperture_is_fitted_on_the_model_grid(fine_dataset: Path, tmp_pat
 
 def test_a_budget_below_the_participants_need_is_refused(fine_dataset: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = run(fine_dataset, out, "--mem-gb", "0.001", chunk=None)
+    proc = run_participant(fine_dataset, out, "--mem-gb", "0.001", chunk=None)
     assert proc.returncode == 64, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("prfmap: error: --mem-gb 0.001 is too small")
     minimum = float(line.rsplit("pass --mem-gb ", 1)[1].split()[0])
     assert 0.001 < minimum < 1
     assert not list(out.rglob("*_boldmap*"))
-    proc = run(fine_dataset, tmp_path / "enough", "--mem-gb", str(minimum), "--refine", "none", chunk=None)
+    proc = run_participant(
+        fine_dataset, tmp_path / "enough", "--mem-gb", str(minimum), "--refine", "none", chunk=None
+    )
     assert proc.returncode == 0, proc.stderr

@@ -11,7 +11,7 @@ import nibabel as nib
 import numpy as np
 import pytest
 
-from .conftest import env
+from helpers import chunked_env
 
 # Each writer runs in a child whose os.replace SIGKILLs it: the bytes are written, the rename never
 # happens, exactly as when the machine dies between the two.
@@ -24,17 +24,17 @@ real_replace = os.replace
 os.replace = os.link = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
 if which == "nifti":
     import nibabel as nib
-    from prfmap.io.bold import VolumeGeometry
+    from prfmap.io.geometry import VolumeGeometry
     mask = np.ones((4, 3, 2), bool)
     VolumeGeometry(mask=mask, affine=np.eye(4), header=nib.Nifti1Header()).write_maps(
         {"x": np.full(24, 7, np.float32)}, lambda hemi: out / "map.nii.gz")
 elif which == "gifti":
-    from prfmap.io.bold import GiftiGeometry
+    from prfmap.io.geometry import GiftiGeometry
     GiftiGeometry(hemis={"L": 10, "R": 14}).write_maps(
         {"x": np.full(24, 7, np.float32)}, lambda hemi: out / f"hemi-{hemi}.func.gii")
 elif which == "sidecar":
-    from prfmap.derivatives import write_json
-    write_json(out / "map.json", {"new": list(range(10000))})
+    from prfmap.io.atomic import write_json_atomic
+    write_json_atomic(out / "map.json", {"new": list(range(10000))})
 elif which == "description":
     from prfmap.derivatives import write_dataset_files
     write_dataset_files(out, [{"URL": "bids:raw:"}])
@@ -77,8 +77,8 @@ def test_kill_between_write_and_rename_keeps_old_file(tmp_path: Path, which: str
     out = tmp_path / "out ü"
     out.mkdir()
     before = {name: _old_content(out / name) for name in OLD[which]}
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(out), which], env=env(), capture_output=True,
-                          text=True, timeout=120, check=False)  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(out), which], env=chunked_env(),
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert proc.returncode == -9, proc.stderr
     visible = {p.name: p.read_bytes() for p in out.iterdir() if not p.name.startswith(".")}
     assert visible == before, "a file changed or appeared although its write never completed"
@@ -92,7 +92,7 @@ def test_dataset_files_are_never_truncated_under_a_race(tmp_path: Path) -> None:
         "write_dataset_files(sys.argv[1], [{'URL': 'bids:raw:'}])"
     )
     procs = [
-        subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], env=env())  # noqa: S603
+        subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], env=chunked_env())  # noqa: S603
         for _ in range(6)
     ]
     assert [p.wait(timeout=120) for p in procs] == [0] * 6

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from helpers import map_files, start_participant
 from prfmap.derivatives import BIDSIGNORE_LINES
 from prfmap.synth import SynthConfig, make_synthetic_dataset
-
-from .conftest import map_files, start
 
 SUBJECTS = ("01", "02", "03")
 
@@ -19,8 +18,8 @@ def test_participants_in_parallel_share_one_output_dir(tmp_path: Path) -> None:
     )
     out, work = tmp_path / "out", tmp_path / "shared work"
     procs = [
-        start(bids, out, "--participant-label", s, "--refine", "none", "--work-dir", work,
-              chunk=None, tag=f"-{s}")
+        start_participant(bids, out, "--participant-label", s, "--refine", "none", "--work-dir", work,
+                          chunk=None, tag=f"-{s}")
         for s in SUBJECTS
     ]  # fmt: skip
     codes = [p.wait(timeout=600) for p in procs]

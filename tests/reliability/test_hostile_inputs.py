@@ -16,8 +16,9 @@ from hypothesis.extra import numpy as hnp
 
 from prfmap.errors import ExitCode, PrfmapError
 from prfmap.io.aperture import load_aperture
-from prfmap.io.bids import RunInput, find_inputs
+from prfmap.io.bids import find_inputs
 from prfmap.io.bold import load_bold
+from prfmap.io.runs import RunInput
 
 NO_SHRINK = [Phase.explicit, Phase.reuse, Phase.generate]
 # CI replays a fixed set of examples (a failure there must be reproducible); local runs explore anew

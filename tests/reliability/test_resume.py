@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import chunk_files, map_bytes, map_files, run, start, wait_for
+from helpers import chunk_files, map_bytes, map_files, run_participant, start_participant, wait_for
 
 N_CHUNKS = 7  # 824 voxels in chunks of 128
 
@@ -22,7 +22,7 @@ def test_sigkill_then_restart_redoes_only_unfinished_chunks(
     t1w_dataset: Path, reference: tuple[Path, Path], tmp_path: Path
 ) -> None:
     out, work = tmp_path / "out", tmp_path / "wörk dir"
-    proc = start(t1w_dataset, out, "--work-dir", work)
+    proc = start_participant(t1w_dataset, out, "--work-dir", work)
     wait_for(lambda: len(chunk_files(work)) >= 1, proc)
     proc.send_signal(signal.SIGKILL)
     assert proc.wait(timeout=60) == -signal.SIGKILL
@@ -30,7 +30,7 @@ def test_sigkill_then_restart_redoes_only_unfinished_chunks(
     assert 1 <= done < N_CHUNKS
     assert map_files(out) == []
 
-    again = run(t1w_dataset, out, "--work-dir", work)
+    again = run_participant(t1w_dataset, out, "--work-dir", work)
     assert again.returncode == 0, again.stderr
     assert again.stdout.count("reused from checkpoint") == done
     assert again.stdout.count("fitted in") == N_CHUNKS - done
@@ -42,12 +42,14 @@ def test_sigkill_then_restart_redoes_only_unfinished_chunks(
 
 def test_changed_argument_ignores_old_checkpoints(t1w_dataset: Path, tmp_path: Path) -> None:
     out, work = tmp_path / "out", tmp_path / "work"
-    proc = start(t1w_dataset, out, "--work-dir", work, "--refine", "none")
+    proc = start_participant(t1w_dataset, out, "--work-dir", work, "--refine", "none")
     wait_for(lambda: len(chunk_files(work)) >= 1, proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
     assert chunk_files(work)
-    changed = run(t1w_dataset, out, "--work-dir", work, "--refine", "none", "--high-pass-hz", "0.02")
+    changed = run_participant(
+        t1w_dataset, out, "--work-dir", work, "--refine", "none", "--high-pass-hz", "0.02"
+    )
     assert changed.returncode == 0, changed.stderr
     assert "reused from checkpoint" not in changed.stdout
     assert f"{N_CHUNKS} chunk(s) fitted, 0 reused" in changed.stdout
@@ -58,7 +60,7 @@ def test_signal_stops_after_the_chunk_and_says_how_to_resume(
     t1w_dataset: Path, reference: tuple[Path, Path], tmp_path: Path, signum: int, code: int
 ) -> None:
     out, work = tmp_path / "out", tmp_path / "work"
-    proc = start(t1w_dataset, out, "--work-dir", work)
+    proc = start_participant(t1w_dataset, out, "--work-dir", work)
     wait_for(lambda: len(chunk_files(work)) >= 1, proc)
     proc.send_signal(signum)
     assert proc.wait(timeout=120) == code
@@ -73,7 +75,7 @@ def test_signal_stops_after_the_chunk_and_says_how_to_resume(
     stopped_at = len(chunk_files(work))
     assert 1 <= stopped_at < N_CHUNKS
     if signum == signal.SIGTERM:
-        again = run(t1w_dataset, out, "--work-dir", work)
+        again = run_participant(t1w_dataset, out, "--work-dir", work)
         assert again.returncode == 0, again.stderr
         assert again.stdout.count("reused from checkpoint") == stopped_at
         assert map_bytes(out) == map_bytes(reference[0])

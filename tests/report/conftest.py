@@ -6,28 +6,15 @@ import numpy as np
 import pytest
 
 from prfmap.report.context import ReportContext, SurfaceGeometry
+from prfmap.synth import SynthConfig, bar_apertures
 
 FOV = 20.0
 TR = 1.5
 
 
-def bar_design(frames: int = 96, size: int = 31) -> np.ndarray:
-    """Four bar sweeps (right, up, left, down) over a ``size``×``size`` aperture."""
-    design = np.zeros((frames, size, size), dtype=np.float32)
-    per = frames // 4
-    width = max(2, size // 8)
-    for k in range(frames):
-        sweep, step = divmod(k, per)
-        pos = int(step * (size - width) / max(per - 1, 1))
-        if sweep == 0:
-            design[k, :, pos : pos + width] = 1
-        elif sweep == 1:
-            design[k, size - width - pos : size - pos, :] = 1
-        elif sweep == 2:
-            design[k, :, size - width - pos : size - pos] = 1
-        else:
-            design[k, pos : pos + width, :] = 1
-    return design
+def bar_design() -> np.ndarray:
+    """prfmap-synth's bar sweeps (eight directions, blanks between pairs) over a 31×31 aperture."""
+    return bar_apertures(SynthConfig(fov_deg=FOV, n_pixels=31, n_steps=12, n_blank=2))
 
 
 def gaussian_predictions(design: np.ndarray, x, y, sigma) -> np.ndarray:

@@ -15,7 +15,7 @@ from page_checks import check_page
 from prfmap.derivatives import OutputKey
 from prfmap.errors import BadDataError, ExitCode, MissingInputError
 from prfmap.group import combine, find_participant_maps, run_group
-from prfmap.io.bold import GiftiGeometry
+from prfmap.io.geometry import GiftiGeometry
 
 N = 10242
 
@@ -196,7 +196,7 @@ def test_sessions_of_a_participant_count_once(tmp_path: Path) -> None:
 
 
 def test_cifti_participants_give_gifti_group_maps_on_fslr(tmp_path: Path) -> None:
-    from prfmap.io.bold import CiftiGeometry
+    from prfmap.io.geometry import CiftiGeometry
 
     cortex = {"L": np.arange(0, 32492, 2), "R": np.arange(1, 32492, 2)}
     axis = nib.cifti2.BrainModelAxis.from_surface(

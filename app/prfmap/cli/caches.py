@@ -9,7 +9,9 @@ more slowly) and says how to mount /tmp instead.
 
 from __future__ import annotations
 
+import getpass
 import os
+import tempfile
 from collections.abc import MutableMapping
 from pathlib import Path
 
@@ -31,9 +33,6 @@ def default_cache(variable: str, env: MutableMapping[str, str]) -> Path:
     """Where torch puts a cache when ``variable`` is unset (``/tmp/torchinductor_<user>``, ``~/.triton``)."""
     if variable == "TRITON_CACHE_DIR":
         return Path(env.get("HOME", "~")).expanduser() / ".triton" / "cache"
-    import getpass
-    import tempfile
-
     return Path(tempfile.gettempdir()) / f"torchinductor_{getpass.getuser()}"
 
 

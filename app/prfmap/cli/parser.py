@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import NoReturn
 
 from prfmap import __version__
-from prfmap.cli.spaces import parse_space
 from prfmap.engine import catalog
-from prfmap.errors import ExitCode
+from prfmap.errors import ExitCode, one_line
+from prfmap.io.datasets import read_bids_filter
+from prfmap.io.spaces import parse_space
 
 ANALYSIS_LEVELS = ("participant", "group")
 BACKENDS = ("jax", "torch", "tensorflow")
@@ -44,7 +44,7 @@ class PrfmapArgumentParser(argparse.ArgumentParser):
         code = ExitCode.USAGE
         if message.startswith("argument analysis_level: invalid choice"):
             code = ExitCode.UNKNOWN_LEVEL
-        message = " ".join(message.split())
+        message = one_line(message)
         sys.stderr.write(f"{self.prog}: error: {message}; see '{self.prog} --help'\n")
         sys.exit(int(code))
 
@@ -89,17 +89,12 @@ def _derivative(value: str) -> tuple[str, Path]:
     return name, Path(path).expanduser().absolute()
 
 
-def _json_file(value: str) -> Path:
-    path = Path(value).expanduser().absolute()
-    if not path.is_file():
-        raise argparse.ArgumentTypeError(f"file {value} does not exist")
+def _bids_filter_file(value: str) -> Path:
     try:
-        content = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise argparse.ArgumentTypeError(f"{value} is not valid JSON ({err})") from None
-    if not isinstance(content, dict):
-        raise argparse.ArgumentTypeError(f"{value} must hold a JSON object of BIDS entities")
-    return path
+        read_bids_filter(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return Path(value).expanduser().absolute()
 
 
 def _existing_file(value: str) -> Path:
@@ -264,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g_bids.add_argument(
         "--bids-filter-file",
-        type=_json_file,
+        type=_bids_filter_file,
         metavar="FILE",
         help="a JSON file of extra pybids filters on the BOLD query, fMRIPrep-style: "
         '{"bold": {"acquisition": "mb4", ...}}, or a flat object of entities',

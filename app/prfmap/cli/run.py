@@ -1,4 +1,5 @@
-"""The ``prfmap`` console script: parse, set up the backend and logs, run a level, exit."""
+"""The ``prfmap`` console script: parse, build the configuration, set up the backend and logs, run a
+level, exit."""
 
 from __future__ import annotations
 
@@ -6,16 +7,21 @@ import logging
 import os
 import sys
 import time
-from argparse import Namespace
 from collections.abc import Sequence
 from pathlib import Path
 
+from prfmap import __version__
 from prfmap.cli.caches import place_compile_caches
+from prfmap.cli.config import build_config
 from prfmap.cli.parser import build_parser
+from prfmap.config import Config, ExecutionConfig
 from prfmap.engine.backend import select_backend
-from prfmap.errors import ExitCode, NotBIDSError, PrfmapError, UsageError
+from prfmap.errors import ExitCode, PrfmapError, UsageError, one_line
+from prfmap.io.atomic import write_json_atomic
 
-LOGGER = logging.getLogger("prfmap")
+logger = logging.getLogger(__name__)
+PACKAGE_LOGGER = logging.getLogger("prfmap")
+"""Where the console and run-log handlers go: every module's logger is below it."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -41,26 +47,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_console(opts.verbose_count)
     log_file: Path | None = None
     try:
-        _check_dirs(opts)
-        log_file = _open_run_log(opts.output_dir)
-        LOGGER.info("prfmap %s", " ".join(sys.argv[1:] if argv is None else argv))
-        if opts.analysis_level == "participant":
-            _select_backend(opts)
-            from prfmap.workflow import run_participant_level
-
-            run_participant_level(opts)
-        else:
-            from prfmap.group import run_group
-
-            run_group(
-                opts.output_dir,
-                participant_labels=opts.participant_label,
-                r2_threshold=opts.r2_threshold,
-                report=not opts.no_report,
-            )
+        config = build_config(opts)
+        log_file = _open_run_log(config.outputs.output_dir)
+        command = list(sys.argv[1:] if argv is None else argv)
+        logger.info("prfmap %s", " ".join(command))
+        _write_config(config, log_file, command)
+        _run_level(config)
         return int(ExitCode.OK)
     except PrfmapError as err:
-        LOGGER.debug("error", exc_info=True)
+        logger.debug("error", exc_info=True)
         _print_error(str(err))
         return int(err.exit_code)
     except KeyboardInterrupt:
@@ -68,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as err:
         if not getattr(err, "prfmap_logged", False):
-            LOGGER.error("unexpected failure", exc_info=True)
+            logger.error("unexpected failure", exc_info=True)
         where = f"; the traceback is in {log_file}" if log_file else ""
         _print_error(f"unexpected {type(err).__name__}: {err}{where}")
         return int(ExitCode.UNEXPECTED)
@@ -76,21 +71,46 @@ def main(argv: Sequence[str] | None = None) -> int:
         _close_handlers()
 
 
+def _run_level(config: Config) -> None:
+    if config.execution.analysis_level == "participant":
+        _select_backend(config.execution)
+        # Imported here: it imports Keras, which must not load before the backend is selected.
+        from prfmap.workflow import run_participant_level
+
+        run_participant_level(config)
+        return
+    # Imported here: the group level's report loads matplotlib, which the participant level defers.
+    from prfmap.group import run_group
+
+    run_group(
+        config.outputs.output_dir,
+        participant_labels=config.inputs.participant_labels,
+        r2_threshold=config.outputs.r2_threshold,
+        report=config.outputs.report,
+    )
+
+
+def _write_config(config: Config, log_file: Path, command: list[str]) -> Path:
+    """Write the configuration next to the run log, as fMRIPrep writes its config file."""
+    path = log_file.with_name(f"{log_file.stem}_config.json")
+    return write_json_atomic(path, {"prfmap": __version__, "command": command, **config.to_dict()})
+
+
 def _print_error(message: str) -> None:
-    sys.stderr.write(f"prfmap: error: {' '.join(message.split())}\n")
+    sys.stderr.write(f"prfmap: error: {one_line(message)}\n")
     sys.stderr.flush()
 
 
 def _configure_console(verbose: int) -> None:
-    LOGGER.setLevel(logging.DEBUG)
-    LOGGER.propagate = False
+    PACKAGE_LOGGER.setLevel(logging.DEBUG)
+    PACKAGE_LOGGER.propagate = False
     handler = logging.StreamHandler(sys.stdout)
     handler.setLevel(logging.DEBUG if verbose else logging.INFO)
     handler.setFormatter(
         logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s", "%H:%M:%S")
     )
     handler.set_name("prfmap-console")
-    LOGGER.addHandler(handler)
+    PACKAGE_LOGGER.addHandler(handler)
     if verbose >= 2:
         logging.basicConfig(level=logging.DEBUG)
     else:
@@ -98,31 +118,10 @@ def _configure_console(verbose: int) -> None:
 
 
 def _close_handlers() -> None:
-    for handler in list(LOGGER.handlers):
+    for handler in list(PACKAGE_LOGGER.handlers):
         if handler.get_name() in ("prfmap-console", "prfmap-run-log"):
-            LOGGER.removeHandler(handler)
+            PACKAGE_LOGGER.removeHandler(handler)
             handler.close()
-
-
-def _check_dirs(opts: Namespace) -> None:
-    opts.bids_dir = Path(opts.bids_dir).expanduser().absolute()
-    opts.output_dir = Path(opts.output_dir).expanduser().absolute()
-    if opts.work_dir is not None:
-        opts.work_dir = Path(opts.work_dir).expanduser().absolute()
-    if opts.analysis_level == "participant":
-        if not opts.bids_dir.is_dir():
-            raise NotBIDSError(
-                f"bids_dir {opts.bids_dir} is not a folder; give a BIDS dataset root"
-            )
-        if not (opts.bids_dir / "dataset_description.json").is_file():
-            raise NotBIDSError(
-                f"{opts.bids_dir} is not a BIDS dataset (no dataset_description.json); "
-                "give the dataset root as bids_dir"
-            )
-    if opts.output_dir == opts.bids_dir:
-        raise UsageError(
-            "output_dir must differ from bids_dir; use e.g. bids_dir/derivatives/prfmap"
-        )
 
 
 def _open_run_log(output_dir: Path) -> Path:
@@ -137,17 +136,16 @@ def _open_run_log(output_dir: Path) -> Path:
     handler.setLevel(logging.DEBUG)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
     handler.set_name("prfmap-run-log")
-    LOGGER.addHandler(handler)
+    PACKAGE_LOGGER.addHandler(handler)
     return path
 
 
-def _select_backend(opts: Namespace) -> None:
+def _select_backend(execution: ExecutionConfig) -> None:
     """Set compile caches, threads, visible devices and the Keras backend, before Keras is imported."""
-    name = opts.backend or os.environ.get("KERAS_BACKEND") or "jax"
-    cache_note = place_compile_caches(name, opts.work_dir)
+    cache_note = place_compile_caches(execution.backend, execution.work_dir)
     if cache_note:
-        LOGGER.warning(cache_note)
-    opts.backend = select_backend(name, nprocs=opts.nprocs, device=opts.device)
+        logger.warning(cache_note)
+    select_backend(execution.backend, nprocs=execution.nprocs, device=execution.device)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from prfmap.cli.parser import (
     positive_float,
     positive_int,
 )
+from prfmap.synth import DEFAULT_NOISE, SPACES, SynthConfig, make_synthetic_dataset
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,8 +26,6 @@ def build_parser() -> argparse.ArgumentParser:
     argparse.ArgumentParser
         Usage errors exit 64 with one line on stderr.
     """
-    from prfmap.synth import DEFAULT_NOISE, SPACES
-
     parser = PrfmapArgumentParser(
         prog="prfmap-synth",
         description=(
@@ -74,8 +73,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     int
         0 on success; 64 for usage errors (one line on stderr).
     """
-    from prfmap.synth import SynthConfig, make_synthetic_dataset
-
     parser = build_parser()
     args = parser.parse_args(argv)
     out = args.out_dir

@@ -8,9 +8,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import h5py
+import nibabel as nib
 import numpy as np
+from scipy.io import loadmat, whosmat
+from scipy.io.matlab import matfile_version
 
-from prfmap.errors import BadDataError, MissingInputError, UsageError
+from prfmap.errors import BadDataError, MissingInputError, UsageError, one_line
 from prfmap.io.bold import READ_ERRORS
 from prfmap.io.resample import AreaResampler
 
@@ -18,11 +22,6 @@ MAT_VARIABLES = ("stimulus", "stim", "images", "apertures", "aperture")
 MAT_NUMERIC = ("double", "single", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
                  "uint64", "logical")
 READ_BLOCK_BYTES = 32 * 2**20
-
-
-def _why(err: BaseException) -> str:
-    """An exception's message on one line."""
-    return " ".join(str(err).split())
 
 
 @dataclass(frozen=True)
@@ -72,7 +71,7 @@ def _read_sidecar(path: Path) -> dict:
     try:
         meta = json.loads(side.read_text())
     except (OSError, ValueError) as err:
-        raise BadDataError(f"aperture sidecar {side} is not valid JSON ({_why(err)}); fix it") from None
+        raise BadDataError(f"aperture sidecar {side} is not valid JSON ({one_line(err)}); fix it") from None
     if not isinstance(meta, dict):
         raise BadDataError(f"aperture sidecar {side} must hold a JSON object")
     return meta
@@ -92,8 +91,6 @@ class _FrameSource:
 
 
 def _open_nifti(path: Path) -> _FrameSource:
-    import nibabel as nib
-
     img = nib.load(path, keep_file_open=True)
     shape, proxy = img.shape, img.dataobj
     if len(shape) == 4 and shape[2] == 1:
@@ -132,9 +129,6 @@ def _pick_variable(shapes: dict[str, tuple[int, ...]]) -> str:
 
 def _open_mat(path: Path) -> _FrameSource:
     """MATLAB v4-v7 files through scipy; v7.3 (HDF5) through h5py."""
-    from scipy.io import loadmat, whosmat
-    from scipy.io.matlab import matfile_version
-
     if matfile_version(path)[0] == 2:
         return _open_mat73(path)
     shapes = {name: tuple(shape) for name, shape, kind in whosmat(path)
@@ -149,8 +143,6 @@ def _open_mat(path: Path) -> _FrameSource:
 
 def _open_mat73(path: Path) -> _FrameSource:
     """A MATLAB v7.3 file: HDF5, each variable a dataset in reversed (column-major) dimension order."""
-    import h5py
-
     handle = h5py.File(path, "r")
     shapes = {}
     for name, item in handle.items():
@@ -301,6 +293,25 @@ def load_aperture(
     if not path.is_file():
         raise MissingInputError(f"aperture file {path} does not exist; add it or pass --stimulus")
     meta = _read_sidecar(path)
+    fov_deg = _field_of_view(path, meta, fov_deg)
+    period = _frame_period(meta, path)
+    frames, resampler, (rows, cols) = _read_resampled(path, fov_deg, resample)
+    if period is not None:
+        frames = average_per_tr(frames, period, float(tr), path)
+    if frame_index is not None:
+        index = np.asarray(frame_index, dtype=int)
+        if index.size and (index.min() < 0 or index.max() >= frames.shape[0]):
+            raise BadDataError(
+                f"stim_file_index runs to {index.max()} but aperture {path.name} has "
+                f"{frames.shape[0]} frames; fix the events' stim_file_index"
+            )
+        frames = frames[index]
+    return Aperture(np.ascontiguousarray(frames, dtype=np.float32), resampler.fov_out, path,
+                    (rows, cols), float(fov_deg))
+
+
+def _field_of_view(path: Path, meta: dict, fov_deg: float | None) -> float:
+    """The given field of view, else the sidecar's ``FieldOfViewDeg``; positive."""
     if fov_deg is None:
         fov_deg = meta.get("FieldOfViewDeg")
         if fov_deg is None:
@@ -310,7 +321,13 @@ def load_aperture(
             )
     if not isinstance(fov_deg, (int, float)) or not 0 < fov_deg < np.inf:
         raise BadDataError(f"field of view of aperture {path.name} must be positive: {fov_deg!r}")
-    period = _frame_period(meta, path)
+    return fov_deg
+
+
+def _read_resampled(
+    path: Path, fov_deg: float, resample: bool
+) -> tuple[np.ndarray, AreaResampler, tuple[int, int]]:
+    """The file's frames (resampled when asked), the resampler and the file's (rows, cols)."""
     try:
         source = _open(path)
         n_frames, rows, cols = source.shape
@@ -327,20 +344,9 @@ def load_aperture(
     except (UsageError, BadDataError):
         raise
     except READ_ERRORS as err:
-        reason = " ".join(str(err).split())[:200]
+        reason = one_line(err)[:200]
         raise BadDataError(f"cannot read aperture {path} ({reason}); fix or re-create it") from None
-    if period is not None:
-        frames = average_per_tr(frames, period, float(tr), path)
-    if frame_index is not None:
-        index = np.asarray(frame_index, dtype=int)
-        if index.size and (index.min() < 0 or index.max() >= frames.shape[0]):
-            raise BadDataError(
-                f"stim_file_index runs to {index.max()} but aperture {path.name} has "
-                f"{frames.shape[0]} frames; fix the events' stim_file_index"
-            )
-        frames = frames[index]
-    return Aperture(np.ascontiguousarray(frames, dtype=np.float32), resampler.fov_out, path,
-                    (rows, cols), float(fov_deg))
+    return frames, resampler, (rows, cols)
 
 
 def _read_frames(source: _FrameSource, resampler: AreaResampler, path: Path) -> np.ndarray:

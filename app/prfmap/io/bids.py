@@ -6,26 +6,25 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from bids import BIDSLayout
+from bids.layout import BIDSFile, Query
 
-from prfmap.errors import (
-    BadDataError,
-    MissingInputError,
-    NoFilesSelectedError,
-    NotBIDSError,
-    UsageError,
-)
+from prfmap.config import InputsConfig
+from prfmap.errors import BadDataError, MissingInputError, NoFilesSelectedError, UsageError, one_line
+from prfmap.io.bold import header_tr
+from prfmap.io.datasets import Derivatives, check_derivatives, inputs_config
+from prfmap.io.runs import Kind, RunInput
+from prfmap.io.spaces import parse_space
 
 logger = logging.getLogger(__name__)
 
-Kind = Literal["gifti", "cifti", "volume"]
-SURFACE_SPACES = ("fsnative", "fsaverage", "fsaverage6", "fsaverage5", "fsLR")
 # Default space when none is given: surfaces first, then anatomical, then templates.
 _PREFERENCE = ("fsnative", "fsaverage", "fsaverage6", "fsaverage5", "fsLR:den-91k", "fsLR:den-32k")
 _LEGACY_DEN = {"fsaverage5": "10k", "fsaverage6": "41k"}
@@ -33,93 +32,6 @@ _RUN_ENTITIES = ("subject", "session", "task", "acquisition", "ceagent", "recons
                  "direction", "run", "echo")
 _KEPT_ENTITIES = (*_RUN_ENTITIES, "space", "res", "den")
 _BOLD_EXTENSIONS = (".func.gii", ".dtseries.nii", ".nii.gz", ".nii")
-
-
-def _why(err: BaseException) -> str:
-    """An exception's message on one line."""
-    return " ".join(str(err).split())
-
-
-@dataclass(frozen=True)
-class RunInput:
-    """One preprocessed BOLD run and everything needed to fit it.
-
-    Attributes
-    ----------
-    subject, session, task : str, str or None, str
-        BIDS labels (without ``sub-``/``ses-``/``task-``).
-    run : int or None
-        Run index.
-    space : str
-        Space as in the file name (``fsaverage5``, ``fsLR``, ``T1w``, ``MNI152NLin2009cAsym``).
-    den : str or None
-        Density entity (``32k``, ``91k``), if any.
-    kind : {"gifti", "cifti", "volume"}
-        File format family.
-    bold : dict or pathlib.Path
-        GIFTI: ``{"L": path, "R": path}``; otherwise one path.
-    mask : pathlib.Path or None
-        Brain mask of a volume run (``desc-brain_mask``).
-    tr : float
-        Repetition time in seconds.
-    events : pathlib.Path or None
-        The raw dataset's ``events.tsv``.
-    confounds : pathlib.Path or None
-        fMRIPrep's ``desc-confounds_timeseries.tsv``.
-    stim_file : pathlib.Path or None
-        The aperture file named by the events (under ``bids_dir/stimuli``), or the override.
-    entities : dict
-        pybids entities of the BOLD file as strings (``subject``, ``session``, ``task``,
-        ``acquisition``, ``run`` (zero padding kept), ``space``, ``res``, ``den``, ...), without
-        ``hemi``, ``desc``, ``suffix``, ``extension`` — what output names are built from.
-    stim_file_index : tuple of int or None
-        0-based frame of ``stim_file`` shown in each volume, when the events give one row per
-        volume with a ``stim_file_index`` column (already converted from 1-based if needed).
-    """
-
-    subject: str
-    session: str | None
-    task: str
-    run: int | None
-    space: str
-    den: str | None
-    kind: Kind
-    bold: dict[str, Path] | Path
-    mask: Path | None
-    tr: float
-    events: Path | None
-    confounds: Path | None
-    stim_file: Path | None
-    entities: dict[str, str] = field(default_factory=dict)
-    stim_file_index: tuple[int, ...] | None = None
-
-    @property
-    def name(self) -> str:
-        """A readable run name, e.g. ``sub-01_ses-a_task-prf_run-1``."""
-        parts = [f"sub-{self.subject}"]
-        if self.session:
-            parts.append(f"ses-{self.session}")
-        parts.append(f"task-{self.task}")
-        if "acquisition" in self.entities:
-            parts.append(f"acq-{self.entities['acquisition']}")
-        if "run" in self.entities:
-            parts.append(f"run-{self.entities['run']}")
-        return "_".join(parts)
-
-    @property
-    def stimulus_key(self) -> str:
-        """Runs with equal keys saw the same stimulus (file and frame order) and are averaged."""
-        key = str(self.stim_file)
-        if self.stim_file_index is not None:
-            key += ":" + ",".join(map(str, self.stim_file_index))
-        return key
-
-    @property
-    def bold_files(self) -> list[Path]:
-        """The BOLD file(s) of the run, L before R for GIFTI."""
-        if isinstance(self.bold, dict):
-            return [self.bold[h] for h in sorted(self.bold)]
-        return [self.bold]
 
 
 @dataclass(frozen=True)
@@ -130,31 +42,9 @@ class _SpaceQuery:
     kind: Kind | None
 
 
-def parse_space_query(space: str) -> _SpaceQuery:
-    """Parse a space as fMRIPrep writes it and check it against TemplateFlow.
-
-    Parameters
-    ----------
-    space : str
-        e.g. ``fsaverage5``, ``fsaverage:den-10k``, ``fsLR`` (CIFTI 91k), ``fsLR:den-32k`` (GIFTI),
-        ``T1w``, ``MNI152NLin2009cAsym:res-2``.
-
-    Returns
-    -------
-    _SpaceQuery
-        Name, density, resolution and the file kind it implies (None for "any volume").
-
-    Raises
-    ------
-    UsageError
-        Unknown or malformed space.
-    """
-    from prfmap.cli.spaces import parse_space
-
-    try:
-        parsed = parse_space(space)
-    except ValueError as err:
-        raise UsageError(f"--space: {_why(err)}") from None
+def _space_query(space: str) -> _SpaceQuery:
+    """Name, density, resolution and the file kind a (valid) fMRIPrep space string implies."""
+    parsed = parse_space(space)
     name, den, res = parsed.name, parsed.den, parsed.res
     if name == "fsLR":
         den = den or "91k"
@@ -205,72 +95,24 @@ def _kind_of(extension: str) -> Kind:
     return "volume"
 
 
-def _strip(labels: Iterable[str] | None, prefix: str) -> list[str] | None:
-    if not labels:
-        return None
-    return [str(lab).removeprefix(prefix) for lab in labels]
+def _pybids_filters(inputs: InputsConfig) -> dict[str, Any]:
+    """The query's entities as pybids takes them (None → absent, ``"*"`` → any value)."""
+    special = {None: Query.NONE, "*": Query.ANY}
+    filters = {
+        key: special[value] if value is None or value == "*" else value
+        for key, value in inputs.bids_filter.items()
+    }
+    selected = {
+        "subject": inputs.participant_labels,
+        "session": inputs.session_labels,
+        "task": inputs.tasks,
+        "run": inputs.runs,
+    }
+    filters.update({key: list(values) for key, values in selected.items() if values})
+    return filters
 
 
-def _derivative_paths(
-    bids_dir: Path, derivatives: Mapping[str, Any] | Sequence[Any] | str | os.PathLike | None
-) -> list[Path]:
-    if derivatives is None or (isinstance(derivatives, (list, tuple, dict)) and not derivatives):
-        default = bids_dir / "derivatives" / "fmriprep"
-        if not default.is_dir():
-            raise MissingInputError(
-                f"no fMRIPrep derivatives at {default}; run fMRIPrep first or pass "
-                "--derivatives fmriprep=PATH"
-            )
-        paths = [default]
-    elif isinstance(derivatives, (str, os.PathLike)):
-        paths = [Path(derivatives)]
-    elif isinstance(derivatives, Mapping):
-        paths = [Path(p) for p in derivatives.values()]
-    else:
-        paths = [Path(d[1]) if isinstance(d, (tuple, list)) else Path(d) for d in derivatives]
-    for path in paths:
-        if not path.is_dir():
-            raise MissingInputError(
-                f"derivatives folder {path} does not exist; check --derivatives"
-            )
-        if not (path / "dataset_description.json").is_file():
-            raise MissingInputError(
-                f"{path} has no dataset_description.json; point --derivatives at fMRIPrep's "
-                "output folder"
-            )
-    return [p.absolute() for p in paths]
-
-
-def _load_filter(bids_filter: Mapping[str, Any] | str | os.PathLike | None) -> dict[str, Any]:
-    from bids.layout import Query
-
-    if bids_filter is None:
-        return {}
-    if not isinstance(bids_filter, Mapping):
-        path = Path(bids_filter)
-        try:
-            bids_filter = json.loads(path.read_text())
-        except (OSError, ValueError) as err:
-            raise UsageError(f"--bids-filter-file {path}: cannot read it as JSON ({_why(err)})") from None
-        if not isinstance(bids_filter, Mapping):
-            raise UsageError(f"--bids-filter-file {path}: must hold a JSON object")
-    flt = bids_filter.get("bold", bids_filter)
-    if not isinstance(flt, Mapping):
-        raise UsageError("--bids-filter-file: the 'bold' entry must be an object of entities")
-    out: dict[str, Any] = {}
-    for key, value in flt.items():
-        if value is None:
-            out[key] = Query.NONE
-        elif value == "*":
-            out[key] = Query.ANY
-        else:
-            out[key] = value
-    return out
-
-
-def _layout(bids_dir: Path, derivative_paths: list[Path], work_dir: Path | None):
-    from bids import BIDSLayout
-
+def _layout(bids_dir: Path, derivative_paths: list[Path], work_dir: Path | None) -> BIDSLayout:
     kwargs: dict[str, Any] = {}
     if work_dir is not None:
         db = Path(work_dir) / "bids_db" / f"{socket.gethostname()}-{os.getpid()}"
@@ -281,13 +123,12 @@ def _layout(bids_dir: Path, derivative_paths: list[Path], work_dir: Path | None)
             bids_dir, validate=False, derivatives=[str(p) for p in derivative_paths], **kwargs
         )
     except (ValueError, OSError) as err:
-        msg = " ".join(str(err).split())
         raise MissingInputError(
-            f"pybids cannot index {bids_dir} or its derivatives: {msg}"
+            f"pybids cannot index {bids_dir} or its derivatives: {one_line(err)}"
         ) from None
 
 
-def _sidecar_chain(layout, entities: Mapping[str, Any]) -> dict[str, Any]:
+def _sidecar_chain(layout: BIDSLayout, entities: Mapping[str, Any]) -> dict[str, Any]:
     """Merge the raw dataset's ``*_bold.json`` sidecars that apply to a run (inheritance)."""
     candidates = []
     for f in layout.get(scope="raw", suffix="bold", extension=".json", task=entities["task"]):
@@ -304,12 +145,12 @@ def _sidecar_chain(layout, entities: Mapping[str, Any]) -> dict[str, Any]:
             meta.update(json.loads(Path(path).read_text()))
         except (OSError, ValueError) as err:
             raise BadDataError(
-                f"sidecar {path} is not valid JSON ({_why(err)}); fix or remove it"
+                f"sidecar {path} is not valid JSON ({one_line(err)}); fix or remove it"
             ) from None
     return meta
 
 
-def _repetition_time(layout, bold_path: Path, entities: Mapping[str, Any], kind: Kind) -> float:
+def _repetition_time(layout: BIDSLayout, bold_path: Path, entities: Mapping[str, Any], kind: Kind) -> float:
     try:
         meta = layout.get_metadata(str(bold_path))
     except (ValueError, KeyError):
@@ -318,7 +159,7 @@ def _repetition_time(layout, bold_path: Path, entities: Mapping[str, Any], kind:
     if tr is None:
         tr = _sidecar_chain(layout, entities).get("RepetitionTime")
     if tr is None:
-        tr = _header_tr(bold_path, kind)
+        tr = header_tr(bold_path, kind)
     if tr is None:
         raise MissingInputError(
             f"no RepetitionTime for {bold_path.name}; add it to the run's *_bold.json sidecar"
@@ -332,28 +173,7 @@ def _repetition_time(layout, bold_path: Path, entities: Mapping[str, Any], kind:
     return tr
 
 
-def _header_tr(path: Path, kind: Kind) -> float | None:
-    import nibabel as nib
-
-    from prfmap.io.bold import READ_ERRORS
-
-    try:
-        img = nib.load(path)
-        if kind == "cifti":
-            axis = img.header.get_axis(0)
-            step = float(axis.step)
-            return step / 1000 if getattr(axis, "unit", "SECOND") == "MSEC" else step
-        if kind == "volume":
-            zooms = img.header.get_zooms()
-            units = img.header.get_xyzt_units()[1]
-            if len(zooms) > 3 and zooms[3] > 0:
-                return float(zooms[3]) / (1000 if units == "msec" else 1)
-    except READ_ERRORS:
-        return None
-    return None
-
-
-def _match_raw(layout, suffix: str, extension: str, entities: Mapping[str, Any]):
+def _match_raw(layout: BIDSLayout, suffix: str, extension: str, entities: Mapping[str, Any]) -> list[Path]:
     """Files of the raw dataset that apply to a run, most specific first."""
     found = []
     for f in layout.get(scope="raw", suffix=suffix, extension=extension, task=entities["task"]):
@@ -363,10 +183,8 @@ def _match_raw(layout, suffix: str, extension: str, entities: Mapping[str, Any])
     return [Path(p) for _, p in sorted(found)]
 
 
-def _match_derivative(layout, entities: Mapping[str, Any], **query) -> Path | None:
+def _match_derivative(layout: BIDSLayout, entities: Mapping[str, Any], **query) -> Path | None:
     exact = {k: entities[k] for k in _RUN_ENTITIES if k in entities}
-    from bids.layout import Query
-
     for k in _RUN_ENTITIES:
         exact.setdefault(k, Query.NONE)
     files = layout.get(scope="derivatives", return_type="filename", **exact, **query)
@@ -377,7 +195,7 @@ def _read_events(path: Path) -> pd.DataFrame:
     try:
         return pd.read_csv(path, sep="\t", na_values=["n/a"], keep_default_na=True)
     except (OSError, ValueError, pd.errors.ParserError) as err:
-        raise BadDataError(f"cannot read events file {path} ({_why(err)}); fix it") from None
+        raise BadDataError(f"cannot read events file {path} ({one_line(err)}); fix it") from None
 
 
 def _has_stim_file(path: Path) -> bool:
@@ -444,7 +262,7 @@ def _stimulus(
     return stim, index
 
 
-def _group_bold(files) -> dict[tuple, list]:
+def _group_bold(files: list[BIDSFile]) -> dict[tuple, list[BIDSFile]]:
     groups: dict[tuple, list] = {}
     for f in files:
         ents = f.get_entities()
@@ -459,7 +277,7 @@ def find_inputs(
     bids_dir: str | os.PathLike,
     output_dir: str | os.PathLike | None = None,
     *,
-    derivatives: Mapping[str, Any] | Sequence[Any] | str | os.PathLike | None = None,
+    derivatives: Derivatives = None,
     participant_labels: Sequence[str] | None = None,
     session_labels: Sequence[str] | None = None,
     tasks: Sequence[str] | None = None,
@@ -516,44 +334,83 @@ def find_inputs(
     UsageError
         Unknown space or malformed filter file.
     """
-    bids_dir = Path(bids_dir).expanduser().absolute()
-    if not bids_dir.is_dir():
-        raise NotBIDSError(f"bids_dir {bids_dir} does not exist; give the root of a BIDS dataset")
-    if not (bids_dir / "dataset_description.json").is_file():
-        raise NotBIDSError(
-            f"{bids_dir} is not a BIDS dataset (no dataset_description.json); give the root of "
-            "a BIDS dataset"
-        )
-    query = parse_space_query(space) if space else None
-    deriv_paths = _derivative_paths(bids_dir, derivatives)
-    extra = _load_filter(bids_filter)
-    layout = _layout(bids_dir, deriv_paths, Path(work_dir) if work_dir else None)
+    inputs = inputs_config(
+        bids_dir,
+        derivatives=derivatives,
+        participant_labels=participant_labels,
+        session_labels=session_labels,
+        tasks=tasks,
+        runs=runs,
+        space=space,
+        bids_filter=bids_filter,
+        stimulus=stimulus,
+    )
+    return find_runs(inputs, work_dir=work_dir)
 
-    filters: dict[str, Any] = dict(extra)
-    if participant_labels:
-        filters["subject"] = _strip(participant_labels, "sub-")
-    if session_labels:
-        filters["session"] = _strip(session_labels, "ses-")
-    if tasks:
-        filters["task"] = _strip(tasks, "task-")
-    if runs:
-        filters["run"] = [int(str(r).removeprefix("run-")) for r in runs]
+
+def find_runs(inputs: InputsConfig, *, work_dir: str | os.PathLike | None = None) -> list[RunInput]:
+    """Find the runs an already checked inputs section selects (see :func:`find_inputs`).
+
+    Parameters
+    ----------
+    inputs : InputsConfig
+        Built by :func:`prfmap.io.datasets.inputs_config` or the command line.
+    work_dir : path-like, optional
+        Where the pybids database goes.
+
+    Returns
+    -------
+    list of RunInput
+        Sorted by subject, session, task, run.
+
+    Raises
+    ------
+    MissingInputError, NoFilesSelectedError, UsageError
+        As :func:`find_inputs`, for what the query finds (or does not).
+    """
+    check_derivatives(inputs)
+    roots = [path for _, path in inputs.derivatives]
+    layout = _layout(inputs.bids_dir, roots, Path(work_dir) if work_dir else None)
+    filters = _pybids_filters(inputs)
     try:
         bold = layout.get(
             scope="derivatives", suffix="bold", extension=list(_BOLD_EXTENSIONS), **filters
         )
     except (ValueError, TypeError) as err:
-        raise UsageError(f"--bids-filter-file: invalid filter ({_why(err)})") from None
+        raise UsageError(f"--bids-filter-file: invalid filter ({one_line(err)})") from None
     bold = [
         f for f in bold
         if _kind_of(f.get_entities()["extension"]) != "volume"
         or f.get_entities().get("desc") == "preproc"
-    ]
-    where = ", ".join(str(p) for p in deriv_paths)
+    ]  # fmt: skip
+    where = ", ".join(str(p) for p in roots)
     if not bold:
         raise NoFilesSelectedError(_nothing_selected(layout, filters, where))
+    selected = _select_space(bold, inputs.space, where)
+    found: list[RunInput] = []
+    skipped_tasks: set[str] = set()
+    for files in _group_bold(selected).values():
+        run = _make_run(layout, inputs, files)
+        if run is None:
+            skipped_tasks.add(files[0].get_entities()["task"])
+            continue
+        found.append(run)
+    if not found:
+        raise MissingInputError(
+            f"no events.tsv with a stim_file column for task(s) {', '.join(sorted(skipped_tasks))}"
+            f" in {inputs.bids_dir}; name the aperture in the events' stim_file column or pass "
+            "--stimulus"
+        )
+    if skipped_tasks:
+        logger.info("skipping task(s) without stim_file in their events: %s", sorted(skipped_tasks))
+    found.sort(key=lambda r: (r.subject, r.session or "", r.task, r.run or 0, r.name))
+    return found
 
-    if query is not None:
+
+def _select_space(bold: list[BIDSFile], space: str | None, where: str) -> list[BIDSFile]:
+    """The files of the requested space, or of the first space present in order of preference."""
+    if space is not None:
+        query = _space_query(space)
         selected = [f for f in bold if _matches_space(f.get_entities(), query)]
         if not selected:
             present = sorted({_space_of(f.get_entities()) for f in bold})
@@ -561,35 +418,11 @@ def find_inputs(
                 f"no preprocessed BOLD in space {space} under {where}; spaces present: "
                 f"{', '.join(present)} (choose one with --space)"
             )
-    else:
-        present = {_space_of(f.get_entities()) for f in bold}
-        chosen = _default_space(present)
-        logger.info("fitting space %s (of %s); choose with --space", chosen, sorted(present))
-        selected = [f for f in bold if _space_of(f.get_entities()) == chosen]
-
-    stimulus_path = None
-    if stimulus is not None:
-        stimulus_path = Path(stimulus).expanduser().absolute()
-        if not stimulus_path.is_file():
-            raise MissingInputError(f"--stimulus {stimulus_path} does not exist")
-
-    inputs: list[RunInput] = []
-    skipped_tasks: set[str] = set()
-    for files in _group_bold(selected).values():
-        run = _make_run(layout, bids_dir, files, stimulus_path, explicit_tasks=bool(tasks))
-        if run is None:
-            skipped_tasks.add(files[0].get_entities()["task"])
-            continue
-        inputs.append(run)
-    if not inputs:
-        raise MissingInputError(
-            f"no events.tsv with a stim_file column for task(s) {', '.join(sorted(skipped_tasks))}"
-            f" in {bids_dir}; name the aperture in the events' stim_file column or pass --stimulus"
-        )
-    if skipped_tasks:
-        logger.info("skipping task(s) without stim_file in their events: %s", sorted(skipped_tasks))
-    inputs.sort(key=lambda r: (r.subject, r.session or "", r.task, r.run or 0, r.name))
-    return inputs
+        return selected
+    present = {_space_of(f.get_entities()) for f in bold}
+    chosen = _default_space(present)
+    logger.info("fitting space %s (of %s); choose with --space", chosen, sorted(present))
+    return [f for f in bold if _space_of(f.get_entities()) == chosen]
 
 
 def _default_space(present: set[str]) -> str:
@@ -600,7 +433,7 @@ def _default_space(present: set[str]) -> str:
     return next((s for s in volumes if s.split(":")[0] == "T1w"), volumes[0])
 
 
-def _nothing_selected(layout, filters: Mapping[str, Any], where: str) -> str:
+def _nothing_selected(layout: BIDSLayout, filters: Mapping[str, Any], where: str) -> str:
     subjects = layout.get_subjects(scope="derivatives")
     if "subject" in filters and not set(filters["subject"]) & set(subjects):
         return (
@@ -615,55 +448,30 @@ def _nothing_selected(layout, filters: Mapping[str, Any], where: str) -> str:
     )
 
 
-def _make_run(
-    layout, bids_dir: Path, files, stimulus: Path | None, *, explicit_tasks: bool
-) -> RunInput | None:
+def _make_run(layout: BIDSLayout, inputs: InputsConfig, files: list[BIDSFile]) -> RunInput | None:
+    """The run of one BOLD file (both hemisphere files for GIFTI); None when its task names no
+    aperture and no task was asked for explicitly."""
     ents = files[0].get_entities()
-    ext = ents["extension"]
-    kind = _kind_of(ext)
+    kind = _kind_of(ents["extension"])
     path0 = Path(files[0].path)
-    entities = {k: str(ents[k]) for k in _KEPT_ENTITIES if k in ents}
-    if kind == "gifti":
-        hemis = {str(f.get_entities().get("hemi")): Path(f.path) for f in files}
-        missing = [h for h in ("L", "R") if h not in hemis]
-        if missing:
-            raise MissingInputError(
-                f"{path0.name}: no hemi-{missing[0]} file next to it; prfmap needs both "
-                "hemispheres (re-run fMRIPrep's surface outputs)"
-            )
-        bold: dict[str, Path] | Path = {"L": hemis["L"], "R": hemis["R"]}
-    else:
-        bold = path0
-    mask = None
-    if kind == "volume":
-        mask = _match_derivative(
-            layout, ents, suffix="mask", desc="brain", space=ents["space"],
-            extension=[".nii.gz", ".nii"], res=ents.get("res", _none()),
-            den=ents.get("den", _none()),
-        )
-        if mask is None:
-            raise MissingInputError(
-                f"no brain mask (*_desc-brain_mask.nii.gz) next to {path0.name}; fMRIPrep writes "
-                "one per run and space"
-            )
+    bold = _bold_paths(files, kind)
+    mask = _brain_mask(layout, ents, path0) if kind == "volume" else None
     events_list = _match_raw(layout, "events", ".tsv", ents)
     events = events_list[0] if events_list else None
     stim_index = None
-    if stimulus is not None:
-        stim_file = stimulus
+    if inputs.stimulus is not None:
+        stim_file = inputs.stimulus
     else:
         if events is None or not _has_stim_file(events):
-            if not explicit_tasks:
+            if not inputs.tasks:
                 return None
             if events is None:
                 raise MissingInputError(
-                    f"no events.tsv for {path0.name} in {bids_dir}; add one with a stim_file "
-                    "column or pass --stimulus"
+                    f"no events.tsv for {path0.name} in {inputs.bids_dir}; add one with a "
+                    "stim_file column or pass --stimulus"
                 )
-        stim_file, stim_index = _stimulus(bids_dir, events)
-    confounds = _match_derivative(
-        layout, ents, suffix="timeseries", desc="confounds", extension=".tsv"
-    )
+        stim_file, stim_index = _stimulus(inputs.bids_dir, events)
+    confounds = _match_derivative(layout, ents, suffix="timeseries", desc="confounds", extension=".tsv")
     tr = _repetition_time(layout, path0, ents, kind)
     run = ents.get("run")
     return RunInput(
@@ -680,12 +488,35 @@ def _make_run(
         events=events,
         confounds=confounds,
         stim_file=stim_file,
-        entities=entities,
+        entities={k: str(ents[k]) for k in _KEPT_ENTITIES if k in ents},
         stim_file_index=stim_index,
     )
 
 
-def _none():
-    from bids.layout import Query
+def _bold_paths(files: list[BIDSFile], kind: Kind) -> dict[str, Path] | Path:
+    """One path, or ``{"L": path, "R": path}`` for GIFTI."""
+    path0 = Path(files[0].path)
+    if kind != "gifti":
+        return path0
+    hemis = {str(f.get_entities().get("hemi")): Path(f.path) for f in files}
+    missing = [h for h in ("L", "R") if h not in hemis]
+    if missing:
+        raise MissingInputError(
+            f"{path0.name}: no hemi-{missing[0]} file next to it; prfmap needs both "
+            "hemispheres (re-run fMRIPrep's surface outputs)"
+        )
+    return {"L": hemis["L"], "R": hemis["R"]}
 
-    return Query.NONE
+
+def _brain_mask(layout: BIDSLayout, ents: Mapping[str, Any], bold: Path) -> Path:
+    mask = _match_derivative(
+        layout, ents, suffix="mask", desc="brain", space=ents["space"],
+        extension=[".nii.gz", ".nii"], res=ents.get("res", Query.NONE),
+        den=ents.get("den", Query.NONE),
+    )  # fmt: skip
+    if mask is None:
+        raise MissingInputError(
+            f"no brain mask (*_desc-brain_mask.nii.gz) next to {bold.name}; fMRIPrep writes "
+            "one per run and space"
+        )
+    return mask

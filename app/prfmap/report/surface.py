@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from prfmap.io.spaces import CIFTI_MESH_DENSITY
 from prfmap.report.figures import save
 
 NILEARN_HEMI = {"L": "left", "R": "right"}
@@ -16,7 +17,6 @@ TEMPLATE_DENSITY = {
     "fsaverage": ("fsaverage", "164k"),
     "fsLR": ("fsLR", "32k"),
 }
-CIFTI_MESH_DENSITY = {"91k": "32k", "170k": "59k"}
 SURFACE_KINDS = ("inflated", "veryinflated", "midthickness", "pial", "white")
 
 

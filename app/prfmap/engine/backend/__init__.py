@@ -68,14 +68,12 @@ def select_backend(name: str | None = None, *, nprocs: int | None = None, device
             f"backend {name!r} is not installed: pip install 'prfmap[{name}]' "
             "or use a container image built for it"
         )
-    if "keras" in sys.modules:
-        import keras  # already imported: only its active backend is read
-
-        if keras.backend.backend() != name:
-            raise UsageError(
-                f"Keras already runs the {keras.backend.backend()!r} backend in this process; "
-                f"set KERAS_BACKEND={name} before starting Python"
-            )
+    running = sys.modules["keras"].backend.backend() if "keras" in sys.modules else name
+    if running != name:
+        raise UsageError(
+            f"Keras already runs the {running!r} backend in this process; "
+            f"set KERAS_BACKEND={name} before starting Python"
+        )
     device = device or "auto"
     _set_environment(nprocs, device)
     os.environ["KERAS_BACKEND"] = name
@@ -117,7 +115,8 @@ def _set_environment(nprocs: int | None, device: str) -> None:
 
 def get_backend() -> ModuleType:
     """Return the backend module matching Keras' active backend (this imports Keras)."""
-    import keras  # Keras reads KERAS_BACKEND when first imported, so only after select_backend
+    # Imported here: Keras reads KERAS_BACKEND when first imported, which select_backend sets first.
+    import keras
 
     name = keras.backend.backend()
     if name not in SUPPORTED_BACKENDS:

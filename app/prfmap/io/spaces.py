@@ -1,8 +1,10 @@
-"""Output-space strings as fMRIPrep's ``--output-spaces`` writes them."""
+"""Spaces as fMRIPrep writes them (``--output-spaces``, file names), checked against TemplateFlow."""
 
 from __future__ import annotations
 
+import importlib.resources
 import re
+import zipfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -11,6 +13,8 @@ NONSTANDARD_SPACES = ("fsnative", "T1w", "anat", "func")
 FSAVERAGE_DENSITIES = {"10k": "fsaverage5", "41k": "fsaverage6", "164k": "fsaverage"}
 LEGACY_SPACES = ("fsaverage5", "fsaverage6")
 COMMON_TEMPLATES = ("fsaverage", "fsLR", "MNI152NLin2009cAsym", "MNI152NLin6Asym")
+CIFTI_MESH_DENSITY = {"91k": "32k", "170k": "59k"}
+"""CIFTI grayordinate densities → the density of their fsLR cortical meshes."""
 _SPACE_RE = re.compile(r"^(?P<name>[A-Za-z0-9]+)(?::(?P<key>den|res)-(?P<value>[A-Za-z0-9]+))?$")
 
 
@@ -48,9 +52,7 @@ def known_templates() -> tuple[str, ...]:
     lists offline) plus any ``tpl-*`` folder in ``TEMPLATEFLOW_HOME``; read directly, because
     ``api.templates()`` indexes the whole TemplateFlow home with pybids (about ten seconds).
     """
-    import importlib.resources
-    import zipfile
-
+    # Deferred: importing templateflow.conf creates TEMPLATEFLOW_HOME when it does not exist.
     from templateflow.conf import TF_HOME
 
     names: set[str] = set()

@@ -1,0 +1,270 @@
+"""The configuration of one prfmap run: typed, frozen, built once, written to the logs.
+
+The command line (:func:`prfmap.cli.config.build_config`) validates the options once and builds a
+:class:`Config`; every stage reads the section it needs and nothing changes it afterwards. Its
+JSON form (:meth:`Config.to_dict`) is written next to the run log, ``output_dir/logs/
+prfmap_<time>_<pid>_config.json``, as fMRIPrep writes its ``config.toml``, and reads back with
+:meth:`Config.from_dict`.
+
+Sections: ``inputs`` (what to read), ``preprocessing`` (what is removed from the data), ``fit``
+(everything that determines the fitted parameters; the checkpoint key hashes it), ``outputs``
+(what is written where) and ``execution`` (how and where the work runs).
+
+This module imports nothing but the standard library, so every layer may read a configuration.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+SECTIONS = ("inputs", "preprocessing", "fit", "outputs", "execution")
+_PATHS = ("bids_dir", "stimulus", "output_dir", "work_dir")
+
+
+def _frozen_mapping(value: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(value or {}))
+
+
+@dataclass(frozen=True)
+class InputsConfig:
+    """What to read: the datasets and the BIDS query of the runs to fit.
+
+    Attributes
+    ----------
+    bids_dir : Path
+        Root of the raw BIDS dataset (absolute).
+    derivatives : tuple of (str, Path)
+        Preprocessed derivatives to read the BOLD from, by dataset name (default
+        ``fmriprep=bids_dir/derivatives/fmriprep``); absolute paths.
+    participant_labels, session_labels, tasks : tuple of str
+        Labels without prefixes; empty selects all.
+    runs : tuple of int
+        Run indices; empty selects all.
+    space : str or None
+        The fMRIPrep space string to fit (``fsaverage5``, ``fsLR``, ``T1w``...); None picks the
+        first present, surfaces first.
+    bids_filter : mapping
+        Extra pybids filters on the BOLD query (entity → value; None = absent, ``"*"`` = any).
+    stimulus : Path or None
+        One aperture file for every run, instead of the events' ``stim_file``.
+    stimulus_fov_deg : float or None
+        Full width of the aperture in degrees, overriding its sidecar.
+    """
+
+    bids_dir: Path
+    derivatives: tuple[tuple[str, Path], ...] = ()
+    participant_labels: tuple[str, ...] = ()
+    session_labels: tuple[str, ...] = ()
+    tasks: tuple[str, ...] = ()
+    runs: tuple[int, ...] = ()
+    space: str | None = None
+    bids_filter: Mapping[str, Any] = field(default_factory=_frozen_mapping)
+    stimulus: Path | None = None
+    stimulus_fov_deg: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bids_filter", _frozen_mapping(self.bids_filter))
+        for name in ("derivatives", "participant_labels", "session_labels", "tasks", "runs"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+
+    @property
+    def dataset_links(self) -> dict[str, Path]:
+        """Dataset name → root: ``raw`` (``bids_dir``) and each derivatives dataset."""
+        links = {"raw": self.bids_dir}
+        links.update(dict(self.derivatives) or {"fmriprep": self.bids_dir / "derivatives" / "fmriprep"})
+        return links
+
+    @property
+    def fmriprep_dir(self) -> Path:
+        """The derivatives dataset named ``fmriprep`` (default ``bids_dir/derivatives/fmriprep``)."""
+        return self.dataset_links.get("fmriprep", self.bids_dir / "derivatives" / "fmriprep")
+
+
+@dataclass(frozen=True)
+class PreprocessingConfig:
+    """What is removed from the data before the fit (and from the model predictions alike).
+
+    Attributes
+    ----------
+    dummy_scans : int or None
+        Initial volumes to drop; None takes fMRIPrep's ``non_steady_state_outlier`` columns.
+    high_pass_hz : float
+        DCT high-pass cut-off in Hz (0 disables it).
+    confounds : tuple of str
+        Confound columns (names or fnmatch patterns) to regress out.
+    """
+
+    dummy_scans: int | None = None
+    high_pass_hz: float = 0.01
+    confounds: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FitConfig:
+    """Everything that determines the fitted parameters besides the data.
+
+    Attributes
+    ----------
+    model : str
+        pRF model (``gauss``, ``css``, ``dog``, ``dn``).
+    refine : str
+        Refinement after the grid search (``lm``, ``sgd``, ``none``).
+    refine_r2_min : float
+        Units whose grid fit explains less variance keep their grid estimates.
+    fit_hrf : bool
+        Also fit the HRF's derivative and dispersion weights.
+    random_seed : int
+        Seed of every random choice of the fit.
+    """
+
+    model: str = "gauss"
+    refine: str = "lm"
+    refine_r2_min: float = 0.1
+    fit_hrf: bool = False
+    random_seed: int = 0
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`prfmap.engine.fit_prf` that this section sets."""
+        return {
+            "model": self.model,
+            "refine": self.refine,
+            "refine_r2_min": self.refine_r2_min,
+            "fit_hrf": self.fit_hrf,
+            "seed": self.random_seed,
+        }
+
+
+@dataclass(frozen=True)
+class OutputsConfig:
+    """What is written, and where.
+
+    Attributes
+    ----------
+    output_dir : Path
+        The BIDS-Derivatives output folder (absolute).
+    save_predictions : bool
+        Also write the model time series and the preprocessed data.
+    report : bool
+        Write the HTML reports.
+    r2_threshold : float
+        Variance-explained threshold of the maps shown in the reports (and of the group maps).
+    """
+
+    output_dir: Path
+    save_predictions: bool = False
+    report: bool = True
+    r2_threshold: float = 0.1
+
+    @property
+    def keep_predictions(self) -> bool:
+        """Whether the fit must return its predicted time series (written or reported)."""
+        return self.save_predictions or self.report
+
+
+@dataclass(frozen=True)
+class ExecutionConfig:
+    """How and where the work runs.
+
+    Attributes
+    ----------
+    analysis_level : {"participant", "group"}
+        The BIDS-Apps level.
+    backend : str
+        Keras backend (``jax``, ``torch``, ``tensorflow``): ``--backend``, else
+        ``$KERAS_BACKEND``, else ``jax``.
+    device : str
+        ``auto``, ``cpu``, ``gpu`` or ``gpu:N``.
+    nprocs : int or None
+        Most CPU threads; None uses all.
+    mem_gb : float or None
+        Memory bound of the fit in GB (participant level).
+    mem_gb_auto : bool
+        ``mem_gb`` is the default derived from the memory available when the run started (a
+        resumed run then keeps the chunk size it started with).
+    work_dir : Path or None
+        Intermediate files and checkpoints (absolute); None: a temporary folder and
+        ``output_dir/.prfmap-work``.
+    verbose : int
+        ``-v`` count.
+    """
+
+    analysis_level: str = "participant"
+    backend: str = "jax"
+    device: str = "auto"
+    nprocs: int | None = None
+    mem_gb: float | None = None
+    mem_gb_auto: bool = False
+    work_dir: Path | None = None
+    verbose: int = 0
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration of a run; see the module docstring."""
+
+    inputs: InputsConfig
+    preprocessing: PreprocessingConfig
+    fit: FitConfig
+    outputs: OutputsConfig
+    execution: ExecutionConfig
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """The configuration as JSON-able sections (paths as strings, tuples as lists)."""
+        out = {}
+        for name in SECTIONS:
+            section = getattr(self, name)
+            out[name] = {f.name: _plain(getattr(section, f.name)) for f in dataclasses.fields(section)}
+        return out
+
+    @classmethod
+    def from_dict(cls, content: Mapping[str, Mapping[str, Any]]) -> Config:
+        """Read back what :meth:`to_dict` wrote.
+
+        Parameters
+        ----------
+        content : mapping
+            Section name → field → JSON value.
+
+        Returns
+        -------
+        Config
+            Equal to the configuration that was written.
+        """
+        kinds = {
+            "inputs": InputsConfig,
+            "preprocessing": PreprocessingConfig,
+            "fit": FitConfig,
+            "outputs": OutputsConfig,
+            "execution": ExecutionConfig,
+        }
+        sections = {name: kinds[name](**_typed(dict(content[name]))) for name in SECTIONS}
+        return cls(**sections)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def _typed(fields: dict[str, Any]) -> dict[str, Any]:
+    for name in _PATHS:
+        if fields.get(name) is not None:
+            fields[name] = Path(fields[name])
+    for name, value in fields.items():
+        if name == "derivatives":
+            fields[name] = tuple((str(n), Path(p)) for n, p in value)
+        elif name == "bids_filter":
+            fields[name] = _frozen_mapping(value)
+        elif isinstance(value, list):
+            fields[name] = tuple(value)
+    return fields

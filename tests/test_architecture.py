@@ -1,0 +1,161 @@
+"""The package's shape: the import graph has no cycles and runs one way between the layers,
+imports sit at module top, and functions stay short (docs/architecture.md)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import prfmap
+
+PACKAGE = Path(prfmap.__file__).resolve().parent
+# What each layer may import from prfmap (its own modules always). Everything not listed may import
+# any layer, as long as the graph has no cycle.
+ALLOWED = {
+    "prfmap.errors": set(),
+    "prfmap.config": set(),
+    "prfmap.io": {"prfmap", "prfmap.errors", "prfmap.config"},
+    "prfmap.engine": {"prfmap.errors"},
+}
+# Function-level imports that must stay where they are, with the reason in a comment above them.
+DEFERRED_IMPORTS = {
+    ("prfmap.cli.run", "prfmap.workflow"),
+    ("prfmap.cli.run", "prfmap.group"),
+    ("prfmap.io.spaces", "templateflow.conf"),
+    ("prfmap.engine", "keras"),
+    ("prfmap.engine.backend", "keras"),
+}
+# report/ is reshaped by the report half of issue 13; it joins these two checks once it has.
+NOT_YET_CHECKED = ("prfmap.report",)
+LONGEST_FUNCTION = 80
+LONG_BY_NATURE = {("prfmap.cli.parser", "build_parser")}  # one add_argument call per option
+
+
+def modules() -> dict[str, ast.Module]:
+    """Every module of the package by dotted name (a package by its own name), parsed."""
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = ast.parse(path.read_text(), filename=str(path))
+    return out
+
+
+def imported(tree: ast.AST, known: set[str]) -> Iterator[tuple[ast.stmt, str]]:
+    """Every import under ``tree`` (function-level and ``TYPE_CHECKING`` ones too): the module of
+    the package it names (``from prfmap.io import bold`` names ``prfmap.io.bold``), else the
+    imported name."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "prfmap imports by absolute names"
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                yield node, full if full in known else str(node.module)
+
+
+def graph() -> dict[str, set[str]]:
+    trees = modules()
+    known = set(trees)
+    return {
+        name: {target for _, target in imported(tree, known) if target in known and target != name}
+        for name, tree in trees.items()
+    }
+
+
+def layer(name: str) -> str | None:
+    return next((key for key in ALLOWED if name == key or name.startswith(key + ".")), None)
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(edges[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_walker_sees_every_kind_of_import() -> None:
+    edges = graph()
+    assert "prfmap.io.bold" in edges["prfmap.workflow"]  # module top
+    assert "prfmap.workflow" in edges["prfmap.cli.run"]  # inside a function
+    assert {"prfmap.io.geometry", "prfmap.errors"} <= edges["prfmap.io.bold"]
+    tangled = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(tangled) == [["a", "b", "c"]]
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(graph()) == []
+
+
+def test_layers_import_only_downwards() -> None:
+    wrong = []
+    for name, targets in graph().items():
+        own = layer(name)
+        if own is None:
+            continue
+        for target in targets:
+            if layer(target) != own and target not in ALLOWED[own] and layer(target) not in ALLOWED[own]:
+                wrong.append(f"{name} imports {target}")
+    assert wrong == []
+
+
+def _checked() -> dict[str, ast.Module]:
+    return {n: t for n, t in modules().items() if not n.startswith(NOT_YET_CHECKED)}
+
+
+def test_imports_sit_at_module_top() -> None:
+    inner = set()
+    known = set(modules())
+    for name, tree in _checked().items():
+        for func in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)):
+            inner.update((name, target, node.lineno) for node, target in imported(func, known))
+    unexpected = sorted(f"{n}:{line} imports {t}" for n, t, line in inner if (n, t) not in DEFERRED_IMPORTS)
+    assert unexpected == []
+    for name, _, line in inner:
+        base = PACKAGE.parent / name.replace(".", "/")
+        source = (base / "__init__.py" if base.is_dir() else base.with_suffix(".py")).read_text().splitlines()
+        comment = source[line - 2].strip()
+        assert comment.startswith("#") and len(comment) > 20, f"{name}:{line} needs a one-line reason"
+
+
+@pytest.mark.parametrize("limit", [LONGEST_FUNCTION])
+def test_functions_are_short(limit: int) -> None:
+    long = []
+    for name, tree in _checked().items():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            length = node.end_lineno - node.lineno + 1
+            if length > limit and (name, node.name) not in LONG_BY_NATURE:
+                long.append(f"{name}.{node.name}: {length} lines")
+    assert long == []
