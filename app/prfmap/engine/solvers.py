@@ -21,7 +21,7 @@ from keras import ops
 
 from prfmap.engine import core
 from prfmap.engine.backend import get_backend, loops_compiled
-from prfmap.engine.batching import ProgressFn, batch_size, compiled, pad, padded_size, run_batches
+from prfmap.engine.batching import MIN_BATCH, ProgressFn, batch_size, compiled, pad, padded_size, run_batches
 from prfmap.engine.core_ops import at_least, tensor, to_numpy
 from prfmap.engine.models import PRFModel
 from prfmap.engine.problem import Problem
@@ -76,8 +76,7 @@ class LevenbergMarquardt:
 
     A unit stops when an accepted step lowers its cost by less than ``tol`` (relative) or after four
     rejected steps in a row. Units still moving after ``round_length`` steps are re-batched for the next
-    round, so converged units stop costing anything. :func:`refine_units` runs whole rounds: a unit may
-    take up to ``max_iter`` rounded up to a multiple of ``round_length`` steps.
+    round, so converged units stop costing anything.
     """
 
     copies = 1
@@ -194,17 +193,19 @@ class Adam:
         return Solution(state.u, state.active, ())
 
 
-def _loop(solver: Solver, max_steps: int, u: Any, data: Data, *carry: Any) -> tuple[Any, Any]:
-    """``init`` then ``step`` until ``terminate`` or ``max_steps``, as one ``while_loop``."""
+def _loop(solver: Solver, u: Any, data: Data, limit: Any, *carry: Any) -> tuple[Any, Any]:
+    """``init``, then ``step`` until ``terminate`` or ``limit`` steps, as one ``while_loop``.
+
+    The limit is a tensor argument, so that one compiled loop serves every limit.
+    """
 
     def cond(state: Any, steps: Any) -> Any:
-        return ~solver.terminate(state)
+        return ~solver.terminate(state) & (steps < limit)
 
     def body(state: Any, steps: Any) -> tuple[Any, Any]:
         return solver.step(state, data), steps + 1
 
-    state = (solver.init(u, data, *carry), ops.convert_to_tensor(0))
-    return keras.ops.while_loop(cond, body, state, maximum_iterations=max_steps)
+    return keras.ops.while_loop(cond, body, (solver.init(u, data, *carry), ops.convert_to_tensor(0)))
 
 
 def iterate(solver: Solver, u: Any, data: Data, carry: tuple = (), max_steps: int = 1) -> tuple[Any, int]:
@@ -214,8 +215,8 @@ def iterate(solver: Solver, u: Any, data: Data, carry: tuple = (), max_steps: in
     compiled ``step`` called from Python until ``terminate`` (PyTorch, or ``PRFMAP_COMPILE=0``).
     """
     if loops_compiled():
-        loop = compiled(("loop", max_steps) + solver.key, partial(_loop, solver, max_steps))
-        state, steps = loop(u, data, *carry)
+        loop = compiled(("loop",) + solver.key, partial(_loop, solver))
+        state, steps = loop(u, data, ops.convert_to_tensor(max_steps), *carry)
         return state, int(to_numpy(steps))
     init = compiled(("init",) + solver.key, solver.init)
     step = compiled(("step",) + solver.key, solver.step)
@@ -227,7 +228,7 @@ def iterate(solver: Solver, u: Any, data: Data, carry: tuple = (), max_steps: in
 
 
 def refine_units(solver: Solver, prob: Problem, u0: np.ndarray, y: np.ndarray, free: np.ndarray,
-           mem_gb: float, max_iter: int, progress: ProgressFn | None) -> tuple[np.ndarray, list[int]]:
+                 mem_gb: float, max_iter: int, progress: ProgressFn | None) -> tuple[np.ndarray, list[int]]:
     """Refine internal parameters ``u0`` (units, K) of every unit with ``solver``, batch by batch.
 
     Returns
@@ -242,7 +243,7 @@ def refine_units(solver: Solver, prob: Problem, u0: np.ndarray, y: np.ndarray, f
     iterations = [0, 0]
     free_t = tensor(free, dtype)
     # one batch shape for every round, so each loop is compiled once
-    batch = min(batch_size(prob, mem_gb, u0.shape[1]) // solver.copies or 8, padded_size(len(u0)))
+    batch = min(batch_size(prob, mem_gb, u0.shape[1]) // solver.copies or MIN_BATCH, padded_size(len(u0)))
     round_length = min(solver.round_length or max_iter, max_iter)
     for done in range(0, max_iter, round_length):
         todo = np.flatnonzero(still)
@@ -253,7 +254,8 @@ def refine_units(solver: Solver, prob: Problem, u0: np.ndarray, y: np.ndarray, f
             rows, k = todo[start:stop], stop - start
             data = Data(tensor(pad(y[rows], size), dtype), free_t, prob.stim, prob.hrf_t, prob.q)
             state, steps = iterate(solver, tensor(pad(u[rows], size), dtype), data,
-                                   tuple(tensor(pad(c[rows], size), dtype) for c in carry), round_length)
+                                   tuple(tensor(pad(c[rows], size), dtype) for c in carry),
+                                   min(round_length, max_iter - done))
             solution = solver.postprocess(state)
             u[rows] = to_numpy(solution.u)[:k]
             still[rows] = to_numpy(solution.active)[:k]
