@@ -140,14 +140,14 @@ def read_maps(bids_dir: Path, output_dir: Path, labels, subject: str = "01") -> 
         return {label: data[names.index(label)] for label in labels}
     out = {}
     for label in labels:
-        gifti = sorted(func.glob(f"*_param-{label}_boldmap.func.gii"))
+        gifti = sorted(func.glob(f"*_model-*_desc-{label}_boldmap.func.gii"))
         if gifti:
             assert [("hemi-L" in p.name, "hemi-R" in p.name) for p in gifti] == [
                 (True, False), (False, True)
             ]  # fmt: skip
             out[label] = np.concatenate([nib.load(p).darrays[0].data for p in gifti])
             continue
-        (path,) = sorted(func.glob(f"*_param-{label}_boldmap.nii.gz"))
+        (path,) = sorted(func.glob(f"*_model-*_desc-{label}_boldmap.nii.gz"))
         fmriprep = bids_dir / "derivatives" / "fmriprep" / f"sub-{subject}" / "func"
         mask_path = sorted(fmriprep.glob("*_desc-brain_mask.nii.gz"))[0]
         mask = np.asanyarray(nib.load(mask_path).dataobj) > 0

@@ -63,14 +63,14 @@ def test_gaussian_overlap_is_the_covered_fraction():
 @pytest.fixture(scope="module")
 def small_sets(tmp_path_factory):
     out = {}
-    for space in ("fsaverage5", "fsLR", "T1w"):
+    for space in ("fsaverage5", "fsLR", "T1w", "fsnative"):
         root = tmp_path_factory.mktemp(space) / "bids"
         make_synthetic_dataset(root, SynthConfig(space=space, small=True, runs=2, seed=3))
         out[space] = root
     return out
 
 
-@pytest.mark.parametrize("space", ["fsaverage5", "fsLR", "T1w"])
+@pytest.mark.parametrize("space", ["fsaverage5", "fsLR", "T1w", "fsnative"])
 def test_dataset_is_found_and_loaded(small_sets, space):
     root = small_sets[space]
     desc = json.loads((root / "derivatives" / "fmriprep" / "dataset_description.json").read_text())
@@ -120,6 +120,44 @@ def test_fsaverage5_prfs_sit_on_the_occipital_pole(small_sets):
     pre = preprocess_run(data, run.tr)
     empty = np.isnan(pre.data).all(axis=1)
     assert 500 < empty.sum() < 2000 and not (empty & mask).any()
+
+
+def test_fsnative_surfaces_are_the_participants_own(small_sets):
+    anat = small_sets["fsnative"] / "derivatives" / "fmriprep" / "sub-01" / "anat"
+    run = find_inputs(small_sets["fsnative"], space="fsnative")[0]
+    _, geom = load_bold(run)
+    truth = load_truth(small_sets["fsnative"])
+    start = 0
+    for hemi in ("L", "R"):
+        inflated = nib.load(anat / f"sub-01_hemi-{hemi}_inflated.surf.gii")
+        coords, faces = inflated.agg_data(("pointset", "triangle"))
+        assert coords.shape[0] == geom.hemis[hemi] != 10242  # a mesh of its own
+        assert faces.max() == coords.shape[0] - 1 and len(np.unique(faces)) == coords.shape[0]
+        sphere = nib.load(anat / f"sub-01_hemi-{hemi}_desc-reg_sphere.surf.gii").agg_data("pointset")
+        np.testing.assert_allclose(np.linalg.norm(sphere, axis=1), 100, rtol=0.02)
+        sulc = nib.load(anat / f"sub-01_hemi-{hemi}_sulc.shape.gii").agg_data()
+        assert sulc.shape == (coords.shape[0],)
+        mid = nib.load(anat / f"sub-01_hemi-{hemi}_midthickness.surf.gii").agg_data("pointset")
+        mask = truth["mask"][start : start + coords.shape[0]]
+        start += coords.shape[0]
+        assert mask.sum() > 50 and mid[mask, 1].max() < -55  # occipital
+
+
+def test_fslr_prfs_sit_in_early_visual_cortex(small_sets):
+    from prfmap.report.atlas import fslr_labels
+
+    truth = load_truth(small_sets["fsLR"])
+    run = find_inputs(small_sets["fsLR"], space="fsLR")[0]
+    axis = nib.load(run.bold).header.get_axis(1)
+    labels = fslr_labels()
+    inside = []
+    for name, slc, model in axis.iter_structures():
+        hemi = {"CIFTI_STRUCTURE_CORTEX_LEFT": "L", "CIFTI_STRUCTURE_CORTEX_RIGHT": "R"}.get(name)
+        if hemi:
+            mask = truth["mask"][slc]
+            inside.append(np.isin(labels[hemi][model.vertex[mask]], (1, 2, 3)))
+    inside = np.concatenate(inside)
+    assert inside.size == 300 and inside.mean() > 0.8  # V1-V3 of HCP-MMP1.0
 
 
 def test_noise_free_data_is_the_forward_model(tmp_path):

@@ -112,10 +112,10 @@ def test_fit_write_and_report_stages(bids: Path, plan: FitPlan, tmp_path: Path) 
     files = write_group(fitted, config, stage)
     names = {p.name for p in files}
     stem = "sub-01_task-prf_space-T1w_model-gauss"
-    assert {f"{stem}_param-{p}_boldmap.nii.gz" for p in ("x", "sigma", "r2")} <= names
-    assert "sub-01_task-prf_space-T1w_desc-prediction_model-gauss_bold.nii.gz" in names
+    assert {f"{stem}_desc-{p}_boldmap.nii.gz" for p in ("x", "sigma", "r2")} <= names
+    assert "sub-01_task-prf_space-T1w_desc-gaussprediction_bold.nii.gz" in names
     assert all(p.is_relative_to(stage / "sub-01" / "func") for p in files)
-    sidecar = json.loads((stage / "sub-01" / "func" / f"{stem}_param-sigma_boldmap.json").read_text())
+    sidecar = json.loads((stage / "sub-01" / "func" / f"{stem}_desc-sigma_boldmap.json").read_text())
     assert sidecar["Preprocessing"]["DummyScans"] == [DUMMY, DUMMY]
     assert sidecar["RandomSeed"] == 0 and sidecar["Runs"] == [r.name for r in plan.runs]
     assert sidecar["Sources"][0].startswith("bids:fmriprep:sub-01/func/")

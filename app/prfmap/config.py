@@ -54,6 +54,9 @@ class InputsConfig:
         One aperture file for every run, instead of the events' ``stim_file``.
     stimulus_fov_deg : float or None
         Full width of the aperture in degrees, overriding its sidecar.
+    validate : bool
+        Run the BIDS validator on ``bids_dir`` before reading it (``--skip-bids-validation``
+        turns it off).
     """
 
     bids_dir: Path
@@ -66,6 +69,7 @@ class InputsConfig:
     bids_filter: Mapping[str, Any] = field(default_factory=_frozen_mapping)
     stimulus: Path | None = None
     stimulus_fov_deg: float | None = None
+    validate: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "bids_filter", _frozen_mapping(self.bids_filter))
@@ -74,9 +78,14 @@ class InputsConfig:
 
     @property
     def dataset_links(self) -> dict[str, Path]:
-        """Dataset name → root: ``raw`` (``bids_dir``) and each derivatives dataset."""
+        """Dataset name → root: ``raw`` (``bids_dir``), each derivatives dataset and, for a
+        ``--stimulus`` outside them, its folder (``stimulus``)."""
         links = {"raw": self.bids_dir}
         links.update(dict(self.derivatives) or {"fmriprep": self.bids_dir / "derivatives" / "fmriprep"})
+        if self.stimulus is not None and not any(
+            Path(self.stimulus).is_relative_to(root) for root in links.values()
+        ):
+            links["stimulus"] = Path(self.stimulus).parent  # so its sidecars cite it by BIDS URI
         return links
 
     @property
@@ -181,6 +190,10 @@ class ExecutionConfig:
         ``auto``, ``cpu``, ``gpu`` or ``gpu:N``.
     nprocs : int or None
         Most CPU threads; None uses all.
+    omp_nthreads : int or None
+        Threads of each OpenMP/BLAS pool (``--omp-nthreads``); None: ``nprocs``.
+    fs_license_file : Path or None
+        ``--fs-license-file``, accepted for fMRIPrep-style wrappers and not used.
     mem_gb : float or None
         Memory bound of the fit in GB (participant level).
     mem_gb_auto : bool
@@ -197,10 +210,12 @@ class ExecutionConfig:
     backend: str = "jax"
     device: str = "auto"
     nprocs: int | None = None
+    omp_nthreads: int | None = None
     mem_gb: float | None = None
     mem_gb_auto: bool = False
     work_dir: Path | None = None
     verbose: int = 0
+    fs_license_file: Path | None = None
 
 
 @dataclass(frozen=True)

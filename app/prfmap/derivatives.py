@@ -1,7 +1,10 @@
 """BIDS-Derivatives naming, sidecars and dataset-level files of prfmap's outputs.
 
-Maps are named after the draft model/param entities of BEP016 and the ``boldmap`` suffix of
-BEP012, e.g. ``sub-01_task-bar_hemi-L_space-fsaverage5_model-gauss_param-sigma_boldmap.func.gii``.
+Maps carry the model in the ``model`` entity (BEP016's draft, which pybids knows) and the
+parameter in ``desc``, with BEP012's ``boldmap`` suffix, e.g.
+``sub-01_task-bar_hemi-L_space-fsaverage5_model-gauss_desc-sigma_boldmap.func.gii``: every map has a
+distinct name for plain pybids, so no map is handed another map's sidecar. The time series of
+``--save-predictions`` are ``desc-<model>prediction_bold`` and ``desc-preproc_bold``.
 Every file is written atomically, and a participant's whole output set is first written into a
 staging folder inside ``output_dir`` and moved into place only once all of it was written.
 """
@@ -13,7 +16,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,21 +25,31 @@ import numpy as np
 
 from prfmap import __version__
 from prfmap.engine import catalog
-from prfmap.io.atomic import write_if_absent, write_json_atomic
+from prfmap.io.atomic import write_if_absent, write_json_atomic, write_text_atomic
 from prfmap.io.geometry import UnitGeometry
 from prfmap.io.naming import bids_name
+from prfmap.io.references import spatial_reference
 
 MAP_SUFFIX = "boldmap"
 BIDS_VERSION = "1.9.0"
-BIDSIGNORE_LINES = ("*_boldmap.*", "logs/", "group/")
+BIDSIGNORE_LINES = (
+    "*.html", "/sub-*/figures", "/group", "/logs", "*_boldmap.*",
+    "*_bold.func.gii", "*_bold.dtseries.nii", "*hemi-*bold.json", "*den-*bold.json",
+)  # fmt: skip
+"""What the BIDS specification (and so the validator) does not cover yet: the reports and their
+figures, the group level, the logs, the maps (``boldmap``), and surface (GIFTI) and CIFTI time
+series with their sidecars (as fMRIPrep's own ``.bidsignore``)."""
 
 PYBIDS_CONFIG: dict[str, Any] = {
     "name": "prfmap",
-    "entities": [{"name": "param", "pattern": r"[_/\\]+param-([a-zA-Z0-9]+)"}],
+    "entities": [
+        {"name": "param", "pattern": r"[_/\\]+desc-([a-zA-Z0-9]+)_boldmap"},
+        {"name": "stat", "pattern": r"[_/\\]+stat-([a-zA-Z0-9]+)"},
+    ],
 }
-"""pybids config of the ``param`` entity, which pybids does not know yet: pass
-``config=["bids", "derivatives", PYBIDS_CONFIG]`` to ``BIDSLayout`` to query maps by parameter and
-read each map's own sidecar (without it, maps differing only in ``param`` share metadata)."""
+"""pybids config of ``param`` (a map's ``desc``) and ``stat`` (group maps): pass
+``config=["bids", "derivatives", PYBIDS_CONFIG]`` to ``BIDSLayout`` to query maps by parameter
+(``layout.get(param="sigma")``); plain pybids reads each map's own sidecar without it."""
 
 POLAR_ANGLE_CONVENTION = (
     "degrees, atan2(y, x): 0 = right horizontal meridian, counter-clockwise positive, range (-180, 180]"
@@ -82,25 +95,34 @@ class OutputKey:
         hemi : {"L", "R"}, optional
             Hemisphere, for GIFTI outputs.
         param : str, optional
-            Parameter label (``sigma``, ``r2``...); None for CIFTI maps holding every parameter
-            and for time series.
+            Parameter label (``sigma``, ``r2``...) of a map: ``model-<model>_desc-<param>``. None
+            for CIFTI maps holding every parameter (``model-<model>``).
         desc : str, optional
-            Description label, for time series (``prediction``, ``preproc``).
+            Description label of a time series (``gaussprediction``, ``preproc``); the model,
+            which BIDS has no entity for on ``bold`` files, goes into the label.
         """
-        return bids_name(
-            {
-                "sub": self.subject,
-                "ses": self.session,
-                "task": self.task,
-                "hemi": hemi,
-                "space": self.space,
-                "res": self.res,
-                "den": self.den,
-                "desc": desc,
-                "model": self.model,
-                "param": param,
-            }
-        )
+        entities = {
+            "sub": self.subject,
+            "ses": self.session,
+            "task": self.task,
+            "hemi": hemi,
+            "space": self.space,
+            "res": self.res,
+            "den": self.den,
+        }
+        if desc is None:
+            entities.update(model=self.model, desc=param)
+        else:
+            entities["desc"] = desc
+        return bids_name(entities)
+
+
+def _with_reference(sidecar: Mapping[str, Any], key: OutputKey, hemi: str | None,
+                    reference_dir: Path | None) -> dict[str, Any]:
+    """``sidecar`` with the ``SpatialReference`` of ``key``'s space (when BIDS asks for one)."""
+    reference = spatial_reference(key.space, hemi=hemi, den=key.den, subject=key.subject,
+                                  session=key.session, fmriprep_dir=reference_dir)
+    return {**sidecar, "SpatialReference": reference} if reference else dict(sidecar)
 
 
 def map_sidecar(
@@ -201,7 +223,18 @@ def write_dataset_files(
     description = dataset_description(source_datasets, dataset_links)
     text = json.dumps(description, indent=2) + "\n"
     write_if_absent(output_dir / "dataset_description.json", text)
-    write_if_absent(output_dir / ".bidsignore", "\n".join(BIDSIGNORE_LINES) + "\n")
+    ensure_lines(output_dir / ".bidsignore", BIDSIGNORE_LINES)
+
+
+def ensure_lines(path: Path, lines: Sequence[str]) -> None:
+    """Create ``path`` with ``lines``, or append those it lacks (an output folder written by an
+    older prfmap); concurrent writers compute the same content, each write is atomic."""
+    if write_if_absent(path, "\n".join(lines) + "\n"):
+        return
+    present = path.read_text().splitlines()
+    missing = [line for line in lines if line not in present]
+    if missing:
+        write_text_atomic(path, "\n".join([*present, *missing]) + "\n")
 
 
 @contextlib.contextmanager
@@ -257,6 +290,17 @@ def bids_uri(path: str | Path, links: Mapping[str, Path]) -> str:
 
 
 
+def relative_link(root: str | Path, output_dir: str | Path) -> str:
+    """A ``DatasetLinks`` value: the linked dataset's root relative to the output dataset
+    (``../..`` for ``bids_dir`` from ``bids_dir/derivatives/prfmap``), so the link survives moving
+    both together; a ``file://`` URI only where no relative path exists (another drive)."""
+    root, output_dir = Path(root).absolute(), Path(output_dir).absolute()
+    try:
+        return Path(os.path.relpath(root, output_dir)).as_posix()
+    except ValueError:
+        return root.as_uri()
+
+
 def source_datasets(links: Mapping[str, Path]) -> list[dict[str, str]]:
     """``SourceDatasets`` of ``dataset_description.json``: a BIDS URI per linked dataset, with the
     version its own description gives (derivatives: ``GeneratedBy[0].Version``)."""
@@ -292,6 +336,7 @@ def write_map_files(
     maps: Mapping[str, np.ndarray],
     settings: Mapping[str, Any],
     provenance: Mapping[str, Any],
+    reference_dir: Path | None = None,
 ) -> list[Path]:
     """Write a fit's parameter maps and their sidecars into ``folder``.
 
@@ -312,6 +357,8 @@ def write_map_files(
         ``FitResult.settings``.
     provenance : mapping
         Added to every sidecar (:func:`map_sidecar`).
+    reference_dir : Path, optional
+        The fMRIPrep dataset, where the ``SpatialReference`` of native spaces is looked up.
 
     Returns
     -------
@@ -325,17 +372,24 @@ def write_map_files(
         written += geometry.write_maps(maps, lambda hemi: path, {"Model": key.model})
         sidecar = map_sidecar(None, key.model, settings, {**provenance, "MapNames": list(maps)})
         sidecar["MapNames"] = list(maps)
+        sidecar = _with_reference(sidecar, key, None, reference_dir)
         return written + [write_json_atomic(sidecar_of(path), sidecar)]
     extension = ".func.gii" if geometry.kind == "gifti" else ".nii.gz"
+    hemis: dict[Path, str | None] = {}
     for label, values in maps.items():
 
         def path_for(hemi: str | None, label: str = label) -> Path:
-            return folder / f"{key.stem(hemi=hemi, param=label)}_{MAP_SUFFIX}{extension}"
+            path = folder / f"{key.stem(hemi=hemi, param=label)}_{MAP_SUFFIX}{extension}"
+            hemis[path] = hemi
+            return path
 
         files = geometry.write_maps({label: values}, path_for, {"Model": key.model, "Parameter": label})
         written += files
         sidecar = map_sidecar(label, key.model, settings, provenance)
-        written += [write_json_atomic(sidecar_of(path), sidecar) for path in files]
+        written += [
+            write_json_atomic(sidecar_of(path), _with_reference(sidecar, key, hemis.get(path), reference_dir))
+            for path in files
+        ]
     return written
 
 
@@ -346,14 +400,15 @@ def write_series_files(
     series: Mapping[str, tuple[np.ndarray, str]],
     tr: float,
     provenance: Mapping[str, Any],
+    reference_dir: Path | None = None,
 ) -> list[Path]:
     """Write (units, frames) time series (``desc-<label>_bold``) and their sidecars into ``folder``.
 
     Parameters
     ----------
     series : mapping
-        ``desc`` label → (values, description), e.g. ``{"prediction": (predictions, "fitted
-        model time series")}``.
+        ``desc`` label → (values, description), e.g. ``{"gaussprediction": (predictions,
+        "fitted model time series")}``.
     tr : float
         Seconds between frames.
 
@@ -366,10 +421,13 @@ def write_series_files(
     """
     extension = {"gifti": ".func.gii", "cifti": ".dtseries.nii"}.get(geometry.kind, ".nii.gz")
     written: list[Path] = []
+    hemis: dict[Path, str | None] = {}
     for desc, (values, description) in series.items():
 
         def path_for(hemi: str | None, desc: str = desc) -> Path:
-            return folder / f"{key.stem(hemi=hemi, desc=desc)}_bold{extension}"
+            path = folder / f"{key.stem(hemi=hemi, desc=desc)}_bold{extension}"
+            hemis[path] = hemi
+            return path
 
         files = geometry.write_series(np.asarray(values, np.float32), path_for, tr)
         sidecar = {
@@ -380,6 +438,9 @@ def write_series_files(
             "Units": "percent signal change",
             **provenance,
         }
+        if geometry.kind == "volume":  # only the brain mask's voxels are written (NaN elsewhere)
+            sidecar["SkullStripped"] = True
         for path in files:
-            written += [path, write_json_atomic(sidecar_of(path), sidecar)]
+            own = _with_reference(sidecar, key, hemis.get(path), reference_dir)
+            written += [path, write_json_atomic(sidecar_of(path), own)]
     return written

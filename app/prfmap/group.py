@@ -11,17 +11,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from bids.layout import parse_file_entities
 from scipy.stats import circmean
 
 from prfmap import __version__
-from prfmap.derivatives import MAP_SUFFIX, OutputKey
+from prfmap.derivatives import MAP_SUFFIX, PYBIDS_CONFIG, OutputKey
 from prfmap.errors import BadDataError, MissingInputError
 from prfmap.io.atomic import write_json_atomic
 from prfmap.io.bold import read_dscalar, read_gifti
 from prfmap.io.geometry import GiftiGeometry
-from prfmap.io.naming import bids_name, parse_bids_name
+from prfmap.io.naming import bids_name
+from prfmap.io.references import spatial_reference
 from prfmap.io.spaces import CIFTI_MESH_DENSITY
-from prfmap.report.group import GroupFit, write_group_report
+from prfmap.report.group import GroupFit, participant_row, write_group_report
 
 logger = logging.getLogger(__name__)
 
@@ -81,13 +83,16 @@ class ParticipantMaps:
         return FitKey(k.task, k.space, k.den, k.model)
 
 
+PYBIDS_CONFIGS = ["bids", "derivatives", PYBIDS_CONFIG]
+
+
 def _output_key(entities: dict[str, str]) -> OutputKey | None:
-    required = ("sub", "task", "space", "model")
+    required = ("subject", "task", "space", "model")
     if any(k not in entities for k in required):
         return None
     return OutputKey(
-        subject=entities["sub"],
-        session=entities.get("ses"),
+        subject=entities["subject"],
+        session=entities.get("session"),
         task=entities["task"],
         space=entities["space"],
         den=entities.get("den"),
@@ -135,16 +140,15 @@ def find_participant_maps(
     list of ParticipantMaps
         One per (participant, session, task, space, density, model), GIFTI (one file per
         parameter and hemisphere) and CIFTI (one ``dscalar`` per fit, cortex only).
-        File names are checked against the participant level's naming
-        (:meth:`prfmap.derivatives.OutputKey.stem`); other files are ignored.
+        File names are parsed by pybids with prfmap's config (``param``) and checked against the
+        participant level's naming (:meth:`prfmap.derivatives.OutputKey.stem`); other files are
+        ignored.
     """
     wanted = {p.removeprefix("sub-") for p in participant_labels} if participant_labels else None
     found: dict[OutputKey, ParticipantMaps] = {}
     for path in sorted(Path(output_dir).glob(f"sub-*/**/func/sub-*_{MAP_SUFFIX}.*")):
-        parsed = parse_bids_name(path.name)
-        if parsed is None:
-            continue
-        entities, _, ext = parsed
+        entities = {k: str(v) for k, v in parse_file_entities(str(path), config=PYBIDS_CONFIGS).items()}
+        ext = entities.get("extension", "")
         key = _output_key(entities)
         if key is None or (wanted is not None and key.subject not in wanted):
             continue
@@ -224,7 +228,7 @@ def _spaces_message(sets: list[ParticipantMaps], subjects: list[str]) -> str:
 def _group_name(key: OutputKey, hemi: str, param: str | None, stat: str) -> str:
     entities = {
         "task": key.task, "hemi": hemi, "space": key.space, "res": key.res, "den": key.den,
-        "model": key.model, "param": param, "stat": stat,
+        "model": key.model, "stat": stat, "desc": param,
     }  # fmt: skip
     return bids_name(entities, MAP_SUFFIX, ".func.gii")
 
@@ -342,12 +346,26 @@ def run_group(
         for fit, members in sorted(shared.items(), key=lambda item: str(item[0]))
     ]
     if report:
-        write_group_report(output_dir, [_report_fit(r) for r in results])
+        fits = [_report_fit(output_dir, r, by_fit[r.fit]) for r in results]
+        write_group_report(output_dir, fits)
     return results
 
 
-def _report_fit(result: GroupResult) -> GroupFit:
+def _report_fit(output_dir: Path, result: GroupResult, members: list[ParticipantMaps]) -> GroupFit:
     fit = result.fit
+    rows = []
+    for subject in result.subjects:
+        mine = [m for m in members if m.key.subject == subject]
+        merged: dict[str, dict[str, np.ndarray]] = {}
+        for m in mine:  # sessions side by side: every unit of every session counts
+            for label, per_hemi in m.maps.items():
+                for hemi, values in per_hemi.items():
+                    key = f"{hemi}{m.key.session or ''}"
+                    merged.setdefault(label, {})[key] = values
+        sessions = sorted(m.key.session for m in mine if m.key.session)
+        rows.append(
+            participant_row(subject, sessions, merged, result.r2_threshold, result.fov_deg, output_dir)
+        )
     return GroupFit(
         task=fit.task,
         space=fit.space,
@@ -358,6 +376,7 @@ def _report_fit(result: GroupResult) -> GroupFit:
         files=list(result.files),
         r2_threshold=result.r2_threshold,
         fov_deg=result.fov_deg,
+        participants=rows,
     )
 
 
@@ -379,13 +398,13 @@ def _write_fit(
     group_dir = output_dir / "group"
     fovs = [m.fov_deg for m in members if m.fov_deg]
     fov = max(fovs) if fovs else None
-    sources = [str(p.relative_to(output_dir)) for m in members for p in m.files]
+    sources = [f"bids::{p.relative_to(output_dir).as_posix()}" for m in members for p in m.files]
     written: list[Path] = []
     outputs = [(label, label, *STATISTICS[label]) for label in STATISTICS]
     outputs.append(("count", None, "count", "1", COUNT_DESCRIPTION))
     for label, param, stat, units, description in outputs:
         values = np.concatenate([per_hemi[h][label] for h in HEMIS])
-        names = {h: _group_name(key, h, param, stat) for h in HEMIS}
+        names = {h: _group_name(key, h, param or "count", stat) for h in HEMIS}
         paths = geometry.write_maps(
             {label: values},
             lambda h, n=names: group_dir / n[h],
@@ -407,6 +426,8 @@ def _write_fit(
                     "StimulusFieldOfViewDeg": fov,
                     "Participants": [f"sub-{s}" for s in subjects],
                     "Sources": sources,
+                    "SpatialReference": spatial_reference(
+                        key.space, hemi="L" if "_hemi-L_" in path.name else "R", den=key.den),
                     "GeneratedBy": {"Name": "prfmap", "Version": __version__},
                 },
             )

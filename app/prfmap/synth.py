@@ -22,8 +22,9 @@ from nilearn.glm.first_level.hemodynamic_models import spm_hrf
 from prfmap import __version__
 from prfmap.io.atomic import atomic_path, write_json_atomic, write_text_atomic
 from prfmap.io.geometry import CiftiGeometry, GiftiGeometry, UnitGeometry, VolumeGeometry
+from prfmap.synth_surfaces import fslr_cortex, native_hemispheres, prf_region, write_native_anat
 
-SPACES = ("fsaverage5", "fsLR", "T1w")
+SPACES = ("fsaverage5", "fsLR", "T1w", "fsnative")
 DEFAULT_NOISE = 0.5
 HRF_OVERSAMPLING = 50
 AR1 = 0.3
@@ -31,10 +32,11 @@ TRUTH_LABELS = ("x", "y", "sigma", "amplitude", "baseline", "polarangle", "eccen
 FMRIPREP_BIDSIGNORE = (
     "*.html", "logs/", "figures/", "*_xfm.*", "*.surf.gii", "*_boldref.nii.gz",
     "*_bold.func.gii", "*_mixing.tsv", "*_AROMAnoiseICs.csv", "*_timeseries.tsv",
-    "*_bold.dtseries.nii", "*hemi-*bold.json", "*den-*bold.json",
+    "*_bold.dtseries.nii", "*hemi-*bold.json", "*den-*bold.json", "*.shape.gii",
 )  # fmt: skip
 """fMRIPrep's own .bidsignore (what the specification does not cover yet), plus the surface and
-CIFTI series the current validator does not know either, with their sidecars."""
+CIFTI series and the fsnative surface shapes (sulcal depth) the current validator does not know
+either, with their sidecars."""
 TRUTH_BIDSIGNORE = ("*_boldmap.*", "*_mask.func.gii", "truth.json")
 RAW_BOLD_SHAPE = (2, 2, 2)
 """Voxels of the raw BOLD stand-ins: the raw dataset is valid BIDS; prfmap reads derivatives."""
@@ -51,10 +53,11 @@ class SynthConfig:
     ----------
     subjects, runs : int
         Participants and runs per participant (all runs see the same stimulus).
-    space : {"fsaverage5", "fsLR", "T1w"}
+    space : {"fsaverage5", "fsLR", "T1w", "fsnative"}
         fsaverage5: GIFTI on nilearn's bundled mesh, pRFs on the occipital pole; fsLR: a CIFTI
-        dtseries (den-91k layout, pRFs on a block of cortical grayordinates); T1w: a NIfTI volume
-        with a brain mask, pRFs in its posterior part.
+        dtseries (the 91k grayordinates, pRFs on the occipital pole of the fs_LR mesh); T1w: a
+        NIfTI volume with a brain mask, pRFs in its posterior part; fsnative: GIFTI on each
+        participant's own mesh, written with its surfaces under the fMRIPrep folder's ``anat/``.
     noise : float
         Standard deviation of the AR(1) noise, in percent signal change.
     tr : float
@@ -125,6 +128,8 @@ class Layout:
         Units with no signal at all (medial wall), written as zeros.
     s0 : ndarray
         Mean raw intensity of each unit.
+    anat : dict, optional
+        fsnative: hemisphere → the participant's surfaces (``synth_surfaces.NativeHemisphere``).
     """
 
     geometry: UnitGeometry
@@ -132,6 +137,7 @@ class Layout:
     prf: np.ndarray
     empty: np.ndarray
     s0: np.ndarray
+    anat: dict | None = None
 
 
 def pixel_coordinates(fov_deg: float, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -275,15 +281,23 @@ def _occipital_coordinates(pial: np.ndarray, sphere: np.ndarray, sign: float):
 
 def _fsaverage5_layout(rng: np.random.Generator) -> tuple[UnitGeometry, dict, np.ndarray, np.ndarray]:
     mesh = datasets.load_fsaverage("fsaverage5")
+    return _gifti_layout([
+        (np.asarray(mesh["pial"].parts[part].coordinates), np.asarray(mesh["sphere"].parts[part].coordinates))
+        for part in ("left", "right")
+    ])
+
+
+def _gifti_layout(
+    parts: list[tuple[np.ndarray, np.ndarray]],
+) -> tuple[UnitGeometry, dict, np.ndarray, np.ndarray]:
+    """pRFs on the occipital pole of left and right (pial, fsaverage-registered sphere) meshes."""
     u_all, v_all, sign_all, prf_all, empty_all = [], [], [], [], []
-    for part, sign in (("left", -1.0), ("right", 1.0)):
-        pial = np.asarray(mesh["pial"].parts[part].coordinates)
-        sphere = np.asarray(mesh["sphere"].parts[part].coordinates)
+    for (pial, sphere), sign in zip(parts, (-1.0, 1.0), strict=True):
         u, v = _occipital_coordinates(pial, sphere, sign)
         medial = (sign * pial[:, 0] < 8) & (pial[:, 1] > -45) & (pial[:, 1] < 25) & (
             pial[:, 2] > -15
         ) & (pial[:, 2] < 30)
-        prf = (u >= -2) & (u <= 38) & (np.abs(v) <= 20) & (pial[:, 1] < -55) & ~medial
+        prf = prf_region(u, v, pial, medial)
         u_all.append((u + 2) / 40)
         v_all.append(v / 20)
         sign_all.append(np.full(len(u), -sign))
@@ -295,29 +309,14 @@ def _fsaverage5_layout(rng: np.random.Generator) -> tuple[UnitGeometry, dict, np
     return geom, coords, np.concatenate(prf_all), np.concatenate(empty_all)
 
 
-def _grid_coordinates(n: int, sign: float) -> dict[str, np.ndarray]:
-    rows = int(np.ceil(np.sqrt(n / 2)))
-    idx = np.arange(n)
-    return {"u": (idx // (2 * rows)) / max(1, (n - 1) // (2 * rows)),
-            "v": (idx % (2 * rows)) / (2 * rows - 1) * 2 - 1,
-            "sign": np.full(n, sign)}
-
-
 def _fslr_layout(small: bool) -> tuple[UnitGeometry, dict, np.ndarray, np.ndarray]:
     n_vertices = 32492
-    counts = {"CortexLeft": 300, "CortexRight": 300} if small else {
-        "CortexLeft": 29696, "CortexRight": 29716}
     n_prf = 150 if small else 450
     axes, coords, prf = [], [], []
-    for name, sign in (("CortexLeft", 1.0), ("CortexRight", -1.0)):
-        n = counts[name]
-        axes.append(nib.cifti2.BrainModelAxis.from_surface(np.arange(n), n_vertices, name))
-        c = {k: np.full(n, np.nan) for k in ("u", "v", "sign")}
-        grid = _grid_coordinates(n_prf, sign)
-        for k in c:
-            c[k][:n_prf] = grid[k]
+    for name, vertices, c, mask in fslr_cortex(small, n_prf, _occipital_coordinates):
+        axes.append(nib.cifti2.BrainModelAxis.from_surface(vertices, n_vertices, name))
         coords.append(c)
-        prf.append(np.arange(n) < n_prf)
+        prf.append(mask)
     n_sub = 40 if small else 31870
     affine = np.array([[-2.0, 0, 0, 90], [0, 2, 0, -126], [0, 0, 2, -72], [0, 0, 0, 1]])
     mask = np.zeros((91, 109, 91), bool)
@@ -374,6 +373,9 @@ def make_layout(config: SynthConfig, rng: np.random.Generator) -> Layout:
         geom, coords, prf, empty = _fslr_layout(config.small)
     elif config.space == "T1w":
         geom, coords, prf, empty = _volume_layout(config.small)
+    elif config.space == "fsnative":
+        anat = native_hemispheres(rng)
+        geom, coords, prf, empty = _gifti_layout([(anat[h].pial, anat[h].sphere) for h in ("L", "R")])
     else:
         raise ValueError(f"space must be one of {SPACES}, got {config.space!r}")
     n = geom.n_units
@@ -383,7 +385,7 @@ def make_layout(config: SynthConfig, rng: np.random.Generator) -> Layout:
         params[k][prf] = val
     s0 = rng.uniform(600, 1200, n)
     s0[empty] = 0.0
-    return Layout(geom, params, prf, empty, s0)
+    return Layout(geom, params, prf, empty, s0, anat if config.space == "fsnative" else None)
 
 
 def simulate_run(
@@ -455,10 +457,10 @@ def _write_bold(
     meta = {"RepetitionTime": config.tr, "SliceTimingCorrected": True, "StartTime": config.tr / 2}
     if isinstance(geom, GiftiGeometry):
         paths = geom.write_series(
-            bold, lambda h: func / f"{stem}_hemi-{h}_space-fsaverage5_bold.func.gii", config.tr
+            bold, lambda h: func / f"{stem}_hemi-{h}_space-{config.space}_bold.func.gii", config.tr
         )
         for h in "LR":
-            write_json_atomic(func / f"{stem}_hemi-{h}_space-fsaverage5_bold.json", meta)
+            write_json_atomic(func / f"{stem}_hemi-{h}_space-{config.space}_bold.json", meta)
         return paths
     if isinstance(geom, CiftiGeometry):
         paths = geom.write_series(
@@ -485,7 +487,7 @@ def _write_bold(
 
 def _truth_entities(sub: str, config: SynthConfig) -> tuple[str, str]:
     space = {"fsaverage5": "space-fsaverage5", "fsLR": "space-fsLR_den-91k",
-             "T1w": "space-T1w"}[config.space]
+             "T1w": "space-T1w", "fsnative": "space-fsnative"}[config.space]
     return f"sub-{sub}_task-{config.task}", space
 
 
@@ -573,6 +575,8 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
     for s in range(1, config.subjects + 1):
         sub = f"{s:02d}"
         layout = make_layout(config, rng)
+        if layout.anat is not None:
+            write_native_anat(fmriprep / f"sub-{sub}" / "anat", sub, layout.anat)
         raw_func = root / f"sub-{sub}" / "func"
         der_func = fmriprep / f"sub-{sub}" / "func"
         mean_response = None

@@ -36,6 +36,7 @@ from prfmap.derivatives import (
     OutputKey,
     bids_uri,
     publish,
+    relative_link,
     source_datasets,
     staging,
     write_dataset_files,
@@ -47,7 +48,7 @@ from prfmap.errors import BadDataError, MissingInputError, PrfmapError, UsageErr
 from prfmap.io.aperture import Aperture, load_aperture
 from prfmap.io.bids import find_runs
 from prfmap.io.bold import load_bold
-from prfmap.io.geometry import UnitGeometry
+from prfmap.io.geometry import UnitGeometry, VolumeGeometry
 from prfmap.io.runs import RunInput
 from prfmap.memory import chunk_units, engine_mem_gb, participant_need_gb
 from prfmap.preprocess import CombinedData, PreprocessedRun, combine_runs, preprocess_run, run_confounds
@@ -151,13 +152,15 @@ class FittedGroup:
         return {"load": self.loaded.seconds, "fit": self.seconds}
 
 
-def run_participant_level(config: Config) -> list[Path]:
+def run_participant_level(config: Config, command: Sequence[str] = ()) -> list[Path]:
     """Fit every selected participant and write their derivatives and reports.
 
     Parameters
     ----------
     config : Config
         Built by :func:`prfmap.cli.config.build_config`; the backend is already selected.
+    command : sequence of str
+        The command line, shown in the reports.
 
     Returns
     -------
@@ -175,7 +178,8 @@ def run_participant_level(config: Config) -> list[Path]:
         for subject in sorted({r.subject for r in runs}):
             with _participant_log(output_dir, subject):
                 try:
-                    written += run_participant(config, subject, [r for r in runs if r.subject == subject])
+                    mine = [r for r in runs if r.subject == subject]
+                    written += run_participant(config, subject, mine, command)
                 except Exception as err:
                     if not isinstance(err, PrfmapError):
                         logger.error("sub-%s failed", subject, exc_info=True)
@@ -184,7 +188,9 @@ def run_participant_level(config: Config) -> list[Path]:
         return written
 
 
-def run_participant(config: Config, subject: str, runs: Sequence[RunInput]) -> list[Path]:
+def run_participant(
+    config: Config, subject: str, runs: Sequence[RunInput], command: Sequence[str] = ()
+) -> list[Path]:
     """Load, fit, write and report every fit of one participant; returns the files published."""
     plans = plan_fits(runs, config.fit.model)
     logger.info(
@@ -200,13 +206,15 @@ def run_participant(config: Config, subject: str, runs: Sequence[RunInput]) -> l
         staged = [write_group(group, config, stage) for group in fitted]
         published = publish(stage, output_dir)
     links = config.inputs.dataset_links
-    uris = {name: Path(path).absolute().as_uri() for name, path in links.items()}
-    write_dataset_files(output_dir, source_datasets(links), uris)
+    relative = {name: relative_link(path, output_dir) for name, path in links.items()}
+    write_dataset_files(output_dir, source_datasets(links), relative)
     write_seconds = time.perf_counter() - start
     logger.info("sub-%s: wrote %d files under %s", subject, len(published), output_dir)
     if config.outputs.report:
         contexts = [
-            report_context(group, [output_dir / p.relative_to(stage) for p in files], write_seconds, config)
+            report_context(
+                group, [output_dir / p.relative_to(stage) for p in files], write_seconds, config, command
+            )
             for group, files in zip(fitted, staged, strict=True)
         ]
         path = write_participant_report(output_dir, subject, contexts)
@@ -423,13 +431,16 @@ def write_group(fitted: FittedGroup, config: Config, folder: Path) -> tuple[Path
     maps = {label: np.asarray(v, dtype=np.float32) for label, v in result.maps().items()}
     provenance = provenance_of(fitted, config)
     func = key.func_dir(folder)
-    written = write_map_files(func, key, geometry, maps, dict(result.settings), provenance)
+    reference_dir = config.inputs.fmriprep_dir
+    written = write_map_files(func, key, geometry, maps, dict(result.settings), provenance,
+                              reference_dir)
     if config.outputs.save_predictions and result.predictions is not None:
         series = {
-            "prediction": (result.predictions, "fitted model time series"),
+            f"{key.model}prediction": (result.predictions, "fitted model time series"),
             "preproc": (loaded.combined.data, "preprocessed data the model was fitted to"),
         }
-        written += write_series_files(func, key, geometry, series, loaded.tr, provenance)
+        written += write_series_files(func, key, geometry, series, loaded.tr, provenance,
+                                      reference_dir)
     return tuple(written)
 
 
@@ -443,7 +454,7 @@ def provenance_of(fitted: FittedGroup, config: Config) -> dict[str, Any]:
         "Runs": [run.name for run in runs],
         "RepetitionTime": loaded.tr,
         "Stimulus": {
-            "Files": sorted({str(r.stim_file) for r in runs}),
+            "Files": sorted({bids_uri(r.stim_file, config.inputs.dataset_links) for r in runs}),
             "FieldOfViewDeg": loaded.source_fov_deg,
             "Pixels": list(loaded.source_pixels),
             "FittedPixels": list(loaded.pixels),
@@ -465,7 +476,11 @@ def provenance_of(fitted: FittedGroup, config: Config) -> dict[str, Any]:
 
 
 def report_context(
-    fitted: FittedGroup, outputs: Sequence[Path], write_seconds: float, config: Config
+    fitted: FittedGroup,
+    outputs: Sequence[Path],
+    write_seconds: float,
+    config: Config,
+    command: Sequence[str] = (),
 ) -> ReportContext:
     """What the participant report shows of one fit."""
     loaded, result = fitted.loaded, fitted.result
@@ -500,6 +515,11 @@ def report_context(
         predictions=result.predictions,
         r2_threshold=config.outputs.r2_threshold,
         outputs=[str(p.relative_to(config.outputs.output_dir)) for p in outputs],
+        dataset_dir=config.inputs.bids_dir,
+        command=list(command) or None,
+        preprocessing=provenance_of(fitted, config)["Preprocessing"],
+        run_inputs=list(plan.runs),
+        volume=loaded.geometry if isinstance(loaded.geometry, VolumeGeometry) else None,
     )
 
 

@@ -28,13 +28,13 @@ def key(**kw) -> OutputKey:
 
 def test_gifti_map_name_follows_design() -> None:
     stem = key().stem(hemi="L", param="sigma")
-    assert stem == "sub-01_task-bar_hemi-L_space-fsaverage5_model-gauss_param-sigma"
+    assert stem == "sub-01_task-bar_hemi-L_space-fsaverage5_model-gauss_desc-sigma"
 
 
 def test_session_density_and_folder() -> None:
     k = key(session="pre", space="fsLR", den="32k", model="css")
     assert k.stem(hemi="R", param="n") == (
-        "sub-01_ses-pre_task-bar_hemi-R_space-fsLR_den-32k_model-css_param-n"
+        "sub-01_ses-pre_task-bar_hemi-R_space-fsLR_den-32k_model-css_desc-n"
     )
     assert k.func_dir(Path("/out")) == Path("/out/sub-01/ses-pre/func")
     assert key().func_dir(Path("/out")) == Path("/out/sub-01/func")
@@ -43,11 +43,11 @@ def test_session_density_and_folder() -> None:
 def test_cifti_and_volume_and_series_names() -> None:
     assert key(space="fsLR", den="91k").stem() == "sub-01_task-bar_space-fsLR_den-91k_model-gauss"
     assert key(space="MNI152NLin2009cAsym", res="2").stem(param="r2") == (
-        "sub-01_task-bar_space-MNI152NLin2009cAsym_res-2_model-gauss_param-r2"
+        "sub-01_task-bar_space-MNI152NLin2009cAsym_res-2_model-gauss_desc-r2"
     )
-    assert key().stem(hemi="L", desc="prediction") == (
-        "sub-01_task-bar_hemi-L_space-fsaverage5_desc-prediction_model-gauss"
-    )
+    assert key().stem(hemi="L", desc="gaussprediction") == (
+        "sub-01_task-bar_hemi-L_space-fsaverage5_desc-gaussprediction"
+    ), "no model entity on bold series: BIDS has none there"
 
 
 def test_param_labels_drop_underscores() -> None:

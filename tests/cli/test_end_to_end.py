@@ -51,7 +51,7 @@ def test_gifti_outputs_load_with_nibabel_and_nilearn(demo) -> None:
     func = out / "sub-01" / "func"
     for hemi in ("L", "R"):
         for label in GAUSS_LABELS:
-            stem = f"sub-01_task-prf_hemi-{hemi}_space-fsaverage5_model-gauss_param-{label}_boldmap"
+            stem = f"sub-01_task-prf_hemi-{hemi}_space-fsaverage5_model-gauss_desc-{label}_boldmap"
             img = nib.load(func / f"{stem}.func.gii")
             assert img.darrays[0].data.shape == (10242,)
             assert img.meta["AnatomicalStructurePrimary"] == {"L": "CortexLeft", "R": "CortexRight"}[hemi]
@@ -121,7 +121,7 @@ def test_backends_give_the_same_maps(demo, backend: str, tmp_path: Path) -> None
         "--work-dir", tmp_path / "work", backend=backend,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
-    sidecar = next((out / "sub-01" / "func").glob("*hemi-L*param-x_boldmap.json"))
+    sidecar = next((out / "sub-01" / "func").glob("*hemi-L*desc-x_boldmap.json"))
     assert json.loads(sidecar.read_text())["FitSettings"]["backend"] == backend
     labels = ("x", "y", "sigma")
     reference = read_maps(bids, jax_out, labels)
@@ -166,18 +166,18 @@ def test_cifti_and_volume_inputs(space: str, tmp_path: Path) -> None:
         assert set(GAUSS_LABELS) <= set(img.header.get_axis(0).name)
         bold = nib.load(next(fmriprep.glob("*run-1*_bold.dtseries.nii")))
         assert img.header.get_axis(1) == bold.header.get_axis(1)
-        (series,) = func.glob("*_desc-prediction_model-gauss_bold.dtseries.nii")
+        (series,) = func.glob("*_desc-gaussprediction_bold.dtseries.nii")
         assert nib.load(series).shape[1] == bold.shape[1]
     else:
         from nilearn.image import load_img
 
         mask = nib.load(next(fmriprep.glob("*_desc-brain_mask.nii.gz")))
         for label in GAUSS_LABELS:
-            path = func / f"sub-01_task-prf_space-T1w_model-gauss_param-{label}_boldmap.nii.gz"
+            path = func / f"sub-01_task-prf_space-T1w_model-gauss_desc-{label}_boldmap.nii.gz"
             img = load_img(str(path))
             assert img.shape == mask.shape
             np.testing.assert_allclose(img.affine, mask.affine)
-        (series,) = func.glob("*_desc-prediction_model-gauss_bold.nii.gz")
+        (series,) = func.glob("*_desc-gaussprediction_bold.nii.gz")
         assert nib.load(series).shape[:3] == mask.shape
 
     from bids import BIDSLayout

@@ -249,6 +249,8 @@ def _participant_invocation(tmp_path: Path) -> dict:
         "space": "fsLR:den-32k",
         "derivatives": [f"fmriprep={fmriprep}"],
         "bids_filter_file": str(tmp_path / "filter.json"),
+        "skip_bids_validation": True,
+        "fs_license_file": str(tmp_path / "license.txt"),
         "stimulus": str(tmp_path / "aperture.npy"),
         "stimulus_fov_deg": 20.5,
         "dummy_scans": 4,
@@ -262,6 +264,7 @@ def _participant_invocation(tmp_path: Path) -> dict:
         "backend": "torch",
         "device": "gpu:1",
         "nprocs": 2,
+        "omp_nthreads": 1,
         "mem_gb": 3.5,
         "work_dir": str(tmp_path / "work"),
         "save_predictions": True,
@@ -277,7 +280,8 @@ def test_simulated_participant_command_parses(tmp_path, descriptor):
     assert set(invocation) == described, "the example should set every participant input"
     ns = parse(simulate(invocation, tmp_path))
     expected = dict(invocation)
-    for key in ("bids_dir", "output_dir", "bids_filter_file", "stimulus", "work_dir"):
+    for key in ("bids_dir", "output_dir", "bids_filter_file", "stimulus", "work_dir",
+                "fs_license_file"):
         expected[key] = Path(invocation[key])
     expected["derivatives"] = [("fmriprep", tmp_path / "fmriprep")]
     expected["verbose_count"] = 2

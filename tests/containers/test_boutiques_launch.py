@@ -63,7 +63,7 @@ def test_participant_then_group_level(workspace):
         "analysis_level": "group", "r2_threshold": 0.05,
     })
     assert group.returncode == 0, group.stdout[-4000:] + group.stderr[-2000:]
-    assert sorted((root / "out" / "group").glob("*_stat-count_boldmap.func.gii"))
+    assert sorted((root / "out" / "group").glob("*_stat-count_desc-count_boldmap.func.gii"))
     assert (root / "out" / "group.html").is_file()
 
 

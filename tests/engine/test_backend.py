@@ -152,13 +152,14 @@ def test_no_module_outside_the_backend_folder_imports_a_framework():
 
 
 def test_select_backend_sets_threads_and_devices_before_import(backend, monkeypatch):
-    for name in ("OMP_NUM_THREADS", "XLA_FLAGS", "CUDA_VISIBLE_DEVICES", "JAX_PLATFORMS"):
+    for name in ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "XLA_FLAGS", "CUDA_VISIBLE_DEVICES",
+                 "JAX_PLATFORMS"):
         monkeypatch.delenv(name, raising=False)
     configured = []
     monkeypatch.setattr(get_backend(), "configure_threads", configured.append)  # keep the session's threads
-    assert select_backend(backend, nprocs=3, device="cpu") == backend
+    assert select_backend(backend, nprocs=3, device="cpu", omp_threads=2) == backend
     assert configured == [3]
-    assert os.environ["OMP_NUM_THREADS"] == "3"
+    assert os.environ["TF_NUM_INTRAOP_THREADS"] == "3" and os.environ["OMP_NUM_THREADS"] == "2"
     assert "intra_op_parallelism_threads=3" in os.environ["XLA_FLAGS"]
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "" and os.environ["JAX_PLATFORMS"] == "cpu"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")

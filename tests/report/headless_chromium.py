@@ -120,7 +120,16 @@ def _errors(events: list[dict[str, Any]]) -> list[str]:
     return errors
 
 
-def render(page: Path, timeout_s: float = 60.0) -> tuple[list[str], str]:
+def render(
+    page: Path,
+    timeout_s: float = 60.0,
+    *,
+    screenshot: Path | None = None,
+    width: int = 1280,
+    height: int = 900,
+    full_page: bool = False,
+    probe: str | None = None,
+) -> tuple[list[str], str] | tuple[list[str], str, Any]:
     """Open ``page`` from the file system and return its errors and the rendered DOM's text.
 
     Parameters
@@ -129,11 +138,21 @@ def render(page: Path, timeout_s: float = 60.0) -> tuple[list[str], str]:
         An HTML file.
     timeout_s : float
         Give up (``TimeoutError``) after this long.
+    screenshot : Path, optional
+        Also write a PNG of the first screenful (``width`` × ``height`` CSS pixels), or of
+        the whole page with ``full_page``.
+    width, height : int
+        The window.
+    full_page : bool
+        Screenshot the whole page, not only the first screenful.
+    probe : str, optional
+        A JavaScript expression evaluated after loading; its JSON value is returned third.
 
     Returns
     -------
     tuple
-        The errors (empty for a clean page) and ``document.body.innerText``.
+        The errors (empty for a clean page), ``document.body.innerText`` and, with ``probe``,
+        its value.
     """
     binary = find_chromium()
     if binary is None:
@@ -158,6 +177,11 @@ def render(page: Path, timeout_s: float = 60.0) -> tuple[list[str], str]:
             session = pipe.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
             for domain in ("Runtime", "Log", "Page"):
                 pipe.send(f"{domain}.enable", session=session)
+            pipe.send(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+                session=session,
+            )
             pipe.send("Page.navigate", {"url": page.resolve().as_uri()}, session=session)
             pipe.wait_for("Page.loadEventFired")
             broken = pipe.send(
@@ -171,6 +195,16 @@ def render(page: Path, timeout_s: float = 60.0) -> tuple[list[str], str]:
                 session=session,
             )["result"]["value"]
             errors = _errors(pipe.events) + [f"image not rendered: {s}" for s in json.loads(broken)]
+            probed = None
+            if probe is not None:
+                probed = pipe.send(
+                    "Runtime.evaluate",
+                    {"expression": f"JSON.stringify({probe})", "returnByValue": True},
+                    session=session,
+                )["result"].get("value")
+                probed = json.loads(probed) if probed is not None else None
+            if screenshot is not None:
+                _screenshot(pipe, session, screenshot, full_page)
             pipe.send("Browser.close")
         finally:
             pipe.write.close()
@@ -180,4 +214,20 @@ def render(page: Path, timeout_s: float = 60.0) -> tuple[list[str], str]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+    if probe is not None:
+        return errors, text, probed
     return errors, text
+
+
+def _screenshot(pipe: _Pipe, session: str, path: Path, full_page: bool) -> None:
+    import base64
+
+    params: dict[str, Any] = {"format": "png"}
+    if full_page:
+        size = pipe.send("Page.getLayoutMetrics", session=session)["cssContentSize"]
+        params.update(
+            captureBeyondViewport=True,
+            clip={"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1},
+        )
+    data = pipe.send("Page.captureScreenshot", params, session=session)["data"]
+    Path(path).write_bytes(base64.b64decode(data))

@@ -1,4 +1,5 @@
-"""The reports render in headless Chromium (Debian's ``chromium``) without console errors.
+"""The reports render in headless Chromium (Debian's ``chromium``) without console errors, and the
+first screenful shows maps.
 
 Chromium is installed by the Makefile's test environment; set ``PRFMAP_SKIP_BROWSER=1`` to
 skip these tests on a machine without it.
@@ -15,6 +16,17 @@ from headless_chromium import find_chromium, render
 
 pytestmark = pytest.mark.skipif(os.environ.get("PRFMAP_SKIP_BROWSER") == "1", reason="PRFMAP_SKIP_BROWSER=1")
 
+FIRST_SCREEN = (
+    "Array.from(document.querySelectorAll('figure.map img')).filter(i => i.complete && i.naturalWidth > 0"
+    " && i.getBoundingClientRect().top < window.innerHeight - 150).map(i => i.getAttribute('alt'))"
+)
+WINDOW = {"width": 1280, "height": 800}
+
+
+def first_screen_maps(page: Path) -> tuple[list[str], str, list[str]]:
+    """Errors, text and the alt texts of map figures visible in the first 1280 × 800 screenful."""
+    return render(page, probe=FIRST_SCREEN, **WINDOW)
+
 
 @pytest.fixture(scope="module", autouse=True)
 def chromium() -> str:
@@ -23,20 +35,13 @@ def chromium() -> str:
     return binary
 
 
-def test_participant_report_renders_without_errors(report: Path) -> None:
-    errors, text = render(report)
+def test_participant_report_opens_on_maps(report: Path) -> None:
+    errors, text, visible = first_screen_maps(report)
     assert errors == []
-    for heading in (
-        "Summary",
-        "Stimulus",
-        "Surface maps",
-        "Visual field",
-        "Example time courses",
-        "Time per stage",
-        "Warnings",
-        "About",
-    ):
+    assert visible and visible[0].startswith("polar angle on the flattened occipital cortex")
+    for heading in ("Occipital views", "Visual field", "Model fit", "Data quality", "Methods", "About"):
         assert heading in text, heading
+    assert "Inputs, settings and files" in text and "Fitting settings" not in text  # collapsed
 
 
 def test_broken_report_is_caught(report: Path, tmp_path: Path) -> None:

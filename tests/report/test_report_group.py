@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import nibabel as nib
@@ -97,31 +98,36 @@ def test_group_maps_sidecars_and_report(grouped: tuple[Path, list]) -> None:
             ("sigma", "median"),
             ("r2", "mean"),
         ):
-            path = group / f"{stem.format(h=hemi)}_param-{param}_stat-{stat}_boldmap.func.gii"
+            path = group / f"{stem.format(h=hemi)}_stat-{stat}_desc-{param}_boldmap.func.gii"
             assert path.is_file(), path
             sidecar = json.loads(path.with_name(path.name.replace(".func.gii", ".json")).read_text())
             assert sidecar["Statistic"] == stat and sidecar["Participants"] == ["sub-01", "sub-02"]
             assert sidecar["R2Threshold"] == 0.1
-        assert (group / f"{stem.format(h=hemi)}_stat-count_boldmap.func.gii").is_file()
-    polar = nib.load(group / f"{stem.format(h='L')}_param-polarangle_stat-circmean_boldmap.func.gii")
+        assert (group / f"{stem.format(h=hemi)}_stat-count_desc-count_boldmap.func.gii").is_file()
+    polar = nib.load(group / f"{stem.format(h='L')}_stat-circmean_desc-polarangle_boldmap.func.gii")
     values = polar.agg_data()
     assert values.shape == (N,)
     np.testing.assert_allclose(np.abs(values[:10]), 180.0, atol=1e-3)
-    count_r = nib.load(group / f"{stem.format(h='R')}_stat-count_boldmap.func.gii").agg_data()
+    count_r = nib.load(group / f"{stem.format(h='R')}_stat-count_desc-count_boldmap.func.gii").agg_data()
     np.testing.assert_array_equal(count_r[:100], 1)
     np.testing.assert_array_equal(count_r[100:], 2)
-    r2_l = nib.load(group / f"{stem.format(h='L')}_param-r2_stat-mean_boldmap.func.gii").agg_data()
+    r2_l = nib.load(group / f"{stem.format(h='L')}_stat-mean_desc-r2_boldmap.func.gii").agg_data()
     np.testing.assert_allclose(r2_l, 0.5, atol=1e-6)
     html = (out / "group.html").read_text()
     assert "sub-01, sub-02" in html and "nilearn" in html
-    assert len(check_page(out / "group.html")) == 6
+    kinds = {p.stem.rsplit("_", 1)[-1] for p in check_page(out / "group.html")}
+    labels = ("polarangle", "eccentricity", "sigma", "r2", "count")
+    assert kinds == {f"{k}-{label}" for k in ("flat", "views") for label in labels} | {"count-hist"}
+    rows = re.findall(r"<tr><td>(sub-0\d)</td><td>—</td><td>(\d+)</td><td>(\d+)</td><td>([0-9.]+)</td>", html)
+    assert rows == [("sub-01", "20484", "20484", "0.60"), ("sub-02", "20484", "20384", "0.40")]
+    assert 'href="sub-01.html"' not in html  # no participant report was written here
 
 
 @pytest.mark.skipif(os.environ.get("PRFMAP_SKIP_BROWSER") == "1", reason="PRFMAP_SKIP_BROWSER=1")
 def test_group_report_renders_in_chromium(grouped: tuple[Path, list]) -> None:
     errors, text = render(grouped[0] / "group.html")
     assert errors == []
-    assert "circular mean polar angle" in text and "sub-01, sub-02" in text
+    assert "Group circular mean polar angle (deg)" in text and "sub-01\t—\t20484" in text
 
 
 def test_no_common_space(tmp_path: Path) -> None:
@@ -147,7 +153,7 @@ def test_no_maps_and_missing_participant(two_participants: Path, tmp_path: Path)
 def test_foreign_files_are_ignored(grouped: tuple[Path, list]) -> None:
     two_participants = grouped[0]
     func = two_participants / "sub-01" / "func"
-    (func / "sub-01_task-bar_hemi-L_space-fsaverage5_param-x_boldmap.func.gii").write_bytes(b"")
+    (func / "sub-01_task-bar_hemi-L_space-fsaverage5_desc-x_boldmap.func.gii").write_bytes(b"")
     sets = find_participant_maps(two_participants, ["01"])
     assert len(sets) == 1 and set(sets[0].maps) == {
         "x",
@@ -216,7 +222,8 @@ def test_cifti_participants_give_gifti_group_maps_on_fslr(tmp_path: Path) -> Non
         geometry.write_maps(maps, lambda hemi, p=path: p)
     (result,) = run_group(tmp_path, report=True)
     assert str(result.fit) == "task-bar space-fsLR den-91k model-gauss"
-    left = tmp_path / "group" / "task-bar_hemi-L_space-fsLR_den-32k_model-gauss_stat-count_boldmap.func.gii"
+    left = (tmp_path / "group"
+            / "task-bar_hemi-L_space-fsLR_den-32k_model-gauss_stat-count_desc-count_boldmap.func.gii")
     count = nib.load(left).agg_data()
     assert count.shape == (32492,)
     np.testing.assert_array_equal(count[cortex["L"]], 2)

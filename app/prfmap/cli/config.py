@@ -68,17 +68,25 @@ def build_config(opts: Namespace) -> Config:
         bids_filter=read_bids_filter(opts.bids_filter_file) if opts.bids_filter_file else {},
         stimulus=opts.stimulus,
         stimulus_fov_deg=opts.stimulus_fov_deg,
+        validate=not opts.skip_bids_validation,
     )
+    if opts.omp_nthreads and opts.nprocs and opts.omp_nthreads > opts.nprocs:
+        raise UsageError(
+            f"--omp-nthreads {opts.omp_nthreads} exceeds --nprocs {opts.nprocs}; each process's "
+            "pools cannot use more threads than the whole run"
+        )
     mem_gb_auto = participant and not opts.mem_gb
     execution = ExecutionConfig(
         analysis_level=opts.analysis_level,
         backend=opts.backend or os.environ.get("KERAS_BACKEND") or "jax",
         device=opts.device,
         nprocs=opts.nprocs,
+        omp_nthreads=opts.omp_nthreads,
         mem_gb=default_mem_gb() if mem_gb_auto else opts.mem_gb,
         mem_gb_auto=mem_gb_auto,
         work_dir=_absolute(opts.work_dir),
         verbose=opts.verbose_count,
+        fs_license_file=_absolute(opts.fs_license_file),
     )
     return Config(
         inputs=inputs,

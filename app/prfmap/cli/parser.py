@@ -177,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
             "PyTorch or TensorFlow. Writes BIDS-Derivative parameter maps and HTML reports."
         ),
         epilog=(
-            "Exit codes: 0 success, 1 unexpected failure (see the log), 16 bids_dir is not BIDS, "
+            "Exit codes: 0 success, 1 unexpected failure (see the log), 16 bids_dir is not BIDS "
+            "(or fails the BIDS validator), "
             "17 unknown analysis level, 18 the filters selected no files, 64 usage error, "
             "65 unusable input data, 66 a referenced input file is missing."
         ),
@@ -263,6 +264,24 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="a JSON file of extra pybids filters on the BOLD query, fMRIPrep-style: "
         '{"bold": {"acquisition": "mb4", ...}}, or a flat object of entities',
+    )
+
+    g_bids.add_argument(
+        "--skip-bids-validation",
+        "--skip_bids_validation",
+        dest="skip_bids_validation",
+        action="store_true",
+        help="do not validate bids_dir (by default, as BIDS Apps do, the BIDS validator "
+        "bids-validator-deno checks it when installed and errors exit 16)",
+    )
+    g_bids.add_argument(
+        "--fs-license-file",
+        "--fs_license_file",
+        dest="fs_license_file",
+        type=Path,
+        metavar="FILE",
+        help="accepted so that fMRIPrep-style wrappers run unchanged, and not used: prfmap runs "
+        "no FreeSurfer",
     )
 
     g_stim = parser.add_argument_group("Stimulus")
@@ -364,6 +383,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="maximum number of CPU threads (default: all available)",
     )
     g_perf.add_argument(
+        "--omp-nthreads",
+        "--omp_nthreads",
+        dest="omp_nthreads",
+        type=positive_int,
+        metavar="N",
+        help="threads of each OpenMP/BLAS pool (numpy and SciPy in preprocessing, the backends' "
+        "CPU kernels), as fMRIPrep's option (default: --nprocs)",
+    )
+    g_perf.add_argument(
         "--mem-gb",
         "--mem_gb",
         dest="mem_gb",
@@ -386,7 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
     g_out.add_argument(
         "--save-predictions",
         action="store_true",
-        help="also write the fitted model time series (desc-prediction) and the preprocessed "
+        help="also write the fitted model time series (desc-<model>prediction) and the preprocessed "
         "data they were fitted to (desc-preproc) next to the maps",
     )
     g_out.add_argument(

@@ -18,8 +18,9 @@ from prfmap.config import Config, ExecutionConfig
 from prfmap.engine.backend import select_backend
 from prfmap.errors import ExitCode, PrfmapError, UsageError, one_line
 from prfmap.io.atomic import write_json_atomic
+from prfmap.io.validator import check_bids_dir
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("prfmap.cli.run")  # not __name__: "__main__" under python -m
 PACKAGE_LOGGER = logging.getLogger("prfmap")
 """Where the console and run-log handlers go: every module's logger is below it."""
 
@@ -52,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = list(sys.argv[1:] if argv is None else argv)
         logger.info("prfmap %s", " ".join(command))
         _write_config(config, log_file, command)
-        _run_level(config)
+        _run_level(config, ["prfmap", *command])
         return int(ExitCode.OK)
     except PrfmapError as err:
         logger.debug("error", exc_info=True)
@@ -71,13 +72,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         _close_handlers()
 
 
-def _run_level(config: Config) -> None:
+def _run_level(config: Config, command: list[str]) -> None:
+    _log_fmriprep_options(config)
     if config.execution.analysis_level == "participant":
+        if config.inputs.validate:
+            check_bids_dir(config.inputs.bids_dir)
         _select_backend(config.execution)
         # Imported here: it imports Keras, which must not load before the backend is selected.
         from prfmap.workflow import run_participant_level
 
-        run_participant_level(config)
+        run_participant_level(config, command)
         return
     # Imported here: the group level's report loads matplotlib, which the participant level defers.
     from prfmap.group import run_group
@@ -88,6 +92,19 @@ def _run_level(config: Config) -> None:
         r2_threshold=config.outputs.r2_threshold,
         report=config.outputs.report,
     )
+
+
+def _log_fmriprep_options(config: Config) -> None:
+    """One line for each option that fMRIPrep-style wrappers pass by habit."""
+    execution = config.execution
+    if execution.fs_license_file is not None:
+        logger.info("--fs-license-file %s: accepted and not used (prfmap runs no FreeSurfer)",
+                    execution.fs_license_file)
+    if not config.inputs.validate:
+        logger.info("--skip-bids-validation: bids_dir is not validated")
+    if execution.omp_nthreads:
+        logger.info("--omp-nthreads %d: OpenMP/BLAS pools limited to %d thread(s) each",
+                    execution.omp_nthreads, execution.omp_nthreads)
 
 
 def _write_config(config: Config, log_file: Path, command: list[str]) -> Path:
@@ -145,7 +162,8 @@ def _select_backend(execution: ExecutionConfig) -> None:
     cache_note = place_compile_caches(execution.backend, execution.work_dir)
     if cache_note:
         logger.warning(cache_note)
-    select_backend(execution.backend, nprocs=execution.nprocs, device=execution.device)
+    select_backend(execution.backend, nprocs=execution.nprocs, device=execution.device,
+                   omp_threads=execution.omp_nthreads)
 
 
 if __name__ == "__main__":

@@ -142,7 +142,7 @@ class Parameter:
     bound : Bound
         Valid range (see the module docstring).
     label : str
-        The BIDS file label (``param-<label>``): alphanumeric, by default the key without underscores.
+        The BIDS file label (``desc-<label>`` of a map): alphanumeric, by default the key without underscores.
     """
 
     key: str

@@ -2,8 +2,8 @@
 
 Entities follow the order of the BIDS specification's entity table (``sub``, ``ses``, ``task``,
 ``acq``, ``ce``, ``rec``, ``dir``, ``run``, ``echo``, ``hemi``, ``space``, ``res``, ``den``,
-``desc``), then the draft entities prfmap writes: ``model`` and ``param`` (BEP016) and ``stat``
-(group maps).
+``desc``), with the draft entities prfmap writes, ``model`` (BEP016; pybids knows it) and ``stat``
+(group maps), placed before ``desc``, which BIDS puts last.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 ENTITY_ORDER = (
     "sub", "ses", "task", "acq", "ce", "rec", "dir", "run", "echo",
-    "hemi", "space", "res", "den", "desc", "model", "param", "stat",
+    "hemi", "space", "res", "den", "model", "stat", "desc",
 )  # fmt: skip
 LONG_NAMES = {
     "subject": "sub", "session": "ses", "acquisition": "acq", "ceagent": "ce",
@@ -39,7 +39,7 @@ def bids_name(
     Returns
     -------
     str
-        e.g. ``sub-01_task-prf_hemi-L_space-fsaverage5_model-gauss_param-r2_boldmap.func.gii``.
+        e.g. ``sub-01_task-prf_hemi-L_space-fsaverage5_model-gauss_desc-r2_boldmap.func.gii``.
 
     Raises
     ------

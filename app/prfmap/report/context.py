@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import nibabel as nib
 import numpy as np
 
 HEMIS = ("L", "R")
@@ -51,8 +52,6 @@ class SurfaceGeometry:
             Left and right cortex, with their vertex indices and mesh sizes; subcortical
             grayordinates (which follow the cortex) are not drawn.
         """
-        import nibabel as nib
-
         axis = nib.load(str(path)).header.get_axis(1)
         names = {"CIFTI_STRUCTURE_CORTEX_LEFT": "L", "CIFTI_STRUCTURE_CORTEX_RIGHT": "R"}
         hemis: dict[str, int] = {}
@@ -147,6 +146,19 @@ class ReportContext:
         Surface maps and visual-field figures show units with r² at or above this.
     outputs : list of str
         Derivative files written, listed in the report.
+    dataset_dir : Path, optional
+        The BIDS dataset: input paths are shown relative to its folder.
+    command : list of str, optional
+        The command line that produced the maps.
+    preprocessing : dict
+        What preprocessing removed (the sidecars' ``Preprocessing``: ``HighPassHz``,
+        ``Confounds``), for the methods paragraph.
+    run_inputs : list
+        The runs fitted (``prfmap.io.bids.RunInput``), read again for their tSNR and framewise
+        displacement.
+    volume : object, optional
+        For volume spaces: anything with ``mask`` (bool 3-D array; units are its voxels in C
+        order) and ``affine`` (``prfmap.io.bold.VolumeGeometry``), to draw the maps as slices.
     """
 
     subject: str
@@ -172,6 +184,11 @@ class ReportContext:
     predictions: np.ndarray | None = None
     r2_threshold: float = 0.1
     outputs: list[str] = field(default_factory=list)
+    dataset_dir: Path | None = None
+    command: list[str] | None = None
+    preprocessing: dict[str, Any] = field(default_factory=dict)
+    run_inputs: list[Any] = field(default_factory=list)
+    volume: Any = None
 
     @property
     def key(self) -> str:

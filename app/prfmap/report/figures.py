@@ -10,10 +10,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from prfmap.io.atomic import atomic_path  # noqa: E402
+
 DPI = 90
 
 
-def save(fig: plt.Figure, path: Path) -> Path:
+def save(fig: plt.Figure, path: Path, metadata: dict[str, str] | None = None) -> Path:
     """Write ``fig`` to ``path`` (PNG) and close it.
 
     Parameters
@@ -22,17 +24,17 @@ def save(fig: plt.Figure, path: Path) -> Path:
         The figure.
     path : Path
         Where to write it, atomically (temporary name, then renamed); parent folders are created.
+    metadata : dict, optional
+        PNG text chunks (``Title``, ``Description``: what the figure shows, with units).
 
     Returns
     -------
     Path
         ``path``.
     """
-    from prfmap.io.atomic import atomic_path
-
     try:
         with atomic_path(path) as tmp:
-            fig.savefig(tmp, dpi=DPI, bbox_inches="tight", format=path.suffix.lstrip(".") or "png")
+            fig.savefig(tmp, dpi=DPI, bbox_inches="tight", format="png", metadata=metadata)
     finally:
         plt.close(fig)
     return path
@@ -73,7 +75,9 @@ def stimulus_montage(design: np.ndarray, fov_deg: float | None, path: Path, n: i
         ax.set_title(f"frame {frame}", fontsize=8)
     label = f"field of view {fov_deg:g}° wide" if fov_deg else "field of view unknown"
     fig.suptitle(f"Apertures ({design.shape[0]} frames, {label})", fontsize=10)
-    return save(fig, path)
+    return save(
+        fig, path, {"Title": "stimulus apertures", "Description": "aperture (0-1) in the visual field (deg)"}
+    )
 
 
 def _shown(r2: np.ndarray, threshold: float, *arrays: np.ndarray) -> np.ndarray:
@@ -131,7 +135,7 @@ def visual_field_coverage(
     if idx.size:
         order = idx[np.argsort(r2[idx])]
         sc = ax0.scatter(x[order], y[order], c=r2[order], s=4, cmap="viridis", vmin=threshold, vmax=1)
-        fig.colorbar(sc, ax=ax0, label="r²", shrink=0.8)
+        fig.colorbar(sc, ax=ax0, label="r² (fraction)", shrink=0.8)
         top = idx[np.argsort(r2[idx])[::-1][:max_units]]
         grid = np.linspace(-lim, lim, 121)
         gx, gy = np.meshgrid(grid, grid)
@@ -141,13 +145,17 @@ def visual_field_coverage(
             g = np.exp(-d2 / (2 * np.maximum(sigma[chunk], 1e-3) ** 2))
             coverage = np.maximum(coverage, g.max(axis=-1))
         im = ax1.imshow(coverage, extent=(-lim, lim, -lim, lim), origin="lower", cmap="magma", vmin=0, vmax=1)
-        fig.colorbar(im, ax=ax1, label="max pRF", shrink=0.8)
+        fig.colorbar(im, ax=ax1, label="coverage: max pRF (fraction)", shrink=0.8)
     else:
         for ax in (ax0, ax1):
             ax.text(0, 0, f"no unit with r² ≥ {threshold:g}", ha="center", va="center")
     ax0.set_title(f"pRF centres ({idx.size} units, r² ≥ {threshold:g})", fontsize=10)
     ax1.set_title("Visual-field coverage", fontsize=10)
-    return save(fig, path)
+    return save(
+        fig,
+        path,
+        {"Title": "visual-field coverage", "Description": "x, y (deg); r² (fraction); coverage (fraction)"},
+    )
 
 
 def fit_line(xv: np.ndarray, yv: np.ndarray, weights: np.ndarray) -> tuple[float, float] | None:
@@ -194,7 +202,8 @@ def eccentricity_sigma(
     e, s, w = ecc[keep], sigma[keep], r2[keep]
     line = fit_line(e, s, w)
     fig, ax = plt.subplots(figsize=(5, 4), layout="constrained")
-    ax.scatter(e, s, s=4, c=w, cmap="viridis", vmin=threshold, vmax=1, alpha=0.7)
+    sc = ax.scatter(e, s, s=4, c=w, cmap="viridis", vmin=threshold, vmax=1, alpha=0.7)
+    fig.colorbar(sc, ax=ax, label="r² (fraction)", shrink=0.8)
     if line is not None:
         xs = np.linspace(0, float(e.max()), 50)
         ax.plot(
@@ -205,12 +214,18 @@ def eccentricity_sigma(
         )
         ax.legend(loc="upper left", fontsize=8)
     ax.set_xlabel("eccentricity (deg)")
-    ax.set_ylabel("sigma (deg)")
-    ax.set_title(f"Eccentricity vs sigma ({e.size} units, r² ≥ {threshold:g})", fontsize=10)
-    return save(fig, path), line
+    ax.set_ylabel("pRF size σ (deg)")
+    ax.set_title(f"Eccentricity vs σ ({e.size} units, r² ≥ {threshold:g})", fontsize=10)
+    meta = {
+        "Title": "pRF size against eccentricity",
+        "Description": "eccentricity (deg), sigma (deg), r² (fraction)",
+    }
+    return save(fig, path, meta), line
 
 
-def r2_histogram(r2: np.ndarray, threshold: float, path: Path) -> Path:
+def r2_histogram(
+    r2: np.ndarray, threshold: float, path: Path, others: dict[str, np.ndarray] | None = None
+) -> Path:
     """Histogram of r² with the threshold marked.
 
     Parameters
@@ -229,14 +244,25 @@ def r2_histogram(r2: np.ndarray, threshold: float, path: Path) -> Path:
     """
     values = r2[np.isfinite(r2)]
     fig, ax = plt.subplots(figsize=(5, 3.5), layout="constrained")
-    ax.hist(values, bins=np.linspace(min(0.0, float(values.min(initial=0))), 1, 51), color="steelblue")
+    low = min(
+        [0.0, float(values.min(initial=0))]
+        + [float(np.nanmin(v, initial=0)) for v in (others or {}).values()]
+    )
+    bins = np.linspace(max(low, -1.0), 1, 51)
+    ax.hist(values, bins=bins, color="steelblue", label="r² (fitted data)")
+    for label, other in (others or {}).items():
+        ax.hist(
+            other[np.isfinite(other)], bins=bins, histtype="step", lw=1.5, label=f"{label} (held-out data)"
+        )
     ax.axvline(threshold, color="crimson", ls="--", label=f"threshold {threshold:g}")
-    ax.set_xlabel("r²")
+    ax.set_xlabel("variance explained (fraction)")
     ax.set_ylabel("units")
     above = int(np.sum(values >= threshold))
     ax.set_title(f"r² ({above} of {values.size} units ≥ {threshold:g})", fontsize=10)
     ax.legend(fontsize=8)
-    return save(fig, path)
+    return save(
+        fig, path, {"Title": "r² histogram", "Description": "variance explained (fraction), units (count)"}
+    )
 
 
 def example_units(r2: np.ndarray, threshold: float = 0.0) -> dict[str, int]:
@@ -305,7 +331,8 @@ def timecourses(
         ax.plot(t, data[unit], color="0.3", lw=0.8, label="data")
         ax.plot(t, predictions[unit], color="crimson", lw=1.2, label="model")
         ax.set_title(f"{name}: unit {unit}, r² = {r2[unit]:.2f}", fontsize=9, loc="left")
-        ax.set_ylabel("signal")
+        ax.set_ylabel("BOLD (% signal change)", fontsize=8)
     axes[0, 0].legend(loc="upper right", fontsize=8)
     axes[-1, 0].set_xlabel("time (s)" if tr else "frame")
-    return save(fig, path), picks
+    meta = {"Title": "example time courses", "Description": "BOLD (% signal change) against time (s)"}
+    return save(fig, path, meta), picks

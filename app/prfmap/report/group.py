@@ -1,27 +1,153 @@
-"""The group-level HTML report: ``group.html`` with its figures under ``group/figures/``."""
+"""The group-level HTML report: ``group.html`` with its figures under ``group/figures/``.
+
+It takes plain data (:class:`GroupFit`, :class:`ParticipantRow`), never the group level's own
+types, so that ``prfmap.group`` can import it without a cycle.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 from prfmap import __version__
-from prfmap.io.atomic import write_text_atomic
 from prfmap.report import figures
-from prfmap.report.html import esc, figure, page, table
-from prfmap.report.surface import SURFACE_MAPS, find_meshes, plot_surface_map
+from prfmap.report.atlas import visual_areas
+from prfmap.report.html import Figure, render_page
+from prfmap.report.legends import MapStyle, is_r2, map_labels, style_for
+from prfmap.report.meshes import find_meshes
+from prfmap.report.surface import occipital_patch, patch_figure, views_figure
 
-GROUP_LABELS = {
-    "polarangle": "circular mean polar angle (deg)",
-    "eccentricity": "median eccentricity (deg)",
-    "sigma": "median sigma (deg)",
-    "r2": "mean r²",
-    "count": "participants contributing",
+STATISTIC_WORDS = {
+    "polarangle": "circular mean",
+    "eccentricity": "median",
+    "sigma": "median",
+    "r2": "mean",
 }
+COVERAGE_LEVEL = 0.5
+COVERAGE_GRID = 61
+
+
+@dataclass(frozen=True)
+class ParticipantRow:
+    """One participant's line in the group report's summary table.
+
+    Attributes
+    ----------
+    subject : str
+        Label without ``sub-``.
+    sessions : tuple of str
+        Sessions combined (empty without sessions).
+    report : str or None
+        Link to the participant's report, relative to ``group.html``.
+    units : int
+        Units with a finite r².
+    units_good : int
+        Units with r² at or above the threshold.
+    medians : dict of str to float
+        Median of each r²-type map over the units at or above the threshold.
+    coverage : float or None
+        Fraction of the stimulated field covered (see :func:`field_coverage`).
+    """
+
+    subject: str
+    sessions: tuple[str, ...]
+    report: str | None
+    units: int
+    units_good: int
+    medians: dict[str, float] = field(default_factory=dict)
+    coverage: float | None = None
+
+
+def field_coverage(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, fov_deg: float | None) -> float | None:
+    """Fraction of the stimulated square where some pRF reaches half its peak.
+
+    Parameters
+    ----------
+    x, y, sigma : ndarray
+        pRF centres and sizes (deg) of the units to count.
+    fov_deg : float, optional
+        Width of the stimulated field; ``None`` gives ``None``.
+
+    Returns
+    -------
+    float or None
+        Share of a ``COVERAGE_GRID``² grid over the field where the maximum over the pRF
+        Gaussians is at least ``COVERAGE_LEVEL``.
+    """
+    if not fov_deg:
+        return None
+    half = fov_deg / 2
+    grid = np.linspace(-half, half, COVERAGE_GRID)
+    gx, gy = np.meshgrid(grid, grid)
+    covered = np.zeros(gx.shape, dtype=bool)
+    radius = np.sqrt(-2 * np.log(COVERAGE_LEVEL)) * np.maximum(sigma, 1e-3)
+    for start in range(0, x.size, 512):
+        sl = slice(start, start + 512)
+        d2 = (gx[..., None] - x[sl]) ** 2 + (gy[..., None] - y[sl]) ** 2
+        covered |= (d2 <= radius[sl] ** 2).any(axis=-1)
+    return float(covered.mean())
+
+
+def participant_row(
+    subject: str,
+    sessions: Sequence[str],
+    maps: dict[str, dict[str, np.ndarray]],
+    r2_threshold: float,
+    fov_deg: float | None,
+    output_dir: Path,
+) -> ParticipantRow:
+    """Summarise one participant's maps of a fit for the group report.
+
+    Parameters
+    ----------
+    subject : str
+        Label without ``sub-``.
+    sessions : sequence of str
+        The sessions of this fit.
+    maps : dict
+        Label → hemisphere → (vertices,) values (``r2``, ``x``, ``y``, ``sigma``, other r²-type maps).
+    r2_threshold : float
+        Units at or above it count as fitted well.
+    fov_deg : float, optional
+        Width of the stimulated field (for the coverage).
+    output_dir : Path
+        The output folder: the link goes to ``sub-<label>.html`` when it exists there.
+
+    Returns
+    -------
+    ParticipantRow
+    """
+    joined = {
+        label: np.concatenate([np.asarray(v, dtype=np.float64) for v in per.values()])
+        for label, per in maps.items()
+    }
+    r2 = joined.get("r2", np.array([]))
+    good = np.isfinite(r2) & (r2 >= r2_threshold)
+    medians = {}
+    for label in (k for k in joined if is_r2(k)):
+        values = joined[label][good]
+        values = values[np.isfinite(values)]
+        if values.size:
+            medians[label] = float(np.median(values))
+    coverage = None
+    if all(k in joined for k in ("x", "y", "sigma")):
+        use = good & np.isfinite(joined["x"]) & np.isfinite(joined["y"]) & np.isfinite(joined["sigma"])
+        coverage = field_coverage(joined["x"][use], joined["y"][use], joined["sigma"][use], fov_deg)
+    page = f"sub-{subject}.html"
+    return ParticipantRow(
+        subject,
+        tuple(sessions),
+        page if (output_dir / page).is_file() else None,
+        int(np.isfinite(r2).sum()),
+        int(good.sum()),
+        medians,
+        coverage,
+    )
 
 
 @dataclass(frozen=True)
@@ -45,6 +171,8 @@ class GroupFit:
         A participant contributes at a vertex when its r² there is at least this.
     fov_deg : float, optional
         Width of the stimulated field.
+    participants : list of ParticipantRow
+        One summary per participant (:func:`participant_row`).
     """
 
     task: str
@@ -56,6 +184,7 @@ class GroupFit:
     files: list[Path]
     r2_threshold: float
     fov_deg: float | None = None
+    participants: list[ParticipantRow] = field(default_factory=list)
 
     def __str__(self) -> str:
         den = f" den-{self.den}" if self.den else ""
@@ -63,68 +192,133 @@ class GroupFit:
 
 
 def _count_histogram(count: np.ndarray, n_subjects: int, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
     fig, ax = plt.subplots(figsize=(5, 3.2), layout="constrained")
     ax.hist(count, bins=np.arange(-0.5, n_subjects + 1.5, 1.0), color="steelblue")
-    ax.set_xlabel("participants contributing")
-    ax.set_ylabel("vertices")
+    ax.set_xlabel("participants contributing (count)")
+    ax.set_ylabel("vertices (count)")
     ax.set_xticks(range(n_subjects + 1))
-    return figures.save(fig, path)
+    meta = {
+        "Title": "participants per vertex",
+        "Description": "participants contributing (count), vertices (count)",
+    }
+    return figures.save(fig, path, meta)
 
 
-def _section(output_dir: Path, result: GroupFit, index: int) -> tuple[str, str]:
-    fit = result
-    anchor = f"fit{index}"
-    prefix = f"task-{fit.task}_space-{fit.space}" + (f"_den-{fit.den}" if fit.den else "")
-    prefix += f"_model-{fit.model}"
-    fig_dir = output_dir / "group" / "figures"
-    rel = "group/figures"
-    count = np.concatenate([result.maps[h]["count"] for h in result.maps])
-    n = len(result.subjects)
-    rows = [
+def _table(fit: GroupFit) -> tuple[list[str], list[list[str]], list[str | None]]:
+    r2_labels = sorted({k for p in fit.participants for k in p.medians}, key=lambda k: (k != "r2", k))
+    header = ["participant", "sessions", "units fitted", f"units with r² ≥ {fit.r2_threshold:g}"]
+    header += [f"median {k} (r² ≥ {fit.r2_threshold:g})" for k in r2_labels]
+    header.append("visual-field coverage (%)")
+    rows, links = [], []
+    for p in fit.participants:
+        row = [f"sub-{p.subject}", ", ".join(p.sessions) or "—", str(p.units), str(p.units_good)]
+        row += [f"{p.medians[k]:.2f}" if k in p.medians else "—" for k in r2_labels]
+        row.append(f"{100 * p.coverage:.0f}" if p.coverage is not None else "—")
+        rows.append(row)
+        links.append(p.report)
+    return header, rows, links
+
+
+def _group_maps(
+    fit: GroupFit, fig_dir: Path, rel: str, prefix: str
+) -> tuple[list[Figure], list[Figure], list[str], list[str]]:
+    meshes, source = find_meshes("", fit.space, fit.den, None)
+    sizes = {h: fit.maps[h]["count"].size for h in fit.maps}
+    if not meshes or any(meshes[h].n_vertices != sizes[h] for h in sizes if h in meshes):
+        reason = source if not meshes else "the mesh does not match the maps' vertex count"
+        return [], [], [], [f"Could not draw the group maps on the surface: {reason}."]
+    atlas, atlas_note = visual_areas(meshes)
+    patches = {h: occipital_patch(m, h, atlas.labels.get(h) if atlas else None) for h, m in meshes.items()}
+    n = len(fit.subjects)
+    threshold_text = f"shown: ≥ 1 participant with r² ≥ {fit.r2_threshold:g}"
+    labels = map_labels({k: None for k in fit.maps[next(iter(fit.maps))]}) + ["count"]
+    flat, views = [], []
+    for label in labels:
+        values = {h: np.where(fit.maps[h]["count"] > 0, fit.maps[h][label], np.nan) for h in fit.maps}
+        if label == "count":
+            style = MapStyle(
+                "count",
+                "participants contributing",
+                "count",
+                "cividis",
+                0.0,
+                float(n),
+                False,
+                f"0 to {n}",
+            )
+        else:
+            r2 = np.concatenate(
+                [np.where(fit.maps[h]["count"] > 0, fit.maps[h]["r2"], np.nan) for h in fit.maps]
+            )
+            values_all = np.concatenate(list(values.values()))
+            keep = np.isfinite(values_all)
+            style = style_for(label, values_all[keep], fit.fov_deg, r2[keep])
+        words = STATISTIC_WORDS.get(label, "")
+        alt = (
+            f"group {words} {style.title}; colour scale {style.bar_label} from {style.vmin:g} to "
+            f"{style.vmax:g} {style.units}; {threshold_text}"
+        ).replace("  ", " ")
+        caption = (
+            f"Group {words} {style.bar_label}, {threshold_text}; colour scale {style.scale_note}.".replace(
+                "  ", " "
+            )
+        )
+        if all(p is not None for p in patches.values()):
+            path = fig_dir / f"group_{prefix}_flat-{label}.png"
+            patch_figure(style, values, meshes, patches, atlas, threshold_text, path, alt)
+            flat.append(Figure(f"{rel}/{path.name}", alt, caption, "map"))
+        path = fig_dir / f"group_{prefix}_views-{label}.png"
+        views_figure(style, values, meshes, threshold_text, path, alt)
+        views.append(Figure(f"{rel}/{path.name}", alt, caption, "map wide"))
+    notes = [f"Drawn on {source}. {atlas_note}" + ("" if atlas else " No visual-area borders are drawn.")]
+    return flat, views, notes, []
+
+
+def _section(output_dir: Path, fit: GroupFit, index: int) -> dict:
+    prefix = (
+        f"task-{fit.task}_space-{fit.space}" + (f"_den-{fit.den}" if fit.den else "") + f"_model-{fit.model}"
+    )
+    fig_dir, rel = output_dir / "group" / "figures", "group/figures"
+    count = np.concatenate([fit.maps[h]["count"] for h in fit.maps])
+    n = len(fit.subjects)
+    flat, views, notes, warnings = _group_maps(fit, fig_dir, rel, prefix)
+    path = _count_histogram(count, n, fig_dir / f"group_{prefix}_count-hist.png")
+    hist = Figure(
+        f"{rel}/{path.name}",
+        "histogram of vertices (count) by participants contributing (count)",
+        f"Vertices by the number of participants with r² ≥ {fit.r2_threshold:g}.",
+    )
+    header, rows, links = _table(fit)
+    summary = [
         ("Task", fit.task),
         ("Space", fit.space + (f" den-{fit.den}" if fit.den else "")),
         ("Model", fit.model),
-        ("Participants", ", ".join(f"sub-{s}" for s in result.subjects)),
-        ("r² threshold per participant", f"{result.r2_threshold:g}"),
+        ("Participants", ", ".join(f"sub-{s}" for s in fit.subjects)),
+        ("r² threshold per participant", f"{fit.r2_threshold:g}"),
         ("Vertices with every participant contributing", int(np.sum(count == n))),
         ("Vertices with at least one", int(np.sum(count >= 1))),
     ]
-    files = "".join(f"<li><code>{esc(p.relative_to(output_dir))}</code></li>" for p in result.files)
-    html = f'<section id="{anchor}"><h2>{esc(str(fit))}</h2>{table(rows)}'
-    html += f"<h3>Group maps written</h3><ul>{files}</ul>"
-    path = _count_histogram(count, n, fig_dir / f"group_{prefix}_count-hist.png")
-    html += figure(
-        f"{rel}/{path.name}",
-        "participants per vertex",
-        f"Vertices by the number of participants with r² ≥ {result.r2_threshold:g}.",
-    )
-    meshes, source = find_meshes("", fit.space, fit.den, None)
-    sizes = {h: result.maps[h]["count"].size for h in result.maps}
-    if meshes and all(meshes[h].n_vertices == sizes[h] for h in sizes if h in meshes):
-        html += f"<h3>Group maps on the surface</h3><p>Drawn on {esc(source)}.</p>"
-        half = result.fov_deg / 2 if result.fov_deg else None
-        for label, caption in GROUP_LABELS.items():
-            values = {
-                h: np.where(result.maps[h]["count"] > 0, result.maps[h][label], np.nan) for h in result.maps
-            }
-            shown = np.concatenate([v[np.isfinite(v)] for v in values.values()])
-            style = SURFACE_MAPS.get(label) or dict(cmap="viridis", vmin=0.0, vmax=float(n))
-            vmax = float(np.percentile(shown, 98)) if shown.size else 1.0
-            if half and label in ("eccentricity", "sigma"):
-                vmax = half if label == "eccentricity" else min(vmax, half)
-            path = fig_dir / f"group_{prefix}_surf-{label}.png"
-            plot_surface_map(label, values, meshes, max(vmax, 1e-3), path, style)
-            html += figure(
-                f"{rel}/{path.name}",
-                f"group {label}",
-                f"{caption}, where at least one participant has r² ≥ {result.r2_threshold:g}.",
-            )
-    else:
-        reason = source if not meshes else "the mesh does not match the maps' vertex count"
-        html += f'<p class="note">Surface maps not drawn: {esc(reason)}.</p>'
-    return html + "</section>", anchor
+    return {
+        "anchor": f"fit{index}",
+        "title": str(fit),
+        "lead": (
+            f"{n} participants; {int(np.sum(count >= 1))} vertices with at least one participant at "
+            f"r² ≥ {fit.r2_threshold:g}, {int(np.sum(count == n))} with all of them."
+        ),
+        "warnings": warnings,
+        "maps": flat or views,
+        "views": views if flat else [],
+        "map_notes": notes,
+        "table_header": header,
+        "table_rows": list(zip(rows, links, strict=True)),
+        "coverage_note": (
+            f"Coverage: the share of the stimulated field where at least one pRF of the units "
+            f"with r² ≥ {fit.r2_threshold:g} reaches half its peak."
+        ),
+        "count_figure": hist,
+        "summary_rows": summary,
+        "files": [p.relative_to(output_dir).as_posix() for p in fit.files],
+    }
 
 
 def write_group_report(output_dir: str | Path, results: Sequence[GroupFit]) -> Path:
@@ -143,11 +337,18 @@ def write_group_report(output_dir: str | Path, results: Sequence[GroupFit]) -> P
         The HTML file; figures are linked relatively from ``group/figures/``.
     """
     output_dir = Path(output_dir)
-    parts = [_section(output_dir, r, i) for i, r in enumerate(results)]
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    about = table([("prfmap", __version__), ("Generated", stamp)])
-    body = "".join(html for html, _ in parts)
-    body += f'<section id="about"><h2>About</h2>{about}</section>'
-    nav = [(a, str(r)) for (_, a), r in zip(parts, results, strict=True)]
-    nav.append(("about", "About"))
-    return write_text_atomic(output_dir / "group.html", page("prfmap: group", nav, body))
+    sections = [_section(output_dir, fit, i) for i, fit in enumerate(results)]
+    about = [
+        ("prfmap", __version__),
+        ("Generated", datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
+    ]
+    nav = [(s["anchor"], s["title"]) for s in sections] + [("about", "About")]
+    return render_page(
+        "group.html.j2",
+        output_dir / "group.html",
+        title="prfmap: group",
+        subtitle="group maps and a summary of every participant",
+        nav=nav,
+        sections=sections,
+        about=about,
+    )

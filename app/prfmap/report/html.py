@@ -1,47 +1,46 @@
-"""Small helpers writing self-contained HTML pages: escaped text, tables, figures."""
+"""HTML pages rendered from jinja2 templates (autoescaped), with the figures they show."""
 
 from __future__ import annotations
 
-import html
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-def esc(value: Any) -> str:
-    """HTML-escape ``str(value)``.
+from prfmap.io.atomic import write_text_atomic
 
-    Parameters
+ENVIRONMENT = Environment(
+    loader=PackageLoader("prfmap.report", "templates"),
+    autoescape=select_autoescape(enabled_extensions=("html", "j2"), default_for_string=True),
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+@dataclass
+class Figure:
+    """One figure of a page.
+
+    Attributes
     ----------
-    value : object
-        Anything printable.
-
-    Returns
-    -------
-    str
-        The escaped text.
+    src : str
+        Path relative to the page, with forward slashes.
+    alt : str
+        Alternative text: what the figure shows, with the units of its colour scale.
+    caption : str
+        The caption.
+    css : str
+        Extra CSS class (``map`` for the retinotopic maps).
     """
-    return html.escape(str(value), quote=True)
 
-
-def table(rows: Iterable[tuple[Any, Any]], header: tuple[str, str] | None = None) -> str:
-    """A two-column table of escaped keys and values.
-
-    Parameters
-    ----------
-    rows : iterable of (key, value)
-        The rows.
-    header : tuple of str, optional
-        Column titles.
-
-    Returns
-    -------
-    str
-        The ``<table>`` element.
-    """
-    head = f"<tr><th>{esc(header[0])}</th><th>{esc(header[1])}</th></tr>" if header else ""
-    body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
-    return f"<table>{head}{body}</table>"
+    src: str
+    alt: str
+    caption: str
+    css: str = ""
 
 
 def dict_rows(values: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -55,7 +54,7 @@ def dict_rows(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     Returns
     -------
     list of tuple
-        Rows for :func:`table`.
+        Rows of a two-column table.
     """
     rows: list[tuple[str, str]] = []
     for key, value in values.items():
@@ -66,47 +65,23 @@ def dict_rows(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def figure(src: str, alt: str, caption: str) -> str:
-    """An ``<figure>`` with an image at a relative ``src`` and an escaped caption.
+def render_page(template: str, path: Path, **context: Any) -> Path:
+    """Render ``template`` with the report style sheet and write it to ``path`` atomically.
 
     Parameters
     ----------
-    src : str
-        Path relative to the page, with forward slashes.
-    alt, caption : str
-        Alternative text and caption.
+    template : str
+        A template of ``prfmap/report/templates``.
+    path : Path
+        The HTML file.
+    **context
+        The template's variables.
 
     Returns
     -------
-    str
-        The element.
-    """
-    return f'<figure><img src="{esc(src)}" alt="{esc(alt)}"><figcaption>{esc(caption)}</figcaption></figure>'
-
-
-def page(title: str, nav: list[tuple[str, str]], body: str) -> str:
-    """A complete HTML5 document with the report style sheet inlined.
-
-    Parameters
-    ----------
-    title : str
-        Page title and heading.
-    nav : list of (anchor, text)
-        Links to sections of the page.
-    body : str
-        The HTML of the sections.
-
-    Returns
-    -------
-    str
-        The document.
+    Path
+        ``path``.
     """
     css = resources.files("prfmap.report").joinpath("templates/report.css").read_text("utf-8")
-    links = "".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t in nav)
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{esc(title)}</title>\n<style>\n{css}</style>\n</head>\n<body>\n"
-        f"<header><h1>{esc(title)}</h1></header>\n<nav>{links}</nav>\n<main>\n{body}\n</main>\n"
-        "</body>\n</html>\n"
-    )
+    html = ENVIRONMENT.get_template(template).render(css=css, **context)
+    return write_text_atomic(path, html)

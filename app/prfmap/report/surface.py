@@ -1,241 +1,218 @@
-"""Meshes for the surface figures, and the maps drawn on them with nilearn."""
+"""Surface maps of the visual cortex up close: a flattened occipital patch and occipital views.
+
+The patch is an orthographic projection of the registered sphere around the occipital pole, as
+neuropythy's ``occipital_pole`` map projection draws it (Benson et al., 2014): dorsal up, the
+calcarine sulcus across the middle, with the left hemisphere's medial side to the right and the
+right hemisphere's to the left, so that the two hemispheres' V1 face each other. The 3-D views
+(posterior-medial and inferior) are nilearn's ``plot_surf_stat_map`` of the posterior part of the
+inflated mesh.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib import patheffects
+from matplotlib.tri import Triangulation
+from nilearn import plotting
 
-from prfmap.io.spaces import CIFTI_MESH_DENSITY
+from prfmap.report.atlas import Atlas
 from prfmap.report.figures import save
+from prfmap.report.legends import MapStyle, draw_colour_bar, draw_colour_wheel, hemifield_cmap
+from prfmap.report.meshes import NILEARN_HEMI, Mesh
 
-NILEARN_HEMI = {"L": "left", "R": "right"}
-TEMPLATE_DENSITY = {
-    "fsaverage5": ("fsaverage", "10k"),
-    "fsaverage6": ("fsaverage", "41k"),
-    "fsaverage": ("fsaverage", "164k"),
-    "fsLR": ("fsLR", "32k"),
+# neuropythy's occipital_pole projection centres on the fsaverage sphere (lib/projections/*.mp.json)
+OCCIPITAL_CENTRE = {"L": (-8.19, -83.55, -54.34), "R": (-19.10, -77.49, -60.25)}
+PATCH_RADIUS_DEG = 60.0
+EARLY_AREAS = (1, 2, 3)  # V1-V3 in the atlas's codes
+VIEWS = (("L", "posterior-medial"), ("L", "inferior"), ("R", "inferior"), ("R", "posterior-medial"))
+VIEW_ANGLES = {  # (elevation, azimuth) of matplotlib's camera
+    ("L", "posterior-medial"): (10.0, 315.0),
+    ("R", "posterior-medial"): (10.0, 225.0),
+    ("L", "inferior"): (-90.0, 0.0),
+    ("R", "inferior"): (-90.0, 180.0),
 }
-SURFACE_KINDS = ("inflated", "veryinflated", "midthickness", "pial", "white")
+POSTERIOR_FRACTION = 0.45
+BORDER = dict(colors="white", linewidths=0.9)
+
+
+def _unit(points: np.ndarray) -> np.ndarray:
+    return points / np.maximum(np.linalg.norm(points, axis=-1, keepdims=True), 1e-12)
 
 
 @dataclass
-class Mesh:
-    """One hemisphere's mesh and the background shading drawn under the maps."""
+class Patch:
+    """A hemisphere's occipital region projected to the plane.
 
-    coords: np.ndarray
+    Attributes
+    ----------
+    xy : ndarray
+        (vertices, 2) projected positions of every vertex (those outside are not drawn).
+    faces : ndarray
+        (faces, 3) triangles inside the patch.
+    centre_from : str
+        How the centre was chosen, for the caption.
+    """
+
+    xy: np.ndarray
     faces: np.ndarray
-    background: np.ndarray
-    source: str
-
-    @property
-    def n_vertices(self) -> int:
-        """Number of vertices."""
-        return int(self.coords.shape[0])
+    centre_from: str
 
 
-def read_gifti_mesh(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Read the vertex coordinates and triangles of a ``.surf.gii``.
-
-    Parameters
-    ----------
-    path : Path
-        The surface file.
-
-    Returns
-    -------
-    tuple of ndarray
-        (vertices, 3) float coordinates and (faces, 3) int triangles.
-    """
-    import nibabel as nib
-
-    coords, faces = nib.load(str(path)).agg_data(("pointset", "triangle"))
-    return np.asarray(coords, dtype=np.float64), np.asarray(faces, dtype=np.int64)
-
-
-def curvature_shading(coords: np.ndarray, faces: np.ndarray) -> np.ndarray:
-    """A sulcal-like shading from the mesh: the sign of its discrete mean curvature.
-
-    Parameters
-    ----------
-    coords, faces : ndarray
-        The mesh.
-
-    Returns
-    -------
-    ndarray
-        (vertices,) values in {-1, 1}: -1 convex (gyri), +1 concave (sulci), like FreeSurfer's sulc.
-    """
-    from scipy import sparse
-
-    n = coords.shape[0]
-    rows = np.concatenate([faces[:, 0], faces[:, 1], faces[:, 2], faces[:, 1], faces[:, 2], faces[:, 0]])
-    cols = np.concatenate([faces[:, 1], faces[:, 2], faces[:, 0], faces[:, 0], faces[:, 1], faces[:, 2]])
-    adj = sparse.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n, n))
-    adj.data[:] = 1.0
-    degree = np.asarray(adj.sum(axis=1)).ravel()
-    laplacian = adj @ coords / np.maximum(degree, 1)[:, None] - coords
-    tri = coords[faces]
-    face_normals = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
-    normals = np.zeros_like(coords)
-    for k in range(3):
-        np.add.at(normals, faces[:, k], face_normals)
-    return np.where(np.sum(laplacian * normals, axis=1) > 0, -1.0, 1.0)
-
-
-def _shape_or_curvature(coords: np.ndarray, faces: np.ndarray, shape: Path | None) -> np.ndarray:
-    if shape is not None:
-        import nibabel as nib
-
-        values = np.asarray(nib.load(str(shape)).agg_data(), dtype=np.float64).ravel()
-        if values.size == coords.shape[0]:
-            return values
-    return curvature_shading(coords, faces)
-
-
-def _fsnative(subject: str, fmriprep_dir: Path | None) -> tuple[dict[str, Mesh], str]:
-    if fmriprep_dir is None:
-        return {}, "fsnative meshes need the fMRIPrep folder, which was not given"
-    meshes: dict[str, Mesh] = {}
-    for hemi in ("L", "R"):
-        found = sorted(
-            Path(fmriprep_dir).glob(f"sub-{subject}/**/sub-{subject}*_hemi-{hemi}_inflated.surf.gii")
-        )
-        if not found:
-            return {}, (f"no sub-{subject}_hemi-{hemi}_inflated.surf.gii under {fmriprep_dir}")
-        sulc = sorted(found[0].parent.glob(f"sub-{subject}*_hemi-{hemi}_sulc.shape.gii"))
-        coords, faces = read_gifti_mesh(found[0])
-        shading = _shape_or_curvature(coords, faces, sulc[0] if sulc else None)
-        meshes[hemi] = Mesh(coords, faces, shading, str(found[0]))
-    return meshes, f"the participant's inflated surfaces from fMRIPrep ({meshes['L'].source}, ...)"
-
-
-def _fsaverage5() -> tuple[dict[str, Mesh], str]:
-    from nilearn import datasets
-
-    mesh = datasets.load_fsaverage("fsaverage5")["inflated"]
-    sulc = datasets.load_fsaverage_data(mesh="fsaverage5", mesh_type="inflated", data_type="sulcal")
-    meshes = {}
-    for hemi, part in NILEARN_HEMI.items():
-        m = mesh.parts[part]
-        meshes[hemi] = Mesh(
-            np.asarray(m.coordinates, dtype=np.float64),
-            np.asarray(m.faces),
-            np.asarray(sulc.data.parts[part], dtype=np.float64),
-            "nilearn fsaverage5",
-        )
-    return meshes, "nilearn's bundled fsaverage5 inflated mesh"
-
-
-def _templateflow_files(template: str, hemi: str, density: str, kind: str) -> list[Path]:
-    from templateflow import conf
-
-    found = []
-    for path in sorted(Path(conf.TF_HOME).glob(f"tpl-{template}/tpl-{template}_*_{kind}.surf.gii")):
-        entities = dict(p.split("-", 1) for p in path.name.split(".")[0].split("_")[:-1] if "-" in p)
-        if entities.get("hemi") == hemi and entities.get("den") == density and "desc" not in entities:
-            if path.is_file() and path.stat().st_size > 0:
-                found.append(path)
-    return found
-
-
-def _templateflow(template: str, density: str) -> tuple[dict[str, Mesh], str]:
-    meshes: dict[str, Mesh] = {}
-    for hemi in ("L", "R"):
-        for kind in SURFACE_KINDS:
-            files = _templateflow_files(template, hemi, density, kind)
-            if files:
-                coords, faces = read_gifti_mesh(files[0])
-                meshes[hemi] = Mesh(coords, faces, curvature_shading(coords, faces), files[0].name)
-                break
-        else:
-            return {}, (
-                f"no {template} den-{density} hemi-{hemi} surface in the local TemplateFlow "
-                f"cache (prefetch it with templateflow.api.get('{template}', "
-                f"density='{density}', extension='.surf.gii'))"
-            )
-    return meshes, f"TemplateFlow {template} den-{density} ({meshes['L'].source}, ...)"
-
-
-def find_meshes(
-    subject: str,
-    space: str,
-    den: str | None,
-    fmriprep_dir: Path | None,
-    given: dict[str, Path] | None = None,
-) -> tuple[dict[str, Mesh], str]:
-    """Find the meshes to draw a participant's maps on; never downloads anything.
-
-    Parameters
-    ----------
-    subject : str
-        Participant label without ``sub-``.
-    space : str
-        ``fsnative``, ``fsaverage5``, ``fsaverage6``, ``fsaverage`` or ``fsLR`` (with an optional
-        ``:den-<d>``); other spaces have no mesh.
-    den : str, optional
-        Density (``32k``, ``10k``, ...), overriding the one in ``space``; CIFTI densities
-        (``91k``, ``170k``) stand for their fsLR meshes (``32k``, ``59k``).
-    fmriprep_dir : Path, optional
-        Searched for the participant's surfaces when ``space`` is ``fsnative``.
-    given : dict of str to Path, optional
-        Explicit surface files per hemisphere; used as they are.
-
-    Returns
-    -------
-    tuple
-        Hemisphere to :class:`Mesh` (empty when none is available) and one sentence saying
-        which meshes were used, or why there are none.
-    """
-    if given:
-        meshes = {}
-        for hemi, path in given.items():
-            coords, faces = read_gifti_mesh(Path(path))
-            meshes[hemi] = Mesh(coords, faces, curvature_shading(coords, faces), str(path))
-        return meshes, "the surfaces given to the report"
-    name, _, modifier = space.partition(":")
-    if modifier.startswith("den-") and den is None:
-        den = modifier[4:]
-    if name == "fsnative":
-        return _fsnative(subject, fmriprep_dir)
-    den = CIFTI_MESH_DENSITY.get(den, den) if name == "fsLR" else den
-    if name == "fsaverage" and den in ("10k", "41k"):
-        name = {"10k": "fsaverage5", "41k": "fsaverage6"}[den]
-    if name == "fsaverage5":
-        return _fsaverage5()
-    if name in TEMPLATE_DENSITY:
-        template, default = TEMPLATE_DENSITY[name]
-        return _templateflow(template, den or default)
-    return {}, f"space {space} has no cortical mesh"
-
-
-SURFACE_MAPS = {
-    "polarangle": dict(cmap="hsv", vmin=-180.0, vmax=180.0, units="deg"),
-    "eccentricity": dict(cmap="viridis", vmin=0.0, vmax=None, units="deg"),
-    "sigma": dict(cmap="plasma", vmin=0.0, vmax=None, units="deg"),
-    "r2": dict(cmap="inferno", vmin=0.0, vmax=1.0, units=""),
-}
-LARGE_MESH = 60_000
-VIEWS = (("L", "medial"), ("L", "posterior"), ("R", "posterior"), ("R", "medial"))
-VIEW_ANGLES = {  # (elevation, azimuth) of matplotlib's camera, as nilearn's named views
-    ("L", "medial"): (0.0, 0.0),
-    ("R", "medial"): (0.0, 180.0),
-    ("L", "posterior"): (0.0, 270.0),
-    ("R", "posterior"): (0.0, 270.0),
-}
-
-
-def facing_faces(mesh: Mesh, elev: float, azim: float, slack: float = 0.2) -> np.ndarray:
-    """The triangles that face a camera at (``elev``, ``azim``), plus a margin at the silhouette.
-
-    matplotlib draws every triangle of a 3-D mesh, hidden or not; on a closed surface the
-    triangles facing away are all hidden, so leaving them out draws the same picture in about
-    half the time.
+def occipital_patch(mesh: Mesh, hemi: str, labels: np.ndarray | None = None) -> Patch | None:
+    """Project the occipital part of ``mesh``'s registered sphere to the plane.
 
     Parameters
     ----------
     mesh : Mesh
+        A mesh with a registered sphere (``mesh.sphere``).
+    hemi : str
+        ``L`` or ``R``.
+    labels : ndarray, optional
+        Visual-area codes per vertex; when V1–V3 are there, the patch is centred on them.
+
+    Returns
+    -------
+    Patch or None
+        ``None`` when the mesh has no sphere.
+    """
+    if mesh.sphere is None:
+        return None
+    points = _unit(mesh.sphere)
+    early = None if labels is None else np.isin(labels, EARLY_AREAS)
+    if early is not None and early.any():
+        centre, how = _unit(points[early].mean(axis=0)), "centred on V1–V3 of the atlas"
+    elif mesh.registration == "fsaverage":
+        centre, how = _unit(np.asarray(OCCIPITAL_CENTRE[hemi])), "centred on the occipital pole (fsaverage)"
+    else:
+        centre, how = points[int(np.argmin(mesh.coords[:, 1]))], "centred on the most posterior vertex"
+    right = np.array([1.0, 0.0, 0.0])
+    e_x = _unit(right - (right @ centre) * centre)
+    e_y = np.cross(centre, e_x)
+    inside = points @ centre >= np.cos(np.radians(PATCH_RADIUS_DEG))
+    faces = mesh.faces[inside[mesh.faces].all(axis=1)]
+    xy = np.stack([points @ e_x, points @ e_y], axis=1)
+    return Patch(xy, faces, how)
+
+
+def _background(ax: plt.Axes, tri: Triangulation, shading: np.ndarray) -> None:
+    finite = np.where(np.isfinite(shading), shading, 0.0)
+    spread = float(np.percentile(np.abs(finite), 95)) or 1.0
+    ax.tripcolor(tri, finite, shading="gouraud", cmap="Greys", vmin=-2.2 * spread, vmax=2.2 * spread)
+
+
+def _draw_values(
+    ax: plt.Axes, xy: np.ndarray, faces: np.ndarray, values: np.ndarray, style: MapStyle, hemi: str
+):
+    cmap, vmin, vmax, shift = hemifield_cmap(style, hemi)
+    shown = np.isfinite(values)
+    drawn = np.where(shown, values, vmin)
+    if shift is not None:
+        drawn = np.mod(drawn, float(shift))
+    tri = Triangulation(xy[:, 0], xy[:, 1], faces, mask=~shown[faces].all(axis=1))
+    if shown[faces].all(axis=1).any():
+        ax.tripcolor(tri, drawn, shading="gouraud", cmap=cmap, vmin=vmin, vmax=vmax)
+
+
+def _draw_borders(
+    ax: plt.Axes, tri: Triangulation, xy: np.ndarray, faces: np.ndarray, atlas: Atlas, hemi: str
+):
+    labels = atlas.labels.get(hemi)
+    if labels is None:
+        return
+    inside = np.zeros(labels.size, dtype=bool)
+    inside[np.unique(faces)] = True
+    for code, name in enumerate(atlas.names, start=1):
+        member = (labels == code) & inside
+        if member.sum() < 3:
+            continue
+        ax.tricontour(tri, (labels == code).astype(float), levels=[0.5], **BORDER)
+        x, y = np.median(xy[member], axis=0)
+        text = ax.text(x, y, name, fontsize=7, ha="center", va="center", color="black")
+        text.set_path_effects([patheffects.withStroke(linewidth=2, foreground="white")])
+
+
+def _panel_title(hemi: str) -> str:
+    return "left hemisphere   medial →" if hemi == "L" else "← medial   right hemisphere"
+
+
+def patch_figure(
+    style: MapStyle,
+    values: dict[str, np.ndarray],
+    meshes: dict[str, Mesh],
+    patches: dict[str, Patch],
+    atlas: Atlas | None,
+    threshold_text: str,
+    path: Path,
+    description: str,
+) -> Path:
+    """Both hemispheres' occipital patches of one map, with its legend.
+
+    Parameters
+    ----------
+    style : MapStyle
+        The colour scale.
+    values : dict of str to ndarray
+        Hemisphere to one value per mesh vertex; NaN shows the background.
+    meshes, patches : dict
+        The meshes and their :func:`occipital_patch`.
+    atlas : Atlas, optional
+        Visual-area borders to draw.
+    threshold_text : str
+        What is shown, e.g. ``"r² ≥ 0.1"``, on the legend.
+    path : Path
+        Output PNG.
+    description : str
+        Stored in the PNG's metadata.
+
+    Returns
+    -------
+    Path
+        ``path``.
+    """
+    hemis = [h for h in ("L", "R") if h in patches and h in values]
+    fig = plt.figure(figsize=(3.0 * len(hemis) + 1.7, 3.4), layout="constrained")
+    grid = fig.add_gridspec(
+        2, len(hemis) + 1, width_ratios=[3.0] * len(hemis) + [1.7], height_ratios=[1, 0.12]
+    )
+    for k, hemi in enumerate(hemis):
+        ax = fig.add_subplot(grid[:, k])
+        patch, mesh = patches[hemi], meshes[hemi]
+        tri = Triangulation(patch.xy[:, 0], patch.xy[:, 1], patch.faces)
+        _background(ax, tri, mesh.background)
+        _draw_values(ax, patch.xy, patch.faces, values[hemi], style, hemi)
+        if atlas is not None:
+            _draw_borders(ax, tri, patch.xy, patch.faces, atlas, hemi)
+        ax.set_aspect("equal")
+        ax.axis("off")
+        ax.set_title(_panel_title(hemi), fontsize=9)
+        ax.text(
+            0.5, 0.0, "dorsal ↑, ventral ↓", transform=ax.transAxes, ha="center", fontsize=7, color="0.35"
+        )
+    if style.cyclic:
+        draw_colour_wheel(fig.add_subplot(grid[0, -1]), style, tuple(hemis))
+        fig.add_subplot(grid[1, -1]).axis("off")
+        fig.text(0.99, 0.02, threshold_text, ha="right", fontsize=8)
+    else:
+        fig.add_subplot(grid[0, -1]).axis("off")
+        draw_colour_bar(fig.add_subplot(grid[1, -1]), style, threshold_text)
+    return save(fig, path, {"Title": style.bar_label, "Description": description})
+
+
+def facing_faces(
+    coords: np.ndarray, faces: np.ndarray, elev: float, azim: float, slack: float = 0.2
+) -> np.ndarray:
+    """The triangles that face a camera at (``elev``, ``azim``), plus a margin at the silhouette.
+
+    matplotlib draws every triangle of a 3-D mesh, hidden or not; on a closed surface the
+    triangles facing away are all hidden, so leaving them out draws the same picture faster.
+
+    Parameters
+    ----------
+    coords, faces : ndarray
         A closed surface (its outward side found from the triangles' winding).
     elev, azim : float
         The camera, in degrees, as ``Axes3D.view_init`` takes it.
@@ -247,84 +224,97 @@ def facing_faces(mesh: Mesh, elev: float, azim: float, slack: float = 0.2) -> np
     ndarray
         (kept faces, 3) vertex indices.
     """
-    tri = mesh.coords[mesh.faces]
+    tri = coords[faces]
     normals = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
     normals /= np.linalg.norm(normals, axis=1, keepdims=True) + 1e-12
-    outward = np.sign(np.sum((tri.mean(axis=1) - mesh.coords.mean(axis=0)) * normals)) or 1.0
+    outward = np.sign(np.sum((tri.mean(axis=1) - coords.mean(axis=0)) * normals)) or 1.0
     e, a = np.radians(elev), np.radians(azim)
     eye = np.array([np.cos(e) * np.cos(a), np.cos(e) * np.sin(a), np.sin(e)])
-    return mesh.faces[outward * (normals @ eye) > -slack]
+    return faces[outward * (normals @ eye) > -slack]
 
 
-def plot_surface_map(
-    label: str,
+def posterior_faces(mesh: Mesh) -> np.ndarray:
+    """Triangles of the posterior part (``POSTERIOR_FRACTION`` of the mesh's length) of ``mesh``."""
+    y = mesh.coords[:, 1]
+    cut = y.min() + POSTERIOR_FRACTION * (y.max() - y.min())
+    return mesh.faces[(y[mesh.faces] <= cut).all(axis=1)]
+
+
+def _compact(faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The vertices ``faces`` use and the faces renumbered over them (so views frame only them)."""
+    used, inverse = np.unique(faces, return_inverse=True)
+    return used, inverse.reshape(faces.shape)
+
+
+def views_figure(
+    style: MapStyle,
     values: dict[str, np.ndarray],
     meshes: dict[str, Mesh],
-    vmax: float | None,
+    threshold_text: str,
     path: Path,
-    style: dict | None = None,
-    cull: bool = True,
+    description: str,
 ) -> Path:
-    """Draw one parameter on both hemispheres (medial and posterior views; medial only on
-    meshes of over ``LARGE_MESH`` vertices, which matplotlib draws slowly).
+    """Posterior-medial and inferior views of the occipital part of both hemispheres.
 
     Parameters
     ----------
-    label : str
-        Key of ``SURFACE_MAPS`` (``polarangle``, ``eccentricity``, ``sigma``, ``r2``).
+    style : MapStyle
+        The colour scale.
     values : dict of str to ndarray
-        Hemisphere to one value per mesh vertex; NaN is not drawn (shows the background).
+        Hemisphere to one value per mesh vertex; NaN shows the background.
     meshes : dict of str to Mesh
-        The meshes.
-    vmax : float, optional
-        Top of the colour scale where ``SURFACE_MAPS`` leaves it open.
+        The inflated meshes.
+    threshold_text : str
+        What is shown, on the legend.
     path : Path
         Output PNG.
-    style : dict, optional
-        ``cmap``, ``vmin``, ``vmax`` of a label not in ``SURFACE_MAPS``.
-    cull : bool
-        Draw only the triangles facing each view (:func:`facing_faces`): the same picture,
-        faster.
+    description : str
+        Stored in the PNG's metadata.
 
     Returns
     -------
     Path
         ``path``.
     """
-    import matplotlib.pyplot as plt
-    from nilearn import plotting
-
-    style = style or SURFACE_MAPS[label]
-    large = max(m.n_vertices for m in meshes.values()) > LARGE_MESH
-    views = [(h, v) for h, v in VIEWS if h in meshes and h in values and not (large and v != "medial")]
-    fig, axes = plt.subplots(
-        1,
-        len(views),
-        subplot_kw={"projection": "3d"},
-        figsize=(3.2 * len(views), 3.2),
-        squeeze=False,
-    )
-    top = style["vmax"] if style["vmax"] is not None else vmax
-    for k, (ax, (hemi, view)) in enumerate(zip(axes[0], views, strict=True)):
+    views = [(h, v) for h, v in VIEWS if h in meshes and h in values]
+    fig = plt.figure(figsize=(2.6 * len(views) + 1.7, 2.9))
+    width = 1.0 / (len(views) + 0.65)
+    for k, (hemi, view) in enumerate(views):
+        ax = fig.add_axes((k * width, 0.0, width, 0.9), projection="3d")
         mesh = meshes[hemi]
-        data = values[hemi].copy()
-        data[~np.isfinite(data)] = np.nan
+        cmap, vmin, vmax, shift = hemifield_cmap(style, hemi)
+        data = np.where(np.isfinite(values[hemi]), values[hemi], np.nan)
+        if shift is not None:
+            data = np.mod(data, float(shift))
         angles = VIEW_ANGLES[hemi, view]
+        used, faces = _compact(facing_faces(mesh.coords, posterior_faces(mesh), *angles))
         plotting.plot_surf_stat_map(
-            (mesh.coords, facing_faces(mesh, *angles) if cull else mesh.faces),
-            data,
+            (mesh.coords[used], faces),
+            data[used],
             hemi=NILEARN_HEMI[hemi],
             view=angles,
-            bg_map=mesh.background,
-            cmap=style["cmap"],
-            vmin=style["vmin"],
-            vmax=top,
+            bg_map=mesh.background[used],
+            cmap=cmap,
+            vmin=vmin,
+            vmax=vmax,
             symmetric_cbar=False,
             threshold=None,
-            colorbar=k == len(views) - 1,
-            cbar_tick_format="%.1f" if label == "r2" else "%.0f",
+            colorbar=False,
             axes=ax,
             figure=fig,
         )
-        ax.set_title(f"{hemi} {view}", fontsize=9)
-    return save(fig, path)
+        ax.set_title(f"{'left' if hemi == 'L' else 'right'} {view}", fontsize=9)
+    legend = fig.add_axes(
+        (
+            len(views) * width + 0.01,
+            0.1 if style.cyclic else 0.45,
+            0.6 * width,
+            0.75 if style.cyclic else 0.06,
+        )
+    )
+    if style.cyclic:
+        draw_colour_wheel(legend, style, tuple(h for h in ("L", "R") if h in values))
+        fig.text(0.995, 0.02, threshold_text, ha="right", fontsize=8)
+    else:
+        draw_colour_bar(legend, style, threshold_text)
+    return save(fig, path, {"Title": style.bar_label, "Description": description})

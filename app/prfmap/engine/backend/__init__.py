@@ -26,16 +26,13 @@ from prfmap.errors import UsageError
 
 SUPPORTED_BACKENDS = ("jax", "torch", "tensorflow")
 _PACKAGE_OF = {"jax": "jax", "torch": "torch", "tensorflow": "tensorflow"}
-THREAD_VARIABLES = (
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "TF_NUM_INTRAOP_THREADS",
-    "TF_NUM_INTEROP_THREADS",
-)
+OMP_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+"""The per-process OpenMP/BLAS pools (``omp_threads``; ``nprocs`` bounds them too)."""
+THREAD_VARIABLES = OMP_VARIABLES + ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 
 
-def select_backend(name: str | None = None, *, nprocs: int | None = None, device: str | None = None) -> str:
+def select_backend(name: str | None = None, *, nprocs: int | None = None, device: str | None = None,
+                   omp_threads: int | None = None) -> str:
     """Choose the Keras backend, its threads and its device before Keras is imported.
 
     Parameters
@@ -46,6 +43,8 @@ def select_backend(name: str | None = None, *, nprocs: int | None = None, device
         Threads the backend (and BLAS) may use; None leaves the defaults.
     device : str, optional
         ``"auto"`` (default), ``"cpu"``, ``"gpu"`` or ``"gpu:N"`` (the N-th visible GPU).
+    omp_threads : int, optional
+        Threads of each OpenMP/BLAS pool (default: ``nprocs``).
 
     Returns
     -------
@@ -75,7 +74,7 @@ def select_backend(name: str | None = None, *, nprocs: int | None = None, device
             f"set KERAS_BACKEND={name} before starting Python"
         )
     device = device or "auto"
-    _set_environment(nprocs, device)
+    _set_environment(nprocs, omp_threads, device)
     os.environ["KERAS_BACKEND"] = name
     if nprocs or device.startswith("gpu"):
         module = importlib.import_module(f"prfmap.engine.backend.{name}")
@@ -89,7 +88,7 @@ def select_backend(name: str | None = None, *, nprocs: int | None = None, device
     return name
 
 
-def _set_environment(nprocs: int | None, device: str) -> None:
+def _set_environment(nprocs: int | None, omp_threads: int | None, device: str) -> None:
     """Threads and visible devices, as the backends read them when they are imported."""
     if nprocs:
         for variable in THREAD_VARIABLES:
@@ -99,6 +98,9 @@ def _set_environment(nprocs: int | None, device: str) -> None:
             os.environ["XLA_FLAGS"] = (
                 f"{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads={nprocs}"
             ).strip()
+    if omp_threads:
+        for variable in OMP_VARIABLES:
+            os.environ[variable] = str(omp_threads)
     if device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         os.environ["JAX_PLATFORMS"] = "cpu"

@@ -1,0 +1,166 @@
+"""The methods paragraph of a participant report, with its references (as fMRIPrep's boilerplate)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from prfmap import __version__
+from prfmap.engine import catalog
+
+REFERENCES = {
+    "gauss": "Dumoulin SO, Wandell BA (2008). Population receptive field estimates in human visual cortex. "
+    "NeuroImage 39(2):647-660. doi:10.1016/j.neuroimage.2007.09.034",
+    "css": "Kay KN, Winawer J, Mezer A, Wandell BA (2013). Compressive spatial summation in human visual "
+    "cortex. J Neurophysiol 110(2):481-494. doi:10.1152/jn.00105.2013",
+    "dog": "Zuiderbaan W, Harvey BM, Dumoulin SO (2012). Modeling center-surround configurations in "
+    "population receptive fields using fMRI. J Vis 12(3):10. doi:10.1167/12.3.10",
+    "dn": "Aqil M, Knapen T, Dumoulin SO (2021). Divisive normalization unifies disparate response "
+    "signatures throughout the human visual hierarchy. PNAS 118(46):e2108713118. doi:10.1073/pnas.2108713118",
+    "hrf": "Friston KJ, Fletcher P, Josephs O, Holmes A, Rugg MD, Turner R (1998). Event-related fMRI: "
+    "characterizing differential responses. NeuroImage 7(1):30-40. doi:10.1006/nimg.1997.0306",
+    "lm": "Marquardt DW (1963). An algorithm for least-squares estimation of nonlinear parameters. "
+    "J Soc Ind Appl Math 11(2):431-441. doi:10.1137/0111030",
+    "sgd": "Kingma DP, Ba J (2015). Adam: a method for stochastic optimization. ICLR. arXiv:1412.6980",
+    "fmriprep": "Esteban O, Markiewicz CJ, Blair RW, et al. (2019). fMRIPrep: a robust preprocessing "
+    "pipeline for functional MRI. Nat Methods 16:111-116. doi:10.1038/s41592-018-0235-4",
+    "nilearn": "Abraham A, Pedregosa F, Eickenberg M, et al. (2014). Machine learning for neuroimaging "
+    "with scikit-learn. Front Neuroinform 8:14. doi:10.3389/fninf.2014.00014",
+    "keras": "Chollet F, et al. (2015). Keras. https://keras.io",
+    "mmp": "Glasser MF, Coalson TS, Robinson EC, et al. (2016). A multi-modal parcellation of human "
+    "cerebral cortex. Nature 536:171-178. doi:10.1038/nature18933",
+    "benson": "Benson NC, Butt OH, Brainard DH, Aguirre GK (2014). Correction of distortion in flattened "
+    "representations of the cortical surface allows prediction of V1-V3 functional organization from "
+    "anatomy. PLoS Comput Biol 10(3):e1003538. doi:10.1371/journal.pcbi.1003538",
+}
+REFINER_REFERENCES = {"lm": "lm", "sgd": "sgd"}
+
+
+class Citations:
+    """Numbered references in the order the text cites them."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+
+    def cite(self, key: str | None) -> str:
+        """``[n]`` for ``REFERENCES[key]`` (numbered on first use); empty for ``None``."""
+        if key is None or key not in REFERENCES:
+            return ""
+        if key not in self.keys:
+            self.keys.append(key)
+        return f" [{self.keys.index(key) + 1}]"
+
+    @property
+    def references(self) -> list[str]:
+        """The cited references, numbered as cited."""
+        return [REFERENCES[k] for k in self.keys]
+
+
+def _preprocessing(pre: Mapping[str, Any], dummy_scans: int, cite: Citations) -> str:
+    confounds = list(pre.get("Confounds") or [])
+    high_pass = pre.get("HighPassHz")
+    parts = [
+        f"The BOLD time series preprocessed by fMRIPrep{cite.cite('fmriprep')} were read; "
+        f"{dummy_scans} non-steady-state volume(s) were dropped from each run, each time series was "
+        "converted to percent signal change of its mean",
+    ]
+    removed = []
+    if high_pass:
+        removed.append(f"a discrete-cosine high-pass basis ({high_pass:g} Hz)")
+    if confounds:
+        removed.append(f"the confounds {', '.join(confounds)}")
+    if removed:
+        parts.append(
+            f", and {' and '.join(removed)} were regressed out; the same regressors were projected out "
+            "of every model prediction, so that filtering does not bias the pRF sizes"
+        )
+    return "".join(parts) + ". Runs that saw the same stimulus were averaged; others were concatenated. "
+
+
+def methods_text(
+    *,
+    model: str,
+    settings: Mapping[str, Any],
+    backend: Mapping[str, Any],
+    preprocessing: Mapping[str, Any],
+    dummy_scans: int,
+    tr: float | None,
+    fov_deg: float | None,
+    maps: list[str],
+    atlas: bool = False,
+) -> tuple[str, list[str]]:
+    """The methods paragraph and its numbered references.
+
+    Parameters
+    ----------
+    model : str
+        The pRF model.
+    settings : mapping
+        ``FitResult.settings`` (refine, hrf, grid_points, refine_r2_min, slice_time_ref, ...).
+    backend : mapping
+        ``backend_info()`` (backend, version, keras, device).
+    preprocessing : mapping
+        The sidecars' ``Preprocessing`` (HighPassHz, Confounds).
+    dummy_scans : int
+        Volumes dropped per run.
+    tr : float, optional
+        Repetition time (s).
+    fov_deg : float, optional
+        Width of the stimulated field.
+    maps : list of str
+        The map labels written (an r²-type label such as ``cvr2`` adds its definition).
+    atlas : bool
+        Visual-area borders were drawn (cites the atlas).
+
+    Returns
+    -------
+    tuple
+        The paragraph and the references it cites, in citation order.
+    """
+    cite = Citations()
+    refine = str(settings.get("refine", "lm"))
+    spec = catalog.MODELS.get(model)
+    description = spec.summary if spec is not None else model
+    refiner_spec = catalog.REFINERS.get(refine)
+    refiner = (
+        "no further refinement (the grid estimates are the results)"
+        if refine == "none"
+        else f"a refinement by {refiner_spec.description if refiner_spec else refine}"
+    )
+    refiner_ref = REFINER_REFERENCES.get(refine)
+    grid = settings.get("grid_points")
+    hrf = settings.get("hrf", "SPM canonical")
+    stref = settings.get("slice_time_ref", 0.5)
+    engine = backend.get("backend", settings.get("backend", "an unrecorded backend"))
+    version = backend.get("version", settings.get("backend_version", ""))
+    keras = backend.get("keras", settings.get("keras_version", ""))
+    text = (
+        f"Population receptive fields were estimated with prfmap {__version__}. "
+        + _preprocessing(preprocessing, dummy_scans, cite)
+        + f"The {model} model, {'an' if description[:1] in 'aeiou' else 'a'} {description}"
+        f"{cite.cite(model)}, predicted each response as the overlap of the pRF with the stimulus aperture"
+        + (f" ({fov_deg:g}° wide)" if fov_deg else "")
+        + f", convolved with the {hrf} haemodynamic response function{cite.cite('hrf')} integrated over "
+        f"each repetition time" + (f" (TR {tr:g} s)" if tr else "") + f" and sampled at {stref:g} of it. "
+        f"A grid search over {grid if grid is not None else 'a grid of'} candidate pRFs chose the starting "
+        f"values, followed by {refiner}{cite.cite(refiner_ref)}"
+        + (
+            f" of the units whose grid fit explained at least r² = {settings['refine_r2_min']:g}"
+            if refine != "none" and settings.get("refine_r2_min")
+            else ""
+        )
+        + f". The fits ran with Keras {keras}{cite.cite('keras')} on {engine} {version}"
+        f" ({backend.get('device', settings.get('device', 'cpu'))}). "
+        "r² is the fraction of variance explained, 1 − Σ(y − ŷ)² / Σy², with data y and prediction ŷ "
+        "both projected off the nuisance regressors; it is measured on the data that were fitted."
+    )
+    if any(label.endswith("r2") and label != "r2" for label in maps):
+        others = ", ".join(label for label in maps if label.endswith("r2") and label != "r2")
+        text += (
+            f" The cross-validated maps ({others}) measure the same fraction on runs left out of the fit, "
+            "which an over-flexible model cannot inflate."
+        )
+    text += f" Maps were drawn with nilearn{cite.cite('nilearn')}"
+    text += f" on occipital patches projected from the registered sphere{cite.cite('benson')}"
+    text += f", with visual-area borders of HCP-MMP1.0{cite.cite('mmp')}." if atlas else "."
+    return text, cite.references

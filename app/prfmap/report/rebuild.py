@@ -1,0 +1,226 @@
+"""Report contexts rebuilt from a participant's maps and sidecars on disk (``--reports-only``).
+
+Everything the report shows is read back: the maps (GIFTI per hemisphere and parameter, one CIFTI
+``dscalar`` per fit, or NIfTI volumes), the sidecars (runs, TR, stimulus, preprocessing, fit settings,
+software, timings), the aperture, and the runs themselves (found again with the same query) for tSNR
+and framewise displacement. Saved time series (``--save-predictions``) give the example time courses.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import nibabel as nib
+import numpy as np
+from bids.layout import parse_file_entities
+
+from prfmap.derivatives import MAP_SUFFIX, PYBIDS_CONFIG
+from prfmap.errors import MissingInputError, PrfmapError
+from prfmap.io.aperture import load_aperture
+from prfmap.io.bids import find_inputs
+from prfmap.io.bold import read_gifti
+from prfmap.report.context import ReportContext, SurfaceGeometry
+
+log = logging.getLogger(__name__)
+FIT_ENTITIES = ("session", "task", "space", "density", "resolution", "model")
+CONFIG = ["bids", "derivatives", PYBIDS_CONFIG]
+
+
+def resolve_uri(uri: str, links: Mapping[str, Path], output_dir: Path) -> Path:
+    """A file named by a BIDS URI (``bids:<dataset>:<path>``, ``bids::<path>``) or a plain path."""
+    if uri.startswith("bids:"):
+        name, _, rest = uri[len("bids:") :].partition(":")
+        root = output_dir if not name else Path(links.get(name, output_dir))
+        return root / rest
+    return Path(uri)
+
+
+def _fit_key(entities: Mapping[str, Any]) -> tuple[str | None, ...]:
+    return tuple(entities.get(k) for k in FIT_ENTITIES)
+
+
+def _maps_by_fit(output_dir: Path, subject: str) -> dict[tuple, list[tuple[Path, dict]]]:
+    found: dict[tuple, list[tuple[Path, dict]]] = defaultdict(list)
+    for path in sorted((output_dir / f"sub-{subject}").glob(f"**/func/sub-{subject}_*_{MAP_SUFFIX}.*")):
+        if path.name.endswith(".json"):
+            continue
+        entities = parse_file_entities(str(path), config=CONFIG)
+        if entities.get("subject") == subject and "model" in entities:
+            found[_fit_key(entities)].append((path, entities))
+    return found
+
+
+def _sidecar(path: Path) -> dict[str, Any]:
+    sidecar = path.with_name(path.name.split(".")[0] + ".json")
+    try:
+        return json.loads(sidecar.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _read_surface(
+    files: list[tuple[Path, dict]],
+) -> tuple[dict[str, np.ndarray], SurfaceGeometry | None, Any]:
+    cifti = [p for p, _ in files if p.name.endswith(".dscalar.nii")]
+    if cifti:
+        img = nib.load(str(cifti[0]))
+        values = np.asarray(img.get_fdata(dtype=np.float32))
+        maps = {name: values[i] for i, name in enumerate(img.header.get_axis(0).name)}
+        return maps, SurfaceGeometry.from_cifti(cifti[0]), None
+    per: dict[str, dict[str, np.ndarray]] = defaultdict(dict)
+    for path, entities in files:
+        if path.name.endswith(".func.gii") and "param" in entities and "hemi" in entities:
+            per[entities["param"]][entities["hemi"]] = read_gifti(path)[:, 0]
+    hemis = {h: next(iter(per.values()))[h].size for h in ("L", "R") if per and h in next(iter(per.values()))}
+    maps = {label: np.concatenate([v[h] for h in hemis]) for label, v in per.items() if set(v) == set(hemis)}
+    return maps, SurfaceGeometry(hemis=hemis), None
+
+
+class _Grid:
+    """The voxels of volume maps: those where the r² map is finite, in C order."""
+
+    def __init__(self, mask: np.ndarray, affine: np.ndarray) -> None:
+        self.mask, self.affine = mask, affine
+
+
+def _read_volume(files: list[tuple[Path, dict]]) -> tuple[dict[str, np.ndarray], None, _Grid]:
+    images = {
+        e["param"]: nib.load(str(p))
+        for p, e in files
+        if p.name.endswith((".nii.gz", ".nii")) and "param" in e
+    }
+    reference = images.get("r2") or next(iter(images.values()))
+    mask = np.isfinite(np.asarray(reference.dataobj, dtype=np.float32))
+    maps = {label: np.asarray(img.dataobj, dtype=np.float32)[mask] for label, img in images.items()}
+    return maps, None, _Grid(mask, reference.affine)
+
+
+def _space_query(entities: Mapping[str, Any]) -> str:
+    space = entities["space"]
+    if entities.get("density") and not (space == "fsLR" and entities["density"] == "91k"):
+        return f"{space}:den-{entities['density']}"
+    if entities.get("resolution"):
+        return f"{space}:res-{entities['resolution']}"
+    return space
+
+
+def _runs(
+    bids_dir: Path, derivatives: Mapping[str, Path], subject: str, entities: Mapping, names: list
+) -> list:
+    try:
+        runs = find_inputs(
+            bids_dir,
+            derivatives=dict(derivatives),
+            participant_labels=[subject],
+            session_labels=[entities["session"]] if entities.get("session") else None,
+            tasks=[entities["task"]],
+            space=_space_query(entities),
+        )
+    except PrfmapError as err:
+        log.warning(
+            "sub-%s: the runs were not found again (%s); no tSNR or motion in the report", subject, err
+        )
+        return []
+    return [r for r in runs if not names or r.name in names]
+
+
+def _design(meta: Mapping[str, Any], tr: float | None, links: Mapping[str, Path], output_dir: Path) -> Any:
+    files = (meta.get("Stimulus") or {}).get("Files") or []
+    if not files or tr is None:
+        return None
+    path = resolve_uri(str(files[0]), links, output_dir)
+    try:
+        return load_aperture(path, tr=tr, fov_deg=(meta.get("Stimulus") or {}).get("FieldOfViewDeg")).design
+    except PrfmapError:
+        return None
+
+
+def participant_contexts(
+    output_dir: Path,
+    subject: str,
+    *,
+    bids_dir: Path,
+    derivatives: Mapping[str, Path],
+    r2_threshold: float,
+    command: list[str] | None = None,
+) -> list[ReportContext]:
+    """One :class:`ReportContext` per fit of ``subject`` found under ``output_dir``.
+
+    Parameters
+    ----------
+    output_dir : Path
+        prfmap's output folder.
+    subject : str
+        Label without ``sub-``.
+    bids_dir : Path
+        The raw dataset (``bids:raw:`` URIs, the runs' query).
+    derivatives : mapping
+        Dataset name → folder (``fmriprep``).
+    r2_threshold : float
+        Threshold of the maps shown.
+    command : list of str, optional
+        The command line that rebuilds the report.
+
+    Returns
+    -------
+    list of ReportContext
+
+    Raises
+    ------
+    MissingInputError
+        No maps of ``subject`` under ``output_dir``.
+    """
+    links = {"raw": Path(bids_dir), **{k: Path(v) for k, v in derivatives.items()}}
+    fits = _maps_by_fit(output_dir, subject)
+    if not fits:
+        raise MissingInputError(
+            f"no maps of sub-{subject} under {output_dir}; "
+            "run the participant level without --reports-only first"
+        )
+    contexts = []
+    for files in fits.values():
+        entities = files[0][1]
+        volume = files[0][0].name.endswith((".nii.gz", ".nii")) and not files[0][0].name.endswith(
+            ".dscalar.nii"
+        )
+        maps, surface, grid = _read_volume(files) if volume else _read_surface(files)
+        meta = _sidecar(files[0][0])
+        tr = meta.get("RepetitionTime")
+        names = list(meta.get("Runs") or [])
+        pre = dict(meta.get("Preprocessing") or {})
+        dummy = pre.get("DummyScans") or 0
+        contexts.append(
+            ReportContext(
+                subject=subject,
+                space=entities["space"],
+                maps=maps,
+                model=entities["model"],
+                session=entities.get("session"),
+                task=entities.get("task"),
+                den=entities.get("density"),
+                inputs=[str(resolve_uri(s, links, output_dir)) for s in meta.get("Sources") or []],
+                runs=[n.removeprefix(f"sub-{subject}_") for n in names],
+                tr=tr,
+                dummy_scans=max(dummy) if isinstance(dummy, list) and dummy else int(dummy or 0),
+                design=_design(meta, tr, links, output_dir),
+                fov_deg=(meta.get("Stimulus") or {}).get("FieldOfViewDeg"),
+                settings=dict(meta.get("FitSettings") or {}),
+                backend=dict(meta.get("Software") or {}),
+                timings=dict(meta.get("Timings") or {}),
+                surface=surface,
+                fmriprep_dir=links.get("fmriprep", Path(bids_dir) / "derivatives" / "fmriprep"),
+                r2_threshold=r2_threshold,
+                outputs=[p.relative_to(output_dir).as_posix() for p, _ in files],
+                dataset_dir=Path(bids_dir),
+                command=command,
+                preprocessing=pre,
+                run_inputs=_runs(Path(bids_dir), links, subject, entities, names),
+                volume=grid,
+            )
+        )
+    return contexts
