@@ -50,11 +50,11 @@ def test_options_reach_their_sections(tmp_path: Path) -> None:
     flt.write_text(json.dumps({"bold": {"acquisition": "mb4", "echo": None}}))
     config = configure(
         root, tmp_path / "out", "participant", "--participant-label", "sub-01", "02", "--run", "run-2",
-        "--derivatives", f"smooth={tmp_path}", "--bids-filter-file", flt, "--mem-gb", "3",
+        "--derivatives", f"smooth={tmp_path / 'smooth'}", "--bids-filter-file", flt, "--mem-gb", "3",
         "--confounds", "trans_*", "--model", "dog", "--random-seed", "7", "--no-report", "-w", "work",
     )  # fmt: skip
     assert config.inputs.participant_labels == ("01", "02") and config.inputs.runs == (2,)
-    assert config.inputs.derivatives == (("smooth", tmp_path),)
+    assert config.inputs.derivatives == (("smooth", tmp_path / "smooth"),)
     assert dict(config.inputs.bids_filter) == {"acquisition": "mb4", "echo": None}
     assert config.execution.mem_gb == 3.0 and not config.execution.mem_gb_auto
     assert config.execution.work_dir == Path("work").absolute()
@@ -68,12 +68,14 @@ def test_checks_before_anything_is_written(tmp_path: Path) -> None:
         configure(tmp_path / "empty", tmp_path / "out", "participant")
     configure(tmp_path / "empty", tmp_path / "out", "group")  # the group level reads output_dir only
     root = bids_root(tmp_path)
-    with pytest.raises(UsageError, match="output_dir must differ from bids_dir"):
+    with pytest.raises(UsageError, match="is bids_dir"):
         configure(root, root, "participant")
+    with pytest.raises(UsageError, match="inside the raw dataset"):
+        configure(root, root / "sub-01" / ".." / "code", "participant")
 
 
 def test_round_trip_through_json(tmp_path: Path) -> None:
-    options = ("--task", "bars", "--dummy-scans", "3", "--derivatives", str(tmp_path))
+    options = ("--task", "bars", "--dummy-scans", "3", "--derivatives", str(tmp_path / "fmriprep"))
     config = configure(bids_root(tmp_path), tmp_path / "out", "participant", *options)
     assert Config.from_dict(json.loads(json.dumps(config.to_dict()))) == config
 

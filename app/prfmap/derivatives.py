@@ -5,18 +5,15 @@ parameter in ``desc``, with BEP012's ``boldmap`` suffix, e.g.
 ``sub-01_task-bar_hemi-L_space-fsaverage5_model-gauss_desc-sigma_boldmap.func.gii``: every map has a
 distinct name for plain pybids, so no map is handed another map's sidecar. The time series of
 ``--save-predictions`` are ``desc-<model>prediction_bold`` and ``desc-preproc_bold``.
-Every file is written atomically, and a participant's whole output set is first written into a
-staging folder inside ``output_dir`` and moved into place only once all of it was written.
+Every file is written atomically; a participant's whole output set is published as one set by
+:mod:`prfmap.io.publish`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
-import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -235,43 +232,6 @@ def ensure_lines(path: Path, lines: Sequence[str]) -> None:
     missing = [line for line in lines if line not in present]
     if missing:
         write_text_atomic(path, "\n".join([*present, *missing]) + "\n")
-
-
-@contextlib.contextmanager
-def staging(output_dir: Path) -> Iterator[Path]:
-    """A private folder inside ``output_dir`` for writing a set of outputs before publishing.
-
-    Yields the folder; on exit it is removed, whatever was left in it. Use :func:`publish` to
-    move its files into place.
-    """
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    folder = output_dir / f".prfmap-staging-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    folder.mkdir()
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def publish(stage_dir: Path, output_dir: Path) -> list[Path]:
-    """Move every file under ``stage_dir`` to the same relative path under ``output_dir``.
-
-    Each move is an atomic ``os.replace`` on the same file system.
-
-    Returns
-    -------
-    list of Path
-        The published paths, in sorted order.
-    """
-    stage_dir, output_dir = Path(stage_dir), Path(output_dir)
-    published = []
-    for src in sorted(p for p in stage_dir.rglob("*") if p.is_file()):
-        dest = output_dir / src.relative_to(stage_dir)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(src, dest)
-        published.append(dest)
-    return published
 
 
 def bids_uri(path: str | Path, links: Mapping[str, Path]) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from enum import IntEnum
 
 
@@ -16,6 +18,8 @@ class ExitCode(IntEnum):
     USAGE = 64
     BAD_DATA = 65
     MISSING_INPUT = 66
+    CANNOT_WRITE = 73
+    BUSY = 75
 
 
 class PrfmapError(Exception):
@@ -62,3 +66,43 @@ class MissingInputError(PrfmapError):
 def one_line(message: BaseException | str) -> str:
     """A message (or an exception's) on one line, as every user-facing error is printed."""
     return " ".join(str(message).split())
+
+
+class OutputError(PrfmapError):
+    """An output or work file cannot be written: no space left, no permission, a read-only folder."""
+
+    exit_code = ExitCode.CANNOT_WRITE
+
+
+class BusyError(PrfmapError):
+    """Another prfmap run is processing the same participant into the same folder."""
+
+    exit_code = ExitCode.BUSY
+
+
+_WRITE_ERRNOS = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EROFS: "read-only file system",
+}
+
+
+def output_error(err: OSError) -> OutputError | None:
+    """The one-line :class:`OutputError` for a full disk or a permission problem, else None.
+
+    The message names the file and its folder (when the OS gave one) and what to do.
+    """
+    what = _WRITE_ERRNOS.get(err.errno or 0)
+    if what is None:
+        return None
+    path = err.filename
+    where = f" writing {path} (in {os.path.dirname(os.fspath(path)) or '.'})" if path else ""
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        hint = ("free space there, or give --work-dir a folder on a disk with room for the "
+                "checkpoints (and output_dir one for the maps and reports)")
+    else:
+        hint = ("make sure this user may write there (in a container, run it as yourself: "
+                "docker run -u \"$(id -u):$(id -g)\")")
+    return OutputError(f"{what}{where}; {hint}")

@@ -2,8 +2,9 @@
 
 Runs are grouped per (participant, session, task, space); both hemispheres of a surface space are
 fitted together. Runs that saw the same stimulus are averaged, different stimuli concatenated.
-Everything a participant produces is written into a staging folder and published only once all
-of it is complete; before that only log files exist.
+Everything a participant produces (maps, sidecars, series, report and figures) is written into a
+staging folder and published as one set, under the participant's lock (:mod:`prfmap.io.publish`);
+before that only log files exist.
 
 Each stage takes and returns frozen values, so a stage can be run (and tested) on its own:
 
@@ -20,6 +21,7 @@ import contextlib
 import dataclasses
 import logging
 import math
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -35,10 +37,8 @@ from prfmap.config import Config
 from prfmap.derivatives import (
     OutputKey,
     bids_uri,
-    publish,
     relative_link,
     source_datasets,
-    staging,
     write_dataset_files,
     write_map_files,
     write_series_files,
@@ -49,12 +49,13 @@ from prfmap.io.aperture import Aperture, load_aperture
 from prfmap.io.bids import find_runs
 from prfmap.io.bold import load_bold
 from prfmap.io.geometry import UnitGeometry, VolumeGeometry
+from prfmap.io.publish import COMMIT, new_staging, participant_lock, publish_participant, recover_staging
 from prfmap.io.runs import RunInput
 from prfmap.memory import chunk_units, engine_mem_gb, participant_need_gb
 from prfmap.preprocess import CombinedData, PreprocessedRun, combine_runs, preprocess_run, run_confounds
 from prfmap.progress import make_progress
 from prfmap.report.participant import ReportContext, SurfaceGeometry, write_participant_report
-from prfmap.signals import check_stop, stop_after_chunk
+from prfmap.signals import check_stop, stop_on_signal
 
 logger = logging.getLogger(__name__)
 
@@ -172,12 +173,14 @@ def run_participant_level(config: Config, command: Sequence[str] = ()) -> list[P
         logger.info(
             "memory budget %.1f GB (--mem-gb; default: half the available memory)", execution.mem_gb
         )
-    with stop_after_chunk(), _work_dir(execution.work_dir) as work_dir:
+    with stop_on_signal(how_to_resume(config), exit_deadline=True), _work_dir(execution.work_dir) as work_dir:
+        recover_staging(output_dir)
         runs = find_runs(config.inputs, work_dir=work_dir)
         written: list[Path] = []
         for subject in sorted({r.subject for r in runs}):
-            with _participant_log(output_dir, subject):
+            with _participant_log(output_dir, subject), participant_lock(output_dir, subject):
                 try:
+                    recover_staging(output_dir, subject)
                     mine = [r for r in runs if r.subject == subject]
                     written += run_participant(config, subject, mine, command)
                 except Exception as err:
@@ -201,15 +204,30 @@ def run_participant(
         fitted = [fit_group(load_group(plan, config, progress), config, progress) for plan in plans]
     check_stop("after fitting every chunk, before writing outputs", how_to_resume(config))
     output_dir = config.outputs.output_dir
-    start = time.perf_counter()
-    with staging(output_dir) as stage:
-        staged = [write_group(group, config, stage) for group in fitted]
-        published = publish(stage, output_dir)
+    logger.info("sub-%s: writing the outputs%s", subject, " and the report" if config.outputs.report else "")
+    stage = new_staging(output_dir, subject)
+    try:
+        published = _stage_and_publish(fitted, config, subject, stage, command)
+    except BaseException:
+        if not (stage / COMMIT).exists():  # nothing was published: the earlier set stands
+            shutil.rmtree(stage, ignore_errors=True)
+        raise
     links = config.inputs.dataset_links
     relative = {name: relative_link(path, output_dir) for name, path in links.items()}
     write_dataset_files(output_dir, source_datasets(links), relative)
+    logger.info("sub-%s: published %d files under %s", subject, len(published), output_dir)
+    remove_checkpoints(checkpoint_dir(config, subject))
+    return published
+
+
+def _stage_and_publish(
+    fitted: list[FittedGroup], config: Config, subject: str, stage: Path, command: Sequence[str]
+) -> list[Path]:
+    """Write every output and the report into ``stage``, then publish them as the participant's set."""
+    output_dir = config.outputs.output_dir
+    start = time.perf_counter()
+    staged = [write_group(group, config, stage) for group in fitted]
     write_seconds = time.perf_counter() - start
-    logger.info("sub-%s: wrote %d files under %s", subject, len(published), output_dir)
     if config.outputs.report:
         contexts = [
             report_context(
@@ -217,10 +235,37 @@ def run_participant(
             )
             for group, files in zip(fitted, staged, strict=True)
         ]
-        path = write_participant_report(output_dir, subject, contexts)
-        logger.info("sub-%s: report %s", subject, path)
-    remove_checkpoints(checkpoint_dir(config, subject))
-    return published
+        path = write_participant_report(stage, subject, contexts)
+        logger.info("sub-%s: report %s", subject, output_dir / path.relative_to(stage))
+    replaced = replaced_by([group.loaded.plan.key for group in fitted])
+    return publish_participant(stage, output_dir, subject, replaced=replaced, remove_page=True)
+
+
+def replaced_by(keys: Sequence[OutputKey]) -> Callable[[Path], bool]:
+    """Which earlier outputs a new set replaces: the files of its fits and the report's figures.
+
+    A file belongs to a fit when the entities of its name (all but hemi, desc and model) are the
+    fit's and its model (the ``model`` entity, or the ``desc-<model>prediction`` of a series) is the
+    fit's or none (``desc-preproc``); outputs of the participant's other fits (another task, space
+    or model) are kept.
+    """
+    fits = {_fit_entities(key.stem()) for key in keys}
+
+    def replaced(rel: Path) -> bool:
+        entities, model = _fit_entities(rel.name)
+        return "figures" in rel.parts or any(
+            entities == fit and model in (None, fit_model) for fit, fit_model in fits
+        )
+
+    return replaced
+
+
+def _fit_entities(name: str) -> tuple[frozenset[tuple[str, str]], str | None]:
+    """The entities of a file name that identify its fit, and its model."""
+    pairs = dict(part.split("-", 1) for part in name.split(".", 1)[0].split("_") if "-" in part)
+    desc = pairs.get("desc", "")
+    model = pairs.get("model") or (desc.removesuffix("prediction") if desc.endswith("prediction") else None)
+    return frozenset((k, v) for k, v in pairs.items() if k not in ("hemi", "param", "desc", "model")), model
 
 
 def plan_fits(runs: Sequence[RunInput], model: str) -> list[FitPlan]:

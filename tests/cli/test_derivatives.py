@@ -12,8 +12,6 @@ from prfmap.derivatives import (
     OutputKey,
     dataset_description,
     map_sidecar,
-    publish,
-    staging,
     write_dataset_files,
 )
 from prfmap.engine import catalog
@@ -117,21 +115,6 @@ def test_dataset_files(tmp_path: Path) -> None:
     first = (tmp_path / "dataset_description.json").read_text()
     write_dataset_files(tmp_path, [{"URL": "file:///other"}])
     assert (tmp_path / "dataset_description.json").read_text() == first
-
-
-def test_staging_publishes_all_or_nothing(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    with pytest.raises(RuntimeError), staging(out) as stage:
-        (stage / "sub-01" / "func").mkdir(parents=True)
-        (stage / "sub-01" / "func" / "a.txt").write_text("a")
-        raise RuntimeError("the writer failed half-way")
-    assert list(out.iterdir()) == []
-    with staging(out) as stage:
-        (stage / "sub-01" / "func").mkdir(parents=True)
-        (stage / "sub-01" / "func" / "a.txt").write_text("a")
-        published = publish(stage, out)
-    assert published == [out / "sub-01" / "func" / "a.txt"]
-    assert sorted(p.name for p in out.iterdir()) == ["sub-01"]
 
 
 def test_bids_uri_prefers_the_most_specific_dataset(tmp_path: Path) -> None:

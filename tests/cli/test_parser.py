@@ -171,7 +171,7 @@ def test_not_bids_exits_16_and_writes_nothing(tmp_path: Path, capsys) -> None:
 def test_output_dir_equal_to_bids_dir_is_a_usage_error(tmp_path: Path, capsys) -> None:
     (tmp_path / "dataset_description.json").write_text('{"Name": "x", "BIDSVersion": "1.9.0"}')
     assert main([str(tmp_path), str(tmp_path), "participant"]) == 64
-    assert "output_dir must differ" in capsys.readouterr().err
+    assert "is bids_dir" in capsys.readouterr().err
 
 
 @pytest.mark.slow

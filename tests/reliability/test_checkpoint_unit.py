@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from helpers import chunked_env
 from prfmap.checkpoint import fit_chunked
 from prfmap.memory import chunk_units, default_mem_gb, engine_mem_gb
-from prfmap.signals import StopRequested, check_stop, stop_after_chunk
+from prfmap.signals import StopRequested, check_stop, stop_on_signal
 
 KWARGS = {"model": "gauss", "refine": "none", "seed": 0}
 
@@ -63,33 +67,46 @@ def test_any_change_gives_a_new_key(problem, tmp_path: Path) -> None:
     assert len({p.parent for p in _chunks(tmp_path)}) == 4
 
 
-def test_stop_signal_ends_after_a_chunk(problem, tmp_path: Path) -> None:
+def test_stop_signal_ends_the_fit_at_once_keeping_saved_chunks(problem, tmp_path: Path) -> None:
     data, stim = problem
     calls = []
 
     def progress(stage: str, done: int, total: int) -> None:
-        if stage == "chunks":
-            calls.append(done)
-            if done == 1:
-                os.kill(os.getpid(), signal.SIGTERM)
+        calls.append((stage, done))
+        if stage == "chunks" and done == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
 
-    with stop_after_chunk(), pytest.raises(StopRequested) as info:
+    with stop_on_signal("run it again"), pytest.raises(StopRequested) as info:
         fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=KWARGS, progress=progress,
                     how_to_resume="run it again")  # fmt: skip
-    assert info.value.exit_code == 143 and calls == [1]
-    assert "stopped by SIGTERM after chunk 1 of 3" in str(info.value) and "run it again" in str(info.value)
+    assert info.value.exit_code == 143 and calls[-1] == ("chunks", 1)
+    assert "stopped by SIGTERM" in str(info.value) and "run it again" in str(info.value)
     assert len(_chunks(tmp_path)) == 1
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
-
-
-def test_second_signal_stops_at_once() -> None:
-    with stop_after_chunk():
-        os.kill(os.getpid(), signal.SIGINT)
-        check_stop  # noqa: B018 - the first signal only sets the flag
-        with pytest.raises(StopRequested) as info:
-            os.kill(os.getpid(), signal.SIGINT)
-        assert info.value.exit_code == 130
     check_stop("never", "nothing")  # outside the block no stop is pending
+
+
+STUCK = """
+import os, signal, sys, time
+from prfmap.signals import StopRequested, stop_on_signal
+with stop_on_signal("try again"):
+    try:
+        print(time.time(), flush=True)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(30)
+    except StopRequested:
+        time.sleep(30)  # a main thread that does not unwind: the watchdog ends the process
+"""
+
+
+def test_a_run_that_does_not_unwind_is_ended_within_the_grace_time() -> None:
+    proc = subprocess.run([sys.executable, "-c", STUCK], env=chunked_env(None), capture_output=True,
+                          text=True, timeout=60)
+    elapsed = time.time() - float(proc.stdout.split()[0])
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "prfmap: error: stopped by SIGINT while running; the chunks saved so far are kept; try again")
+    assert 1.5 <= elapsed < 2.0
 
 
 def test_memory_budgets(monkeypatch: pytest.MonkeyPatch) -> None:

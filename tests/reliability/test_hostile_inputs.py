@@ -100,6 +100,16 @@ def test_damaged_gifti(tmp_path_factory: pytest.TempPathFactory, data: st.DataOb
         assert out[0].ndim == 2 and out[0].dtype == np.float32
 
 
+def test_gifti_naming_an_unknown_encoding_is_bad_data(tmp_path: Path) -> None:
+    """A draw of test_damaged_gifti: an XML declaration with an unknown encoding (a LookupError)."""
+    paths = {h: tmp_path / f"sub-01_hemi-{h}_bold.func.gii" for h in "LR"}
+    paths["L"].write_bytes(GIFTI.replace(b'encoding="UTF-8"', b'encoding="UTF-z"', 1))
+    paths["R"].write_bytes(GIFTI)
+    with pytest.raises(PrfmapError) as info:
+        load_bold(run_input("gifti", paths))
+    assert info.value.exit_code == ExitCode.BAD_DATA and "hemi-L" in str(info.value)
+
+
 @FAST
 @given(st.data())
 def test_damaged_cifti(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:

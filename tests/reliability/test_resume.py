@@ -56,7 +56,7 @@ def test_changed_argument_ignores_old_checkpoints(t1w_dataset: Path, tmp_path: P
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_signal_stops_after_the_chunk_and_says_how_to_resume(
+def test_signal_stops_at_once_and_says_how_to_resume(
     t1w_dataset: Path, reference: tuple[Path, Path], tmp_path: Path, signum: int, code: int
 ) -> None:
     out, work = tmp_path / "out", tmp_path / "work"
@@ -68,7 +68,7 @@ def test_signal_stops_after_the_chunk_and_says_how_to_resume(
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in stderr, stderr
     name = signal.Signals(signum).name
-    assert f"stopped by {name} after chunk" in lines[0]
+    assert f"stopped by {name} while running; the chunks saved so far are kept" in lines[0]
     assert "run the same command again with the same --work-dir to resume" in lines[0]
     assert map_files(out) == []
     assert not list(out.glob(".prfmap-staging-*"))

@@ -49,17 +49,18 @@ def build_config(opts: Namespace) -> Config:
     NotBIDSError
         ``bids_dir`` is not a BIDS dataset (participant level).
     UsageError
-        ``output_dir`` equals ``bids_dir``.
+        ``output_dir`` or ``--work-dir`` in the datasets read (:func:`check_output_locations`).
     """
     bids_dir, output_dir = _absolute(opts.bids_dir), _absolute(opts.output_dir)
     participant = opts.analysis_level == "participant"
     if participant:
         bids_dir = bids_root(bids_dir)
-    if output_dir == bids_dir:
-        raise UsageError("output_dir must differ from bids_dir; use e.g. bids_dir/derivatives/prfmap")
+    derivatives = derivative_roots(bids_dir, opts.derivatives)
+    check_output_locations(bids_dir, output_dir, _absolute(opts.work_dir) if participant else None,
+                           [p for _, p in derivatives] if participant else [])
     inputs = InputsConfig(
         bids_dir=bids_dir,
-        derivatives=derivative_roots(bids_dir, opts.derivatives),
+        derivatives=derivatives,
         participant_labels=tuple(opts.participant_label or ()),
         session_labels=tuple(opts.session_label or ()),
         tasks=tuple(opts.task or ()),
@@ -110,3 +111,34 @@ def build_config(opts: Namespace) -> Config:
         ),
         execution=execution,
     )
+
+
+def check_output_locations(bids_dir: Path, output_dir: Path, work_dir: Path | None,
+                           derivatives: list[Path]) -> None:
+    """Refuse output and work folders in the datasets being read, with every path resolved first.
+
+    ``output_dir`` and ``work_dir`` may not be, or lie inside, ``bids_dir``'s raw tree or a
+    derivatives folder being read (``--derivatives``, else ``bids_dir/derivatives/fmriprep``);
+    ``bids_dir/derivatives/<anything else>`` is allowed.
+
+    Raises
+    ------
+    UsageError
+        Naming the option, where it resolves to, and the folder it would write into.
+    """
+    raw = bids_dir.resolve()
+    read = [Path(p).resolve() for p in derivatives]  # none at the group level: output_dir is read
+    for option, folder in (("output_dir", output_dir), ("--work-dir", work_dir)):
+        if folder is None:
+            continue
+        where = folder.resolve()
+        shown = f"{option} {folder}" + (f" (resolves to {where})" if where != folder else "")
+        if where == raw:
+            raise UsageError(f"{shown} is bids_dir; use e.g. {raw / 'derivatives' / 'prfmap'}")
+        for source in read:
+            if where == source or where.is_relative_to(source):
+                raise UsageError(f"{shown} lies inside the derivatives being read ({source}); "
+                                 f"use e.g. {raw / 'derivatives' / 'prfmap'}")
+        if where.is_relative_to(raw) and not where.is_relative_to(raw / "derivatives"):
+            raise UsageError(f"{shown} lies inside the raw dataset {raw}, which prfmap never writes "
+                             f"into; use a folder outside it or under {raw / 'derivatives'}")

@@ -16,9 +16,10 @@ from prfmap.cli.config import build_config
 from prfmap.cli.parser import build_parser
 from prfmap.config import Config, ExecutionConfig
 from prfmap.engine.backend import select_backend
-from prfmap.errors import ExitCode, PrfmapError, UsageError, one_line
+from prfmap.errors import ExitCode, PrfmapError, UsageError, one_line, output_error
 from prfmap.io.atomic import write_json_atomic
 from prfmap.io.validator import check_bids_dir
+from prfmap.signals import StopRequested
 
 logger = logging.getLogger("prfmap.cli.run")  # not __name__: "__main__" under python -m
 PACKAGE_LOGGER = logging.getLogger("prfmap")
@@ -58,18 +59,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PrfmapError as err:
         logger.debug("error", exc_info=True)
         _print_error(str(err))
+        if isinstance(err, StopRequested) and argv is None:
+            _leave_now(int(err.exit_code))
         return int(err.exit_code)
     except KeyboardInterrupt:
         _print_error("interrupted")
         return 130
+    except OSError as err:
+        mapped = output_error(err)
+        if mapped is None:
+            return _unexpected(err, log_file)
+        logger.debug("error", exc_info=True)
+        _print_error(str(mapped))
+        return int(mapped.exit_code)
     except Exception as err:
-        if not getattr(err, "prfmap_logged", False):
-            logger.error("unexpected failure", exc_info=True)
-        where = f"; the traceback is in {log_file}" if log_file else ""
-        _print_error(f"unexpected {type(err).__name__}: {err}{where}")
-        return int(ExitCode.UNEXPECTED)
+        return _unexpected(err, log_file)
     finally:
         _close_handlers()
+
+
+def _leave_now(code: int) -> None:
+    """End a stopped command at once: the frameworks' shutdown (joining their thread pools) can take
+    longer than the 2 s a stop signal is given, and everything worth keeping is already on disk."""
+    _close_handlers()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _unexpected(err: Exception, log_file: Path | None) -> int:
+    """Exit 1, the traceback in the log."""
+    if not getattr(err, "prfmap_logged", False):
+        logger.error("unexpected failure", exc_info=True)
+    where = f"; the traceback is in {log_file}" if log_file else ""
+    _print_error(f"unexpected {type(err).__name__}: {err}{where}")
+    return int(ExitCode.UNEXPECTED)
 
 
 def _run_level(config: Config, command: list[str]) -> None:

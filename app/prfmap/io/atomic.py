@@ -22,7 +22,8 @@ def atomic_path(path: str | os.PathLike[str], *, fsync: bool = False) -> Iterato
 
     The temporary name keeps the full file name as its ending (``.tmp-<id>-<name>``) so that
     writers choosing the format from the extension (nibabel) still do so. On an exception the
-    temporary file is removed and ``path`` is left untouched.
+    temporary file is removed and ``path`` is left untouched; an ``OSError`` without a file name
+    (a full disk seen by gzip or zipfile) gets ``path`` as its file name.
 
     Parameters
     ----------
@@ -46,6 +47,10 @@ def atomic_path(path: str | os.PathLike[str], *, fsync: bool = False) -> Iterato
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
         os.replace(tmp, final)
+    except OSError as err:
+        if err.filename is None:  # writers (gzip, zipfile, nibabel) often drop the file name
+            raise OSError(err.errno, err.strerror, str(final)) from err
+        raise
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -122,7 +123,13 @@ def _layout(bids_dir: Path, derivative_paths: list[Path], work_dir: Path | None)
         return BIDSLayout(
             bids_dir, validate=False, derivatives=[str(p) for p in derivative_paths], **kwargs
         )
-    except (ValueError, OSError) as err:
+    except Exception as err:  # noqa: BLE001 - sorted below: a full work disk, or an index failure
+        msg = one_line(err)
+        full = getattr(err, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "disk is full" in msg
+        if work_dir is not None and full:
+            raise OSError(errno.ENOSPC, "No space left on device", str(kwargs["database_path"])) from None
+        if not isinstance(err, (ValueError, OSError)):
+            raise
         raise MissingInputError(
             f"pybids cannot index {bids_dir} or its derivatives: {one_line(err)}"
         ) from None

@@ -25,7 +25,8 @@ from prfmap.io.runs import Kind, RunInput
 
 READ_ERRORS = (
     OSError, ValueError, EOFError, zlib.error, ExpatError, ImageFileError, HeaderDataError,
-    struct.error, KeyError, IndexError, TypeError, AttributeError, OverflowError,
+    struct.error, LookupError, TypeError, AttributeError, OverflowError,  # LookupError: KeyError,
+    # IndexError, and an XML header naming an unknown encoding
     Cifti2HeaderError, GiftiParseError,
 )
 
