@@ -52,6 +52,7 @@ def test_options_reach_their_sections(tmp_path: Path) -> None:
         root, tmp_path / "out", "participant", "--participant-label", "sub-01", "02", "--run", "run-2",
         "--derivatives", f"smooth={tmp_path / 'smooth'}", "--bids-filter-file", flt, "--mem-gb", "3",
         "--confounds", "trans_*", "--model", "dog", "--random-seed", "7", "--no-report", "-w", "work",
+        "--slice-time-ref", "start",
     )  # fmt: skip
     assert config.inputs.participant_labels == ("01", "02") and config.inputs.runs == (2,)
     assert config.inputs.derivatives == (("smooth", tmp_path / "smooth"),)
@@ -60,6 +61,7 @@ def test_options_reach_their_sections(tmp_path: Path) -> None:
     assert config.execution.work_dir == Path("work").absolute()
     assert config.preprocessing.confounds == ("trans_*",)
     assert (config.fit.model, config.fit.random_seed, config.outputs.report) == ("dog", 7, False)
+    assert config.fit.slice_time_ref == 0.0 and config.fit.engine_kwargs()["slice_time_ref"] == 0.0
 
 
 def test_checks_before_anything_is_written(tmp_path: Path) -> None:

@@ -7,12 +7,14 @@ import pytest
 
 from prfmap.errors import BadDataError, MissingInputError, UsageError
 from prfmap.preprocess import (
+    FrameRepair,
     PreprocessedRun,
     combine_runs,
     dct_basis,
     dummy_scans_from_confounds,
     preprocess_run,
     read_confounds,
+    repair_nonfinite,
     select_confounds,
 )
 
@@ -43,11 +45,62 @@ def test_percent_signal_change_and_drift_removal():
     assert res.data.dtype == np.float32 and res.data.shape == (5, n)
     q, _ = np.linalg.qr(np.column_stack([np.ones(n), dct_basis(n, tr, 0.01)]))
     expected = 2.0 * signal - q @ (q.T @ (2.0 * signal))
-    # first two units: same percent change whatever the scale; the drift is gone
+    # first two units: same percent change whatever the scale; the drift is gone; the unit with one
+    # NaN frame is repaired (interpolated) and counted, not dropped
     for u in (0, 1):
         np.testing.assert_allclose(res.data[u], expected, atol=0.01)
-    assert np.isnan(res.data[2:]).all()  # constant, NaN, negative mean
+    others = np.arange(n) != 10
+    assert np.abs(res.data[3] - expected)[others].max() < 0.05
+    assert abs(res.data[3, 10] - expected[10]) < 0.3  # one frame of a 2 % sine, interpolated
+    assert res.repair == FrameRepair(repaired_units=1, repaired_frames=1, most_frames=1)
+    assert np.isnan(res.data[[2, 4]]).all()  # constant, negative mean
     assert res.nuisance.shape == (n, dct_basis(n, tr, 0.01).shape[1])
+
+
+def _bold(n_units: int, n: int, tr: float, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(n) * tr
+    signal = 2.0 * np.sin(2 * np.pi * t / 24.0 + rng.uniform(0, 6, (n_units, 1)))
+    return 1000 * (1 + signal / 100) + rng.normal(0, 0.5, (n_units, n))
+
+
+def test_a_few_non_finite_frames_are_interpolated():
+    n, tr = 200, 1.5
+    data = _bold(4, n, tr)
+    broken = data.copy()
+    broken[0, [5, 60, 61, 199]] = np.nan  # 2 % of frames, a 2-frame gap, the last frame
+    broken[1, 0] = np.inf
+    broken[2, 100:102] = -np.inf
+    repaired, counts = repair_nonfinite(broken, tr)
+    assert np.isfinite(repaired).all()
+    assert counts == FrameRepair(repaired_units=3, repaired_frames=7, most_frames=4, refused_units=0)
+    np.testing.assert_allclose(repaired[0, 60], data[0, 59] + (data[0, 62] - data[0, 59]) / 3)
+    assert repaired[0, 199] == data[0, 198] and repaired[1, 0] == data[1, 1]  # ends: nearest value
+    np.testing.assert_array_equal(repaired[3], data[3])
+    clean, fixed = preprocess_run(data, tr).data, preprocess_run(broken, tr).data
+    touched = ~np.isfinite(broken)
+    assert np.isfinite(fixed).all() and np.abs(fixed - clean)[~touched].max() < 0.1
+    assert np.abs(fixed - clean)[touched].max() < 1.0  # a 2 % sine, interpolated over <= 4.5 s
+    message = preprocess_run(broken, tr).repair.message("run-1")
+    assert message == ("run-1: 3 unit(s) with non-finite frames repaired by linear interpolation "
+                       "(7 frame(s) in all, at most 4 in one unit)")
+
+
+def test_units_with_too_many_non_finite_frames_are_refused_and_counted():
+    n, tr = 200, 1.5
+    data = _bold(5, n, tr)
+    data[0, ::15] = np.nan  # 14 frames: 7 % > 5 %
+    data[1, 50:54] = np.nan  # 4 consecutive frames: 6 s > 4 s
+    data[2, 50:52] = np.nan  # 2 consecutive frames (3 s): repaired
+    data[3] = np.nan  # no signal at all: neither repaired nor refused
+    res = preprocess_run(data, tr)
+    assert np.isnan(res.data[[0, 1, 3]]).all() and np.isfinite(res.data[[2, 4]]).all()
+    assert res.repair == FrameRepair(repaired_units=1, repaired_frames=2, most_frames=2, refused_units=2)
+    assert "2 unit(s) refused (NaN in every map): more than 5% of their frames non-finite or a gap " \
+           "over 4 s" in res.repair.message("run-2")
+    # the gap limit is in seconds: at a TR of 1 s, four frames are a 4-s gap and are repaired
+    assert repair_nonfinite(data[1:2], 1.0)[1].repaired_units == 1
+    assert preprocess_run(_bold(2, n, tr), tr).repair.message("run-3") is None
 
 
 def test_dummy_scans_and_confounds():

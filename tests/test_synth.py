@@ -14,6 +14,7 @@ from prfmap.io.bids import find_inputs
 from prfmap.io.bold import load_bold
 from prfmap.preprocess import dummy_scans_from_confounds, preprocess_run, read_confounds
 from prfmap.synth import (
+    CLEAN,
     SynthConfig,
     bar_apertures,
     gaussian_overlap,
@@ -21,6 +22,7 @@ from prfmap.synth import (
     load_truth,
     make_synthetic_dataset,
 )
+from prfmap.synth_model import unit_kernels
 
 
 def test_bar_apertures_follow_the_screen_convention():
@@ -108,11 +110,11 @@ def test_fsaverage5_prfs_sit_on_the_occipital_pole(small_sets):
     # left hemisphere maps the right visual field and vice versa
     assert (truth["x"][:n_left][left] > 0).mean() > 0.95
     assert (truth["x"][n_left:][right] < 0).mean() > 0.95
-    # eccentricity grows away from the pole
+    # eccentricity grows away from the pole (the centre of the ten most foveal vertices)
     for part, sl in (("left", slice(0, n_left)), ("right", slice(n_left, None))):
         xyz = mesh.parts[part].coordinates[mask[sl]]
         ecc = truth["eccentricity"][sl][mask[sl]]
-        dist = np.linalg.norm(xyz - xyz[np.argmin(ecc)], axis=1)
+        dist = np.linalg.norm(xyz - xyz[np.argsort(ecc)[:10]].mean(axis=0), axis=1)
         assert np.corrcoef(dist, ecc)[0, 1] > 0.5
     # the medial wall carries no signal: NaN rows after preprocessing
     run = find_inputs(small_sets["fsaverage5"])[0]
@@ -120,6 +122,25 @@ def test_fsaverage5_prfs_sit_on_the_occipital_pole(small_sets):
     pre = preprocess_run(data, run.tr)
     empty = np.isnan(pre.data).all(axis=1)
     assert 500 < empty.sum() < 2000 and not (empty & mask).any()
+
+
+def nilearn_kernel(tr: float, delay: float, dispersion: float, sample_time: float,
+                   n_taps: int) -> np.ndarray:
+    """A unit's per-TR kernel computed numerically from nilearn's two-gamma HRF (the independent
+    reference of the synth's exact gamma-CDF kernels): the HRF on a fine grid, convolved with a
+    one-TR boxcar, read at ``m TR + sample_time``."""
+    from nilearn.glm.first_level.hemodynamic_models import _gamma_difference_hrf
+
+    hrf = _gamma_difference_hrf(tr, oversampling=50, delay=delay, undershoot=16.0 + delay - 6.0,
+                                dispersion=dispersion)
+    boxcar = np.zeros((n_taps + 1) * 50)
+    boxcar[:50] = 1.0
+    fine = np.convolve(boxcar, hrf)[: len(boxcar)]
+    return fine[int(round(sample_time / tr * 50)) :: 50][:n_taps]
+
+
+def _projected(values: np.ndarray, q: np.ndarray) -> np.ndarray:
+    return values - (values @ q) @ q.T
 
 
 def test_fsnative_surfaces_are_the_participants_own(small_sets):
@@ -157,17 +178,19 @@ def test_fslr_prfs_sit_in_early_visual_cortex(small_sets):
             mask = truth["mask"][slc]
             inside.append(np.isin(labels[hemi][model.vertex[mask]], (1, 2, 3)))
     inside = np.concatenate(inside)
-    assert inside.size == 300 and inside.mean() > 0.8  # V1-V3 of HCP-MMP1.0
+    # 150 pRF vertices per hemisphere, less the default 10 % without a pRF
+    assert 240 <= inside.size <= 300 and inside.mean() > 0.8  # V1-V3 of HCP-MMP1.0
 
 
-def test_noise_free_data_is_the_forward_model(tmp_path):
+def test_clean_noise_free_data_is_the_canonical_forward_model(tmp_path):
     root = tmp_path / "bids"
-    cfg = SynthConfig(space="T1w", small=True, runs=1, noise=0.0)
-    make_synthetic_dataset(root, cfg)
+    make_synthetic_dataset(root, SynthConfig(space="T1w", small=True, runs=1, noise=0.0, **CLEAN))
     run = find_inputs(root)[0]
     data, _ = load_bold(run)
     truth = load_truth(root)
     m = truth["mask"]
+    np.testing.assert_allclose(truth["sampletime"][m], run.tr / 2)
+    np.testing.assert_allclose(truth["hrfdelay"][m], 6.0)
     design = load_aperture(run.stim_file, tr=run.tr).design
     overlap = gaussian_overlap(design, 20.0, truth["x"][m], truth["y"][m], truth["sigma"][m])
     kernel = hrf_kernel(run.tr)
@@ -176,12 +199,85 @@ def test_noise_free_data_is_the_forward_model(tmp_path):
     q, _ = np.linalg.qr(np.column_stack([np.ones(design.shape[0]),
                                          preprocess_run(data[:1], run.tr, high_pass_hz=0.02)
                                          .nuisance]))
-    expected -= (expected @ q) @ q.T
+    expected = _projected(expected, q)
     r = [np.corrcoef(a, b)[0, 1] for a, b in zip(pre, expected, strict=True)]
     assert np.min(r) > 0.97
     # amplitude: regression slope of the data on the unit-amplitude prediction
     slope = np.sum(pre * expected, axis=1) / np.sum(expected**2, axis=1)
     np.testing.assert_allclose(slope, truth["amplitude"][m], rtol=0.05)
+
+
+def test_realistic_responses_follow_each_units_hrf_and_slice_time(tmp_path):
+    root = tmp_path / "bids"
+    make_synthetic_dataset(root, SynthConfig(space="T1w", small=True, runs=1, noise=0.0, drift=0.0))
+    run = find_inputs(root)[0]
+    data, _ = load_bold(run)
+    truth = load_truth(root)
+    m = truth["mask"]
+    # every unit carries its own HRF and is sampled at its own slice's time (interleaved slices)
+    assert np.ptp(truth["hrfdelay"][m]) > 1.5 and np.ptp(truth["hrfdispersion"][m]) > 0.3
+    assert len(np.unique(truth["sampletime"][m])) > 3 and np.ptp(truth["sampletime"][m]) > run.tr / 2
+    assert truth["noise"].sum() > 0 and not (truth["noise"] & m).any()
+    design = load_aperture(run.stim_file, tr=run.tr).design
+    overlap = gaussian_overlap(design, 20.0, truth["x"][m], truth["y"][m], truth["sigma"][m])
+    n = design.shape[0]
+    expected = np.stack([
+        np.convolve(o, nilearn_kernel(run.tr, d, w, t, 24))[:n]
+        for o, d, w, t in zip(overlap, truth["hrfdelay"][m], truth["hrfdispersion"][m],
+                              truth["sampletime"][m], strict=True)
+    ])
+    psc = data[m] / data[m].mean(axis=1, keepdims=True) * 100 - 100
+    q = np.ones((n, 1)) / np.sqrt(n)
+    expected, psc = _projected(expected, q), _projected(psc.astype(np.float64), q)
+    r = [np.corrcoef(a, b)[0, 1] for a, b in zip(psc, expected, strict=True)]
+    assert np.min(r) > 0.999
+    slope = np.sum(psc * expected, axis=1) / np.sum(expected**2, axis=1)
+    np.testing.assert_allclose(slope, truth["amplitude"][m], rtol=0.01)
+
+
+def test_unit_kernels_match_nilearn_and_integrate_to_one():
+    rng = np.random.default_rng(0)
+    for tr in (0.8, 1.5, 2.0):
+        delay, disp = rng.uniform(5, 7, 4), rng.uniform(0.8, 1.2, 4)
+        times = rng.uniform(0, tr, 4)
+        exact = unit_kernels(tr, times, delay, disp)
+        assert np.all(np.abs(exact.sum(axis=1) - 1) < 1e-3)
+        for row, d, w, t in zip(exact, delay, disp, times, strict=True):
+            reference = nilearn_kernel(tr, d, w, t, len(row))
+            assert np.abs(row - reference).max() < 2e-3 * max(tr, 1.0)
+    # a later sample sees the response later: the kernel's centre of mass moves by the offset
+    early, late = unit_kernels(1.0, np.array([0.0, 0.9]), np.full(2, 6.0), np.ones(2))
+    taps = np.arange(len(early))
+    assert abs((early @ taps - late @ taps) - 0.9) < 0.02
+
+
+def test_sidecars_say_how_volumes_sample_time(tmp_path):
+    expected = {
+        "uncorrected": (True, {"SliceTimingCorrected": False}),
+        "corrected": (True, {"SliceTimingCorrected": True, "StartTime": 0.675}),
+        "start": (False, {"SliceTimingCorrected": False}),
+        "middle": (False, {"SliceTimingCorrected": True, "StartTime": 0.75}),
+    }
+    for mode, (with_slices, derivative) in expected.items():
+        root = make_synthetic_dataset(tmp_path / mode, SynthConfig(
+            space="T1w", small=True, runs=1, slice_timing=mode))
+        raw = json.loads((root / "sub-01/func/sub-01_task-prf_run-1_bold.json").read_text())
+        prep = json.loads(next((root / "derivatives/fmriprep/sub-01/func").glob(
+            "*_desc-preproc_bold.json")).read_text())
+        assert {k: prep[k] for k in derivative} == derivative
+        assert ("StartTime" in prep) == ("StartTime" in derivative)
+        assert ("SliceTiming" in raw) == with_slices
+        raw_bold = nib.load(root / "sub-01/func/sub-01_task-prf_run-1_bold.nii.gz")
+        if with_slices:  # one raw slice per SliceTiming entry, all within the TR
+            assert len(raw["SliceTiming"]) == raw_bold.shape[2] == 10
+            assert max(raw["SliceTiming"]) < raw["RepetitionTime"]
+        truth = load_truth(root)
+        times = truth["sampletime"][truth["mask"]]
+        if mode == "uncorrected":
+            gap = np.abs(times[:, None] - np.asarray(raw["SliceTiming"])[None, :]).min(axis=1)
+            assert gap.max() < 1e-6 and len(np.unique(times)) > 3
+        else:
+            np.testing.assert_allclose(times, derivative.get("StartTime", 0.0), atol=1e-6)
 
 
 def test_seed_reproducible_and_dummy_scans(tmp_path):
@@ -231,12 +327,23 @@ def test_cli_writes_a_dataset_and_rejects_bad_options(tmp_path, capsys):
     events = (out / "sub-01/func/sub-01_task-prf_run-1_events.tsv").read_text()
     assert "stim_file" in events and "bars.nii.gz" in events
     sidecar = json.loads((out / "sub-01/func/sub-01_task-prf_run-1_bold.json").read_text())
-    assert sidecar == {"RepetitionTime": 1.5, "TaskName": "prf"}
+    assert sidecar["RepetitionTime"] == 1.5 and sidecar["TaskName"] == "prf"
+    assert len(sidecar["SliceTiming"]) == 10  # uncorrected by default: one time per slice
+    truth = json.loads((out / "derivatives/prfsynth/truth.json").read_text())["Settings"]
+    assert truth["slice_timing"] == "uncorrected" and truth["hrf_delay_jitter"] == 1.0
+    clean = tmp_path / "clean"
+    assert main([str(clean), "--space", "T1w", "--small", "--runs", "1", "--clean",
+                 "--hrf-delay-jitter", "0.5"]) == 0
+    truth = json.loads((clean / "derivatives/prfsynth/truth.json").read_text())["Settings"]
+    assert {k: truth[k] for k in CLEAN} == CLEAN  # --clean wins over the options it sets
     for argv, match in (
         ([str(out)], "not empty"),
         ([str(tmp_path / "x"), "--space", "fsaverage"], "invalid choice"),
         ([str(tmp_path / "x"), "--noise", "-1"], "zero or a positive number"),
         ([str(tmp_path / "x"), "--runs", "0"], "positive integer"),
+        ([str(tmp_path / "x"), "--slice-timing", "late"], "invalid choice"),
+        ([str(tmp_path / "x"), "--noise-fraction", "1.5"], "must lie in [0, 1]"),
+        ([str(tmp_path / "x"), "--hrf-dispersion-jitter", "1"], "must lie in [0, 1)"),
     ):
         with pytest.raises(SystemExit) as info:
             main(argv)

@@ -15,6 +15,7 @@ from prfmap.cli.parser import build_parser
 from prfmap.config import Config
 from prfmap.errors import BadDataError, MissingInputError
 from prfmap.io.bids import find_runs
+from prfmap.io.timing import SliceTimeReference
 from prfmap.synth import SynthConfig, load_truth, make_synthetic_dataset
 from prfmap.workflow import (
     FitPlan,
@@ -104,7 +105,7 @@ def test_fit_write_and_report_stages(bids: Path, plan: FitPlan, tmp_path: Path) 
     n_units = loaded.geometry.n_units
     assert fitted.result.params["sigma"].shape == fitted.result.r2.shape == (n_units,)
     assert fitted.result.predictions.shape == loaded.combined.data.shape
-    assert set(fitted.timings) == {"load", "fit"} and fitted.loaded is loaded
+    assert set(fitted.timings) == {"load", "fit", "cross_validation"} and fitted.loaded is loaded
     assert list(checkpoint_dir(config, "01").glob(f"{plan.name}/*/chunk-*.npz"))
     assert how_to_resume(config).endswith("with the same --work-dir to resume from the saved chunks")
 
@@ -119,6 +120,10 @@ def test_fit_write_and_report_stages(bids: Path, plan: FitPlan, tmp_path: Path) 
     assert sidecar["Preprocessing"]["DummyScans"] == [DUMMY, DUMMY]
     assert sidecar["RandomSeed"] == 0 and sidecar["Runs"] == [r.name for r in plan.runs]
     assert sidecar["Sources"][0].startswith("bids:fmriprep:sub-01/func/")
+    # the slice-time reference used is recorded in every sidecar and in the report's settings
+    used = loaded.slice_time.fraction
+    assert sidecar["FitSettings"]["slice_time_ref"] == pytest.approx(used)
+    assert sidecar["SliceTimeReference"] == loaded.slice_time.describe(loaded.tr)
 
     published = [out / p.relative_to(stage) for p in files]
     context = report_context(fitted, published, 0.25, config)
@@ -127,3 +132,62 @@ def test_fit_write_and_report_stages(bids: Path, plan: FitPlan, tmp_path: Path) 
     assert context.outputs[0].startswith("sub-01/func/")
     assert context.fmriprep_dir == config.inputs.fmriprep_dir
     np.testing.assert_array_equal(context.maps["r2"], fitted.result.r2)
+    assert context.settings["slice_time_reference"]["Fraction"] == pytest.approx(used)
+
+
+def test_the_slice_time_reference_comes_from_the_sidecars(bids: Path, plan: FitPlan, tmp_path: Path) -> None:
+    # prfmap-synth's default: sampled per slice, SliceTiming in the raw sidecars, not corrected
+    raw = json.loads((bids / "sub-01/func/sub-01_task-prf_run-1_bold.json").read_text())
+    slice_timing = raw["SliceTiming"]
+    loaded = load_group(plan, configure(bids, tmp_path / "a"), no_progress)
+    assert loaded.slice_time.rule == "slice_timing_mean"
+    assert loaded.slice_time.fraction == pytest.approx(np.mean(slice_timing) / 1.5)
+    loaded = load_group(plan, configure(bids, tmp_path / "b", "--slice-time-ref", "middle"), no_progress)
+    assert (loaded.slice_time.rule, loaded.slice_time.fraction) == ("option", 0.5)
+    # runs whose sidecars disagree are not averaged under one reference
+    other = dataclasses.replace(plan.runs[1], slice_time=SliceTimeReference(0.0, "no_information"))
+    mixed = FitPlan(plan.key, (plan.runs[0], other))
+    with pytest.raises(BadDataError, match="imply different slice-time references .* --slice-time-ref"):
+        load_group(mixed, configure(bids, tmp_path / "c"), no_progress)
+    assert load_group(mixed, configure(bids, tmp_path / "d", "--slice-time-ref", "0.2"),
+                      no_progress).slice_time.fraction == 0.2
+
+
+@pytest.mark.parametrize(("mode", "fraction", "rule"), [
+    ("start", 0.0, "no_information"), ("middle", 0.5, "start_time"),
+])
+def test_each_sampling_gets_its_reference_without_options(tmp_path: Path, mode: str, fraction: float,
+                                                          rule: str) -> None:
+    """Data sampled at the TR start (SliceTimingCorrected false, no SliceTiming) and data with
+    StartTime = TR/2: the selected reference, with no option given."""
+    root = make_synthetic_dataset(tmp_path / "bids", SynthConfig(space="T1w", small=True, runs=1,
+                                                                 slice_timing=mode))
+    config = configure(root, tmp_path / "out")
+    (plan,) = plan_fits(find_runs(config.inputs, work_dir=tmp_path / "work"), "gauss")
+    loaded = load_group(plan, config, no_progress)
+    assert (loaded.slice_time.fraction, loaded.slice_time.rule) == (fraction, rule)
+
+
+def test_non_finite_frames_are_repaired_or_refused_never_dropped_silently(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = make_synthetic_dataset(tmp_path / "bids", SynthConfig(space="T1w", small=True, runs=1))
+    bold = next((root / "derivatives/fmriprep/sub-01/func").glob("*_desc-preproc_bold.nii.gz"))
+    img = nib.load(bold)
+    data = np.asarray(img.dataobj, dtype=np.float32)
+    mask = np.asarray(nib.load(next(bold.parent.glob("*_desc-brain_mask.nii.gz"))).dataobj) > 0
+    voxels = np.argwhere(mask)[:3]
+    data[tuple(voxels[0])][[10, 40]] = np.nan  # two frames: repaired
+    data[tuple(voxels[1])][20] = np.inf  # one frame: repaired
+    data[tuple(voxels[2])][::10] = np.nan  # 10 % of the frames: refused
+    nib.save(nib.Nifti1Image(data, img.affine, img.header), bold)
+    config = configure(root, tmp_path / "out")
+    (plan,) = plan_fits(find_runs(config.inputs, work_dir=tmp_path / "work"), "gauss")
+    with caplog.at_level("WARNING", logger="prfmap"):
+        loaded = load_group(plan, config, no_progress)
+    expected = ("sub-01_task-prf_run-1: 2 unit(s) with non-finite frames repaired by linear "
+                "interpolation (3 frame(s) in all, at most 2 in one unit); 1 unit(s) refused (NaN in "
+                "every map): more than 5% of their frames non-finite or a gap over 4 s")
+    assert expected in caplog.text and loaded.warnings == (expected,)
+    rows = np.isnan(loaded.combined.data).all(axis=1)
+    assert rows[:3].tolist() == [False, False, True]

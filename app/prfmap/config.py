@@ -129,6 +129,10 @@ class FitConfig:
         Also fit the HRF's derivative and dispersion weights.
     random_seed : int
         Seed of every random choice of the fit.
+    slice_time_ref : float or None
+        Where within each TR the volumes sample the signal, as a fraction of the TR
+        (``--slice-time-ref``); None reads it from each run's sidecars
+        (:mod:`prfmap.io.timing`).
     """
 
     model: str = "gauss"
@@ -136,16 +140,21 @@ class FitConfig:
     refine_r2_min: float = 0.1
     fit_hrf: bool = False
     random_seed: int = 0
+    slice_time_ref: float | None = None
 
     def engine_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`prfmap.engine.fit_prf` that this section sets."""
-        return {
+        """Keyword arguments of :func:`prfmap.engine.fit_prf` that this section sets
+        (``slice_time_ref`` only when given: otherwise the workflow reads it per run)."""
+        kwargs: dict[str, Any] = {
             "model": self.model,
             "refine": self.refine,
             "refine_r2_min": self.refine_r2_min,
             "fit_hrf": self.fit_hrf,
             "seed": self.random_seed,
         }
+        if self.slice_time_ref is not None:
+            kwargs["slice_time_ref"] = self.slice_time_ref
+        return kwargs
 
 
 @dataclass(frozen=True)
@@ -160,14 +169,24 @@ class OutputsConfig:
         Also write the model time series and the preprocessed data.
     report : bool
         Write the HTML reports.
+    reports_only : bool
+        Rebuild the participant reports from the maps already written, without fitting.
     r2_threshold : float
         Variance-explained threshold of the maps shown in the reports (and of the group maps).
+    cvr2 : bool
+        With two or more runs, cross-validate (leave one run out) and write ``cvr2`` maps.
+    threshold_on : {"r2", "cvr2"}
+        The map ``r2_threshold`` applies to at the group level: variance explained in the
+        fitted data, or in held-out runs.
     """
 
     output_dir: Path
     save_predictions: bool = False
     report: bool = True
     r2_threshold: float = 0.1
+    cvr2: bool = True
+    threshold_on: str = "r2"
+    reports_only: bool = False
 
     @property
     def keep_predictions(self) -> bool:

@@ -36,9 +36,13 @@ STATISTICS = {
     "r2": ("mean", "1", "mean variance explained over all participants with a finite r2"),
 }
 COUNT_DESCRIPTION = (
-    "participants contributing at the vertex: finite maps and r2 >= threshold (a participant "
+    "participants contributing at the vertex: finite maps and {on} >= threshold (a participant "
     "with several sessions is first combined over them with the same statistics)"
 )
+THRESHOLD_MAPS = ("r2", "cvr2")
+"""What the group level may threshold on: r2 (the fitted data) or cvr2 (held-out runs)."""
+CVR2_STATISTIC = ("mean", "1", "mean cross-validated variance explained over all participants with a "
+                  "finite cvr2")
 
 
 @dataclass(frozen=True)
@@ -170,16 +174,21 @@ def find_participant_maps(
     return list(found.values())
 
 
-def combine(stacks: dict[str, np.ndarray], r2_threshold: float) -> dict[str, np.ndarray]:
+def combine(
+    stacks: dict[str, np.ndarray], r2_threshold: float, threshold_on: str = "r2"
+) -> dict[str, np.ndarray]:
     """Combine (participants, vertices) maps into group maps.
 
     Parameters
     ----------
     stacks : dict of str to ndarray
-        ``polarangle``, ``eccentricity``, ``sigma`` and ``r2``, each (participants, vertices).
+        ``polarangle``, ``eccentricity``, ``sigma`` and ``r2`` (and ``cvr2`` to threshold on
+        it), each (participants, vertices).
     r2_threshold : float
-        A participant contributes at a vertex when its r² there is at least this and its
-        polar angle, eccentricity and sigma are finite.
+        A participant contributes at a vertex when its ``threshold_on`` map there is at least
+        this and its polar angle, eccentricity and sigma are finite.
+    threshold_on : {"r2", "cvr2"}
+        The variance explained the threshold applies to; with ``cvr2`` its mean is returned too.
 
     Returns
     -------
@@ -188,8 +197,8 @@ def combine(stacks: dict[str, np.ndarray], r2_threshold: float) -> dict[str, np.
         (medians), ``r2`` (mean over participants with a finite r², thresholded or not) and
         ``count`` (contributing participants); NaN where nobody contributes.
     """
-    r2 = stacks["r2"]
-    ok = np.isfinite(r2) & (r2 >= r2_threshold)
+    on = stacks[threshold_on]
+    ok = np.isfinite(on) & (on >= r2_threshold)
     for label in ("polarangle", "eccentricity", "sigma"):
         ok &= np.isfinite(stacks[label])
     count = ok.sum(axis=0)
@@ -203,12 +212,18 @@ def combine(stacks: dict[str, np.ndarray], r2_threshold: float) -> dict[str, np.
         med = np.full(masked.shape[1], np.nan)
         med[some] = np.nanmedian(masked[:, some], axis=0)
         out[label] = med
-    finite = np.isfinite(r2)
-    n_r2 = finite.sum(axis=0)
-    total = np.where(finite, r2, 0.0).sum(axis=0)
-    out["r2"] = np.where(n_r2 > 0, total / np.maximum(n_r2, 1), np.nan)
+    for label in ("r2", "cvr2") if threshold_on == "cvr2" else ("r2",):
+        finite = np.isfinite(stacks[label])
+        n_finite = finite.sum(axis=0)
+        total = np.where(finite, stacks[label], 0.0).sum(axis=0)
+        out[label] = np.where(n_finite > 0, total / np.maximum(n_finite, 1), np.nan)
     out["count"] = count.astype(np.float64)
     return out
+
+
+def _statistics(threshold_on: str) -> dict[str, tuple[str, str, str]]:
+    """The group maps written: :data:`STATISTICS`, and the mean cvr2 when thresholding on it."""
+    return {**STATISTICS, "cvr2": CVR2_STATISTIC} if threshold_on == "cvr2" else dict(STATISTICS)
 
 
 def _spaces_message(sets: list[ParticipantMaps], subjects: list[str]) -> str:
@@ -237,6 +252,11 @@ def _stack(sets: list[ParticipantMaps], label: str, hemi: str) -> np.ndarray:
     arrays = []
     for s in sets:
         values = s.maps.get(label, {}).get(hemi)
+        if values is None and label == "cvr2":
+            raise BadDataError(
+                f"sub-{s.key.subject} has no cvr2 map in {s.fit} (it needs two or more runs and "
+                "no --no-cvr2 at the participant level); threshold on r2 (--threshold-on r2)"
+            )
         if values is None:
             raise BadDataError(
                 f"sub-{s.key.subject} has no {label} map for hemisphere {hemi} in "
@@ -251,17 +271,19 @@ def _stack(sets: list[ParticipantMaps], label: str, hemi: str) -> np.ndarray:
 
 
 def _per_subject(
-    stacks: dict[str, np.ndarray], members: list[ParticipantMaps], r2_threshold: float
+    stacks: dict[str, np.ndarray], members: list[ParticipantMaps], r2_threshold: float,
+    threshold_on: str = "r2",
 ) -> dict[str, np.ndarray]:
     """Combine the sessions of each participant first, so each counts once."""
     subjects = [m.key.subject for m in members]
     if len(set(subjects)) == len(subjects):
         return stacks
-    rows: dict[str, list[np.ndarray]] = {label: [] for label in STATISTICS}
+    labels = _statistics(threshold_on)
+    rows: dict[str, list[np.ndarray]] = {label: [] for label in labels}
     for subject in dict.fromkeys(subjects):
         idx = [i for i, s in enumerate(subjects) if s == subject]
-        combined = combine({k: v[idx] for k, v in stacks.items()}, r2_threshold)
-        for label in STATISTICS:
+        combined = combine({k: v[idx] for k, v in stacks.items()}, r2_threshold, threshold_on)
+        for label in labels:
             rows[label].append(combined[label])
     return {label: np.stack(values) for label, values in rows.items()}
 
@@ -276,6 +298,7 @@ class GroupResult:
     files: list[Path]
     r2_threshold: float
     fov_deg: float | None = None
+    threshold_on: str = "r2"
 
 
 def run_group(
@@ -284,6 +307,7 @@ def run_group(
     participant_labels: Sequence[str] | None = None,
     r2_threshold: float = 0.1,
     report: bool = True,
+    threshold_on: str = "r2",
 ) -> list[GroupResult]:
     """Write group maps of every fit that all participants share in a template space.
 
@@ -294,9 +318,13 @@ def run_group(
     participant_labels : sequence of str, optional
         Only these participants; default: every participant with maps.
     r2_threshold : float
-        A participant contributes at a vertex when its r² there is at least this.
+        A participant contributes at a vertex when its ``threshold_on`` map there is at least this.
     report : bool
         Also write ``<output_dir>/group.html``.
+    threshold_on : {"r2", "cvr2"}
+        Threshold the variance explained in the fitted data (``r2``) or in held-out runs
+        (``cvr2``: every participant needs ``cvr2`` maps, i.e. two or more runs; its mean is
+        written too).
 
     Returns
     -------
@@ -342,6 +370,7 @@ def run_group(
             sorted(members, key=lambda m: (m.key.subject, m.key.session or "")),
             subjects,
             r2_threshold,
+            threshold_on,
         )
         for fit, members in sorted(shared.items(), key=lambda item: str(item[0]))
     ]
@@ -386,11 +415,14 @@ def _write_fit(
     members: list[ParticipantMaps],
     subjects: list[str],
     r2_threshold: float,
+    threshold_on: str = "r2",
 ) -> GroupResult:
+    statistics = _statistics(threshold_on)
     per_hemi = {}
     for hemi in HEMIS:
-        stacks = {label: _stack(members, label, hemi) for label in STATISTICS}
-        per_hemi[hemi] = combine(_per_subject(stacks, members, r2_threshold), r2_threshold)
+        stacks = {label: _stack(members, label, hemi) for label in statistics}
+        stacks = _per_subject(stacks, members, r2_threshold, threshold_on)
+        per_hemi[hemi] = combine(stacks, r2_threshold, threshold_on)
     geometry = GiftiGeometry(hemis={h: per_hemi[h]["count"].size for h in HEMIS})
     key = members[0].key
     if key.den in CIFTI_MESH_DENSITY:  # CIFTI grayordinates are written as GIFTI on their mesh
@@ -400,8 +432,8 @@ def _write_fit(
     fov = max(fovs) if fovs else None
     sources = [f"bids::{p.relative_to(output_dir).as_posix()}" for m in members for p in m.files]
     written: list[Path] = []
-    outputs = [(label, label, *STATISTICS[label]) for label in STATISTICS]
-    outputs.append(("count", None, "count", "1", COUNT_DESCRIPTION))
+    outputs = [(label, label, *statistics[label]) for label in statistics]
+    outputs.append(("count", None, "count", "1", COUNT_DESCRIPTION.format(on=threshold_on)))
     for label, param, stat, units, description in outputs:
         values = np.concatenate([per_hemi[h][label] for h in HEMIS])
         names = {h: _group_name(key, h, param or "count", stat) for h in HEMIS}
@@ -423,6 +455,7 @@ def _write_fit(
                     "Density": fit.den,
                     "Model": fit.model,
                     "R2Threshold": r2_threshold,
+                    "ThresholdOn": threshold_on,
                     "StimulusFieldOfViewDeg": fov,
                     "Participants": [f"sub-{s}" for s in subjects],
                     "Sources": sources,
@@ -433,4 +466,4 @@ def _write_fit(
             )
             written.append(path)
     logger.info("group maps of %s written for %d participants", fit, len(subjects))
-    return GroupResult(fit, subjects, per_hemi, written, r2_threshold, fov)
+    return GroupResult(fit, subjects, per_hemi, written, r2_threshold, fov, threshold_on)

@@ -2,8 +2,13 @@
 validation tool.
 
 The forward model is plain numpy, independent of the engine: an isotropic Gaussian pRF's overlap
-with a bar-sweep aperture, convolved with nilearn's SPM HRF sampled 50 times per TR, sampled at
-the middle of each TR (fMRIPrep's slice-timing reference), plus a slow drift and AR(1) noise.
+with a bar-sweep aperture, convolved with each unit's own SPM two-gamma HRF (delay and dispersion
+vary across units) integrated over each TR and read at the unit's sample time (its slice's
+acquisition time, or the slice-timing correction's reference, as the sidecars say), plus slow
+drifts and noise (AR(1), aliased physiological cycles, a global fluctuation; :mod:`prfmap.synth_model`).
+Units without a pRF (``noise`` in the ground truth) carry the drifts and noise alone.
+``CLEAN`` gives the earlier, idealised data: one canonical HRF, every volume sampled mid-TR,
+AR(1) noise only, every unit of the mapped region with a pRF.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import nibabel as nib
 import numpy as np
@@ -22,13 +28,43 @@ from nilearn.glm.first_level.hemodynamic_models import spm_hrf
 from prfmap import __version__
 from prfmap.io.atomic import atomic_path, write_json_atomic, write_text_atomic
 from prfmap.io.geometry import CiftiGeometry, GiftiGeometry, UnitGeometry, VolumeGeometry
+from prfmap.synth_model import (
+    AR1,
+    HRF_DELAY,
+    NOISE_MODELS,
+    Acquisition,
+    ar1_noise,
+    convolve_units,
+    drift,
+    interleaved_slice_timing,
+    realistic_noise,
+    slice_of,
+    unit_kernels,
+    unit_noise_levels,
+)
 from prfmap.synth_surfaces import fslr_cortex, native_hemispheres, prf_region, write_native_anat
 
 SPACES = ("fsaverage5", "fsLR", "T1w", "fsnative")
 DEFAULT_NOISE = 0.5
 HRF_OVERSAMPLING = 50
-AR1 = 0.3
-TRUTH_LABELS = ("x", "y", "sigma", "amplitude", "baseline", "polarangle", "eccentricity")
+SLICE_TIMINGS = ("uncorrected", "corrected", "start", "middle")
+"""How volumes sample time (``SynthConfig.slice_timing``): ``uncorrected``: each unit at its
+slice's acquisition time, raw sidecars list ``SliceTiming`` and fMRIPrep's say
+``SliceTimingCorrected: false``; ``corrected``: every unit at fMRIPrep's slice-timing reference
+(``StartTime`` = first + ``slice_time_ref`` × (last - first) slice time), ``SliceTimingCorrected:
+true``; ``start``: every unit at the start of its TR, no ``SliceTiming``, ``SliceTimingCorrected:
+false`` (what simulators write); ``middle``: every unit at TR/2, ``SliceTimingCorrected: true``,
+``StartTime`` = TR/2, no ``SliceTiming`` (the earlier synthetic data)."""
+SURFACE_SLICES = 36
+"""Slices of the simulated acquisition for surface spaces (volumes: one per voxel along z)."""
+CLEAN = {"hrf_delay_jitter": 0.0, "hrf_dispersion_jitter": 0.0, "slice_timing": "middle",
+         "noise_model": "ar1", "noise_fraction": 0.0}
+"""``SynthConfig(**CLEAN)`` (``prfmap-synth --clean``): the earlier, idealised data."""
+TRUTH_LABELS = ("x", "y", "sigma", "amplitude", "baseline", "polarangle", "eccentricity",
+                "hrfdelay", "hrfdispersion", "sampletime")
+TRUTH_MASKS = {"mask": "prf", "noise": "noise"}
+"""Ground-truth masks (``load_truth`` key → ``desc`` label): units with a pRF; units with signal
+but no pRF (drifts and noise only)."""
 FMRIPREP_BIDSIGNORE = (
     "*.html", "logs/", "figures/", "*_xfm.*", "*.surf.gii", "*_boldref.nii.gz",
     "*_bold.func.gii", "*_mixing.tsv", "*_AROMAnoiseICs.csv", "*_timeseries.tsv",
@@ -38,8 +74,9 @@ FMRIPREP_BIDSIGNORE = (
 CIFTI series and the fsnative surface shapes (sulcal depth) the current validator does not know
 either, with their sidecars."""
 TRUTH_BIDSIGNORE = ("*_boldmap.*", "*_mask.func.gii", "truth.json")
-RAW_BOLD_SHAPE = (2, 2, 2)
-"""Voxels of the raw BOLD stand-ins: the raw dataset is valid BIDS; prfmap reads derivatives."""
+RAW_BOLD_SHAPE = (2, 2)
+"""Voxels per slice of the raw BOLD stand-ins (one plane per acquisition slice, so that
+``SliceTiming`` matches them): the raw dataset is valid BIDS; prfmap reads derivatives."""
 SPHERE_URI = "https://templateflow.s3.amazonaws.com/tpl-fsaverage/tpl-fsaverage_hemi-{}_den-10k_sphere.surf.gii"
 # bar directions (degrees, direction of motion; 0 = rightwards, 90 = upwards)
 BAR_DIRECTIONS = (0, 225, 90, 315, 180, 45, 270, 135)
@@ -73,6 +110,27 @@ class SynthConfig:
         Non-steady-state volumes at the start of each run (flagged in the confounds).
     task : str
         Task label.
+    slice_timing : str
+        When volumes sample time, and what the sidecars say (:data:`SLICE_TIMINGS`).
+    slice_time_ref : float
+        For ``slice_timing="corrected"``: fMRIPrep's ``--slice-time-ref``, the fraction of the
+        slice acquisition range the data were corrected to.
+    hrf_delay_jitter : float
+        Each pRF unit's HRF peak (and undershoot) delay is SPM's plus a shift drawn uniformly in
+        [-jitter, +jitter] seconds.
+    hrf_dispersion_jitter : float
+        Each pRF unit's peak dispersion is drawn uniformly in [1 - jitter, 1 + jitter].
+    noise_model : {"realistic", "ar1"}
+        ``realistic``: per-unit noise levels spread log-normally around ``noise``, each the sum of
+        AR(1) noise, aliased respiration and cardiac cycles and a global fluctuation;
+        ``ar1``: AR(1) noise of standard deviation ``noise`` everywhere.
+    noise_fraction : float
+        Fraction of the units inside the mapped region that carry no pRF (noise only).
+    drift : float
+        Scale of the slow drifts (1: a linear trend of sd 0.7 % and a half cosine of sd 0.5 %).
+    noise_runs : int
+        The last ``noise_runs`` runs carry no pRF responses (drifts and noise only): a
+        validation case for cross-validated r².
     """
 
     subjects: int = 1
@@ -85,11 +143,32 @@ class SynthConfig:
     fov_deg: float = 20.0
     dummy_scans: int = 0
     task: str = "prf"
+    slice_timing: str = "uncorrected"
+    slice_time_ref: float = 0.5
+    hrf_delay_jitter: float = 1.0
+    hrf_dispersion_jitter: float = 0.2
+    noise_model: str = "realistic"
+    noise_fraction: float = 0.1
+    drift: float = 1.0
+    noise_runs: int = 0
 
     n_pixels: int = 0
     n_steps: int = 0
     n_blank: int = 0
     bar_width_deg: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.slice_timing not in SLICE_TIMINGS:
+            raise ValueError(f"slice_timing must be one of {SLICE_TIMINGS}, got {self.slice_timing!r}")
+        if self.noise_model not in NOISE_MODELS:
+            raise ValueError(f"noise_model must be one of {NOISE_MODELS}, got {self.noise_model!r}")
+        for name in ("slice_time_ref", "noise_fraction"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
+        if not 0 <= self.noise_runs <= self.runs:
+            raise ValueError(f"noise_runs must lie in [0, runs], got {self.noise_runs}")
+        if not 0 <= self.hrf_dispersion_jitter < 1 or self.hrf_delay_jitter < 0 or self.drift < 0:
+            raise ValueError("hrf_delay_jitter and drift must be >= 0, hrf_dispersion_jitter in [0, 1)")
 
     @property
     def aperture_px(self) -> int:
@@ -114,20 +193,23 @@ class SynthConfig:
 
 @dataclass
 class Layout:
-    """Units of one participant and the pRFs among them.
+    """Units of one participant, the pRFs among them and how the acquisition samples them.
 
     Attributes
     ----------
     geometry : UnitGeometry
         How units lie in the output format.
     params : dict
-        Label → (units,) ground truth (NaN where no pRF).
+        Label → (units,) ground truth (NaN where no pRF): x, y, sigma, amplitude and the HRF's
+        ``hrf_delay`` (s) and ``hrf_dispersion``.
     prf : ndarray of bool
         Units with a pRF.
     empty : ndarray of bool
         Units with no signal at all (medial wall), written as zeros.
     s0 : ndarray
         Mean raw intensity of each unit.
+    slices : ndarray of int
+        The acquisition slice of each unit (0 = lowest).
     anat : dict, optional
         fsnative: hemisphere → the participant's surfaces (``synth_surfaces.NativeHemisphere``).
     """
@@ -137,7 +219,66 @@ class Layout:
     prf: np.ndarray
     empty: np.ndarray
     s0: np.ndarray
+    slices: np.ndarray
     anat: dict | None = None
+
+    @property
+    def noise(self) -> np.ndarray:
+        """Units with signal but no pRF: drifts and noise only."""
+        return ~self.prf & ~self.empty
+
+    @property
+    def n_slices(self) -> int:
+        """Slices of the simulated acquisition."""
+        return int(self.slices.max()) + 1 if self.slices.size else 1
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The acquisition timing of a dataset and what its sidecars say about it.
+
+    Attributes
+    ----------
+    slice_timing : ndarray or None
+        ``SliceTiming`` of the raw sidecars (s, per slice), None when they give none.
+    corrected : bool
+        ``SliceTimingCorrected`` of the preprocessed BOLD's sidecars.
+    start_time : float or None
+        ``StartTime`` of the preprocessed BOLD's sidecars (s), when corrected.
+    """
+
+    slice_timing: np.ndarray | None
+    corrected: bool
+    start_time: float | None
+
+    def sample_times(self, slices: np.ndarray) -> np.ndarray:
+        """(units,) time within the TR at which each unit's volumes sample the signal, seconds."""
+        if self.start_time is not None:
+            return np.full(slices.shape, self.start_time)
+        if self.slice_timing is None:
+            return np.zeros(slices.shape)
+        return self.slice_timing[slices]
+
+    def derivative_sidecar(self) -> dict[str, Any]:
+        """What fMRIPrep's BOLD sidecars say about slice timing."""
+        meta: dict[str, Any] = {"SliceTimingCorrected": self.corrected}
+        if self.start_time is not None:
+            meta["StartTime"] = self.start_time
+        return meta
+
+
+def acquisition_timing(config: SynthConfig, n_slices: int) -> Timing:
+    """The slice timing ``config.slice_timing`` describes, for ``n_slices`` slices."""
+    times = interleaved_slice_timing(n_slices, config.tr)
+    mode = config.slice_timing
+    if mode == "uncorrected":
+        return Timing(times, False, None)
+    if mode == "corrected":
+        start = float(times.min() + config.slice_time_ref * (times.max() - times.min()))
+        return Timing(times, True, round(start, 6))
+    if mode == "start":
+        return Timing(None, False, None)
+    return Timing(None, True, config.tr / 2)
 
 
 def pixel_coordinates(fov_deg: float, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -172,11 +313,22 @@ def bar_apertures(config: SynthConfig) -> np.ndarray:
     return np.concatenate(frames, axis=0)
 
 
-def hrf_kernel(tr: float, n_taps: int | None = None) -> np.ndarray:
-    """Response of a mid-TR sample to a unit stimulus shown for one TR, m TRs earlier.
+def hrf_kernel(tr: float, n_taps: int | None = None, sample_time: float | None = None) -> np.ndarray:
+    """Response of a volume to a unit stimulus shown for one TR, m TRs earlier, computed
+    numerically from nilearn's canonical SPM HRF: the independent check of
+    :func:`prfmap.synth_model.unit_kernels` (and of the engine's kernels).
 
     nilearn's SPM HRF (unit sum) sampled at ``tr / 50`` is convolved with a one-TR boxcar on
-    that fine grid and read at ``(m + 0.5) tr``.
+    that fine grid and read at ``m tr + sample_time``.
+
+    Parameters
+    ----------
+    tr : float
+        Repetition time, seconds.
+    n_taps : int, optional
+        Kernel length in TRs.
+    sample_time : float, optional
+        When within its TR a volume samples the response (default TR/2).
 
     Returns
     -------
@@ -185,10 +337,11 @@ def hrf_kernel(tr: float, n_taps: int | None = None) -> np.ndarray:
     """
     hrf = spm_hrf(tr, oversampling=HRF_OVERSAMPLING)
     n_taps = n_taps or int(np.ceil(len(hrf) / HRF_OVERSAMPLING)) + 2
-    boxcar = np.zeros(n_taps * HRF_OVERSAMPLING)
+    offset = int(round((tr / 2 if sample_time is None else sample_time) / tr * HRF_OVERSAMPLING))
+    boxcar = np.zeros((n_taps + 1) * HRF_OVERSAMPLING)
     boxcar[:HRF_OVERSAMPLING] = 1.0
-    fine = np.convolve(boxcar, hrf)[: n_taps * HRF_OVERSAMPLING]
-    return fine[HRF_OVERSAMPLING // 2 :: HRF_OVERSAMPLING][:n_taps]
+    fine = np.convolve(boxcar, hrf)[: len(boxcar)]
+    return fine[offset :: HRF_OVERSAMPLING][:n_taps]
 
 
 def gaussian_overlap(
@@ -211,15 +364,6 @@ def gaussian_overlap(
         d2 = (px.ravel()[None] - x[sl, None]) ** 2 + (py.ravel()[None] - y[sl, None]) ** 2
         g = np.exp(-d2 / (2 * sigma[sl, None] ** 2)) * area / (2 * np.pi * sigma[sl, None] ** 2)
         out[sl] = g @ flat.T
-    return out
-
-
-def convolve(neural: np.ndarray, kernel: np.ndarray) -> np.ndarray:
-    """Causal convolution of (units, frames) with a per-TR kernel, truncated to the frames."""
-    n = neural.shape[1]
-    out = np.zeros_like(neural)
-    for m, k in enumerate(kernel[:n]):
-        out[:, m:] += k * neural[:, : n - m]
     return out
 
 
@@ -291,7 +435,7 @@ def _gifti_layout(
     parts: list[tuple[np.ndarray, np.ndarray]],
 ) -> tuple[UnitGeometry, dict, np.ndarray, np.ndarray]:
     """pRFs on the occipital pole of left and right (pial, fsaverage-registered sphere) meshes."""
-    u_all, v_all, sign_all, prf_all, empty_all = [], [], [], [], []
+    u_all, v_all, sign_all, prf_all, empty_all, z_all = [], [], [], [], [], []
     for (pial, sphere), sign in zip(parts, (-1.0, 1.0), strict=True):
         u, v = _occipital_coordinates(pial, sphere, sign)
         medial = (sign * pial[:, 0] < 8) & (pial[:, 1] > -45) & (pial[:, 1] < 25) & (
@@ -303,9 +447,10 @@ def _gifti_layout(
         sign_all.append(np.full(len(u), -sign))
         prf_all.append(prf)
         empty_all.append(medial)
+        z_all.append(pial[:, 2])
     geom = GiftiGeometry(hemis={"L": len(u_all[0]), "R": len(u_all[1])})
     coords = {"u": np.concatenate(u_all), "v": np.concatenate(v_all),
-              "sign": np.concatenate(sign_all)}
+              "sign": np.concatenate(sign_all), "z": np.concatenate(z_all)}
     return geom, coords, np.concatenate(prf_all), np.concatenate(empty_all)
 
 
@@ -357,7 +502,8 @@ def _volume_layout(small: bool) -> tuple[UnitGeometry, dict, np.ndarray, np.ndar
     posterior = inside[:, 1] < -0.45
     side = np.sign(inside[:, 0])
     prf = posterior & (np.abs(inside[:, 0]) > 0.05) & (np.abs(inside[:, 2]) < 0.6)
-    coords = {"u": (inside[:, 1] + 1) / 0.55, "v": inside[:, 2] / 0.6, "sign": -side}
+    coords = {"u": (inside[:, 1] + 1) / 0.55, "v": inside[:, 2] / 0.6, "sign": -side,
+              "z": ijk[mask.ravel(), 2]}
     header = nib.Nifti1Header()
     header.set_qform(affine, code=1)
     header.set_sform(affine, code=1)
@@ -366,7 +512,7 @@ def _volume_layout(small: bool) -> tuple[UnitGeometry, dict, np.ndarray, np.ndar
 
 
 def make_layout(config: SynthConfig, rng: np.random.Generator) -> Layout:
-    """Units and ground-truth pRFs of one participant in ``config.space``."""
+    """Units, ground-truth pRFs and HRFs, and acquisition slices of one participant."""
     if config.space == "fsaverage5":
         geom, coords, prf, empty = _fsaverage5_layout(rng)
     elif config.space == "fsLR":
@@ -379,19 +525,36 @@ def make_layout(config: SynthConfig, rng: np.random.Generator) -> Layout:
     else:
         raise ValueError(f"space must be one of {SPACES}, got {config.space!r}")
     n = geom.n_units
-    params = {k: np.full(n, np.nan) for k in ("x", "y", "sigma", "amplitude")}
+    prf = prf & (rng.uniform(size=n) >= config.noise_fraction)
+    params = {k: np.full(n, np.nan) for k in ("x", "y", "sigma", "amplitude", "hrf_delay",
+                                              "hrf_dispersion")}
     jitter = {k: coords[k][prf] + rng.normal(0, 0.01, prf.sum()) for k in ("u", "v")}
     for k, val in retinotopy(jitter["u"], jitter["v"], coords["sign"][prf], rng).items():
         params[k][prf] = val
+    d, w = config.hrf_delay_jitter, config.hrf_dispersion_jitter
+    params["hrf_delay"][prf] = HRF_DELAY + rng.uniform(-d, d, prf.sum())
+    params["hrf_dispersion"][prf] = 1.0 + rng.uniform(-w, w, prf.sum())
     s0 = rng.uniform(600, 1200, n)
     s0[empty] = 0.0
-    return Layout(geom, params, prf, empty, s0, anat if config.space == "fsnative" else None)
+    if "z" in coords:
+        n_slices = len(np.unique(coords["z"])) if config.space == "T1w" else SURFACE_SLICES
+        slices = slice_of(coords["z"], n_slices)
+    else:  # no anatomy (fsLR's block of grayordinates): slices drawn at random
+        slices = rng.integers(0, SURFACE_SLICES, n)
+    return Layout(geom, params, prf, empty, s0, slices, anat if config.space == "fsnative" else None)
 
 
 def simulate_run(
-    layout: Layout, design: np.ndarray, config: SynthConfig, rng: np.random.Generator
+    layout: Layout, design: np.ndarray, config: SynthConfig, rng: np.random.Generator,
+    respond: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Raw BOLD of one run and the noise-free percent-signal-change response of each unit.
+
+    Parameters
+    ----------
+    respond : bool
+        False: the run carries drifts and noise only (a run of pure noise), though the response
+        it would have had is returned all the same.
 
     Returns
     -------
@@ -402,22 +565,24 @@ def simulate_run(
     """
     n_frames = design.shape[0]
     n_units = layout.geometry.n_units
+    timing = acquisition_timing(config, layout.n_slices)
+    acquisition = Acquisition(config.tr, timing.sample_times(layout.slices))
     response = np.zeros((n_units, n_frames))
     p = layout.params
     idx = np.flatnonzero(layout.prf)
     overlap = gaussian_overlap(design, config.fov_deg, p["x"][idx], p["y"][idx], p["sigma"][idx])
-    response[idx] = p["amplitude"][idx, None] * convolve(overlap, hrf_kernel(config.tr))
+    kernels = unit_kernels(config.tr, acquisition.sample_time[idx], p["hrf_delay"][idx],
+                           p["hrf_dispersion"][idx])
+    response[idx] = p["amplitude"][idx, None] * convolve_units(overlap, kernels)
     n_vol = n_frames + config.dummy_scans
-    t = np.arange(n_vol) / max(n_vol - 1, 1)
-    drift = (rng.normal(0, 0.7, (n_units, 1)) * (t - 0.5)
-             + rng.normal(0, 0.5, (n_units, 1)) * np.cos(np.pi * t))
-    innovations = rng.normal(0, config.noise * np.sqrt(1 - AR1**2), (n_units, n_vol))
-    noise = np.empty_like(innovations)
-    noise[:, 0] = rng.normal(0, config.noise, n_units)
-    for k in range(1, n_vol):
-        noise[:, k] = AR1 * noise[:, k - 1] + innovations[:, k]
-    signal = drift + noise
-    signal[:, config.dummy_scans :] += response
+    levels = unit_noise_levels(n_units, config.noise, config.noise_model, rng)
+    if config.noise_model == "ar1":
+        noise = ar1_noise(levels, n_vol, rng)
+    else:
+        noise = realistic_noise(levels, acquisition, n_vol, rng)
+    signal = drift(n_units, n_vol, config.drift, rng) + noise
+    if respond:
+        signal[:, config.dummy_scans :] += response
     if config.dummy_scans:
         signal[:, : config.dummy_scans] += 30.0 * np.exp(-np.arange(config.dummy_scans))
     bold = layout.s0[:, None] * (1 + signal / 100)
@@ -454,7 +619,8 @@ def _write_bold(
     rng: np.random.Generator,
 ) -> list[Path]:
     geom = layout.geometry
-    meta = {"RepetitionTime": config.tr, "SliceTimingCorrected": True, "StartTime": config.tr / 2}
+    timing = acquisition_timing(config, layout.n_slices)
+    meta = {"RepetitionTime": config.tr, **timing.derivative_sidecar()}
     if isinstance(geom, GiftiGeometry):
         paths = geom.write_series(
             bold, lambda h: func / f"{stem}_hemi-{h}_space-{config.space}_bold.func.gii", config.tr
@@ -505,16 +671,16 @@ def _write_truth(layout: Layout, truth: dict[str, np.ndarray], config: SynthConf
     geom = layout.geometry
     prefix, space = _truth_entities(sub, config)
     meta = {"Description": "prfmap-synth ground truth"}
-    mask = layout.prf.astype(np.float32)
+    masks = {"mask": layout.prf.astype(np.float32), "noise": layout.noise.astype(np.float32)}
     if isinstance(geom, CiftiGeometry):
-        maps = {**truth, "mask": mask}
         path = func / f"{prefix}_{space}_model-gauss_boldmap.dscalar.nii"
-        return geom.write_maps(maps, lambda h: path, meta)
+        return geom.write_maps({**truth, **masks}, lambda h: path, meta)
     written: list[Path] = []
     for label, values in truth.items():
         path_for = _truth_path(func, prefix, space, f"model-gauss_desc-{label}_boldmap")
         written += geom.write_maps({label: values}, path_for, meta)
-    written += geom.write_maps({"mask": mask}, _truth_path(func, prefix, space, "desc-prf_mask"))
+    for key, desc in TRUTH_MASKS.items():
+        written += geom.write_maps({key: masks[key]}, _truth_path(func, prefix, space, f"desc-{desc}_mask"))
     return written
 
 
@@ -558,20 +724,7 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
         "Synthetic stand-in for fMRIPrep outputs, written by prfmap-synth", root))
     write_json_atomic(truth_dir / "dataset_description.json", _deriv_description(
         "prfsynth ground truth", "Ground-truth pRF parameters of the synthetic dataset", root))
-    write_json_atomic(truth_dir / "truth.json", {
-        "Settings": asdict(config),
-        "Model": "gauss",
-        "Units": {"x": "deg", "y": "deg", "sigma": "deg", "amplitude": "percent",
-                  "baseline": "percent", "polarangle": "deg", "eccentricity": "deg"},
-        "ForwardModel": (
-            "bold = S0 * (1 + (response + drift + noise) / 100); response = amplitude * "
-            "(HRF * overlap)(t) sampled at mid-TR; overlap = fraction of the Gaussian's volume "
-            "inside the aperture; HRF = nilearn spm_hrf, unit integral, oversampled 50x; "
-            "amplitude and baseline stored relative to the noise-free run mean"
-        ),
-        "NoiseAR1": AR1,
-        "PolarAngleConvention": "atan2(y, x), 0 = right horizontal meridian, counter-clockwise",
-    })
+    write_json_atomic(truth_dir / "truth.json", _truth_description(config))
     for s in range(1, config.subjects + 1):
         sub = f"{s:02d}"
         layout = make_layout(config, rng)
@@ -582,15 +735,18 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
         mean_response = None
         for run in range(1, config.runs + 1):
             stem = _bold_name(sub, config, run)
-            bold, response = simulate_run(layout, design, config, rng)
+            respond = run <= config.runs - config.noise_runs
+            bold, response = simulate_run(layout, design, config, rng, respond=respond)
             mean_response = response
-            _write_raw_run(raw_func, stem, config, design.shape[0])
-            _write_raw_bold(raw_func / f"{stem}_bold.nii.gz", config, bold.shape[1], rng)
+            timing = acquisition_timing(config, layout.n_slices)
+            _write_raw_run(raw_func, stem, config, design.shape[0], timing)
+            _write_raw_bold(raw_func / f"{stem}_bold.nii.gz", config, bold.shape[1],
+                            layout.n_slices, rng)
             _write_bold(layout, bold, config, der_func, stem, rng)
             write_text_atomic(der_func / f"{stem}_desc-confounds_timeseries.tsv",
                               _confounds(bold, config, rng))
         assert mean_response is not None
-        _write_truth(layout, _truth_maps(layout, mean_response), config,
+        _write_truth(layout, _truth_maps(layout, mean_response, config), config,
                      truth_dir / f"sub-{sub}" / "func", sub)
         _write_spatial_references(layout, fmriprep, sub, truth_dir / f"sub-{sub}" / "func")
     write_text_atomic(fmriprep / ".bidsignore", "\n".join(FMRIPREP_BIDSIGNORE) + "\n")
@@ -598,15 +754,43 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
     return root
 
 
-def _truth_maps(layout: Layout, response: np.ndarray) -> dict[str, np.ndarray]:
+def _truth_description(config: SynthConfig) -> dict[str, Any]:
+    """``truth.json``: the settings, units and forward model of the ground truth."""
+    return {
+        "Settings": asdict(config),
+        "Model": "gauss",
+        "Units": {"x": "deg", "y": "deg", "sigma": "deg", "amplitude": "percent",
+                  "baseline": "percent", "polarangle": "deg", "eccentricity": "deg",
+                  "hrfdelay": "s", "hrfdispersion": "1", "sampletime": "s"},
+        "ForwardModel": (
+            "bold = S0 * (1 + (response + drift + noise) / 100); response = amplitude * "
+            "(HRF * overlap)(t), the HRF integrated over each TR and read at the unit's sample "
+            "time (sampletime: its slice's acquisition time, or the slice-timing correction's "
+            "StartTime); overlap = fraction of the Gaussian's volume inside the aperture; HRF = "
+            "SPM two-gamma of unit integral with peak delay hrfdelay (undershoot delay moved "
+            "alike) and peak dispersion hrfdispersion; amplitude and baseline stored relative to "
+            "the noise-free run mean; noise units (desc-noise_mask) carry drift and noise only"
+        ),
+        "NoiseModel": config.noise_model,
+        "NoiseAR1": AR1,
+        "PolarAngleConvention": "atan2(y, x), 0 = right horizontal meridian, counter-clockwise",
+    }
+
+
+def _truth_maps(layout: Layout, response: np.ndarray, config: SynthConfig) -> dict[str, np.ndarray]:
     p = layout.params
     scale = 1.0 / (1.0 + response.mean(axis=1) / 100)
+    timing = acquisition_timing(config, layout.n_slices)
+    signal = ~layout.empty
     truth = {
         "x": p["x"], "y": p["y"], "sigma": p["sigma"],
         "amplitude": p["amplitude"] * scale,
         "baseline": np.where(layout.prf, 100 * (scale - 1), np.nan),
         "polarangle": np.degrees(np.arctan2(p["y"], p["x"])),
         "eccentricity": np.hypot(p["x"], p["y"]),
+        "hrfdelay": p["hrf_delay"],
+        "hrfdispersion": p["hrf_dispersion"],
+        "sampletime": np.where(signal, timing.sample_times(layout.slices), np.nan),
     }
     return {k: np.asarray(v, dtype=np.float32) for k, v in truth.items()}
 
@@ -655,22 +839,25 @@ def _write_raw_top(root: Path, config: SynthConfig, design: np.ndarray) -> None:
     })
 
 
-def _write_raw_run(func: Path, stem: str, config: SynthConfig, n_frames: int) -> None:
+def _write_raw_run(func: Path, stem: str, config: SynthConfig, n_frames: int, timing: Timing) -> None:
     onset = config.dummy_scans * config.tr
     write_text_atomic(
         func / f"{stem}_events.tsv",
         "onset\tduration\ttrial_type\tstim_file\n"
         f"{onset:g}\t{n_frames * config.tr:g}\tbars\tbars.nii.gz\n",
     )
-    write_json_atomic(func / f"{stem}_bold.json",
-                {"RepetitionTime": config.tr, "TaskName": config.task})
+    meta: dict[str, Any] = {"RepetitionTime": config.tr, "TaskName": config.task}
+    if timing.slice_timing is not None:
+        meta["SliceTiming"] = [float(t) for t in timing.slice_timing]
+    write_json_atomic(func / f"{stem}_bold.json", meta)
 
 
-def _write_raw_bold(path: Path, config: SynthConfig, n_volumes: int,
+def _write_raw_bold(path: Path, config: SynthConfig, n_volumes: int, n_slices: int,
                     rng: np.random.Generator) -> None:
-    """A raw BOLD stand-in of a few voxels with the run's volumes and TR (prfmap reads the
-    fMRIPrep-like derivatives, but a BIDS dataset has the raw data its sidecars describe)."""
-    data = rng.normal(1000, 10, (*RAW_BOLD_SHAPE, n_volumes)).astype(np.int16)
+    """A raw BOLD stand-in of a few voxels per slice with the run's volumes and TR (prfmap reads
+    the fMRIPrep-like derivatives, but a BIDS dataset has the raw data its sidecars describe)."""
+    shape = (*RAW_BOLD_SHAPE, n_slices)
+    data = (1000 + rng.integers(-2, 3, (*shape, n_volumes))).astype(np.int16)
     img = nib.Nifti1Image(data, np.diag([3.0, 3.0, 3.0, 1.0]))
     img.header.set_xyzt_units("mm", "sec")
     img.header.set_zooms((3.0, 3.0, 3.0, config.tr))
@@ -704,10 +891,12 @@ def _write_spatial_references(layout: Layout, fmriprep: Path, sub: str, truth_fu
                      {"SpatialReference": f"bids::{anat}", "Type": "Brain"})
     _add_to_json(truth_func.parents[1] / "dataset_description.json",
                  {"DatasetLinks": {"raw": "../..", "fmriprep": "../fmriprep"}})
-    truth_meta = {"SpatialReference": f"bids:fmriprep:{anat}",
-                  "Description": "voxels with a pRF in the ground truth"}
-    for mask in sorted(truth_func.glob("*_desc-prf_mask.nii.gz")):
-        _add_to_json(mask.with_name(mask.name.replace(".nii.gz", ".json")), truth_meta)
+    what = {"prf": "voxels with a pRF in the ground truth",
+            "noise": "voxels with signal but no pRF (drifts and noise only) in the ground truth"}
+    for desc, description in what.items():
+        for mask in sorted(truth_func.glob(f"*_desc-{desc}_mask.nii.gz")):
+            _add_to_json(mask.with_name(mask.name.replace(".nii.gz", ".json")),
+                         {"SpatialReference": f"bids:fmriprep:{anat}", "Description": description})
 
 
 def _add_to_json(path: Path, content: dict) -> None:
@@ -728,7 +917,10 @@ def load_truth(root: str | os.PathLike, subject: str = "01") -> dict[str, np.nda
     Returns
     -------
     dict
-        ``x y sigma amplitude baseline polarangle eccentricity`` and ``mask`` (bool).
+        ``x y sigma amplitude baseline polarangle eccentricity`` (NaN where no pRF), the pRF
+        units' HRF ``hrfdelay`` (s) and ``hrfdispersion``, every unit's ``sampletime`` (s within
+        the TR; NaN where no signal), and the bool masks ``mask`` (units with a pRF) and ``noise``
+        (units with signal but no pRF).
     """
     func = Path(root) / "derivatives" / "prfsynth" / f"sub-{subject}" / "func"
     dscalar = sorted(func.glob("*_boldmap.dscalar.nii"))
@@ -738,11 +930,10 @@ def load_truth(root: str | os.PathLike, subject: str = "01") -> dict[str, np.nda
         values = img.get_fdata(dtype=np.float32)
         out = {n: values[i] for i, n in enumerate(names)}
     else:
-        out = {}
-        for label in (*TRUTH_LABELS, "mask"):
-            pattern = f"*_desc-{label}_boldmap" if label != "mask" else "*_desc-prf_mask"
-            out[label] = _read_map(func, pattern)
-    out["mask"] = out["mask"] > 0.5
+        out = {label: _read_map(func, f"*_desc-{label}_boldmap") for label in TRUTH_LABELS}
+        out.update({key: _read_map(func, f"*_desc-{desc}_mask") for key, desc in TRUTH_MASKS.items()})
+    for key in TRUTH_MASKS:
+        out[key] = out[key] > 0.5
     return out
 
 

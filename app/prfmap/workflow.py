@@ -10,7 +10,7 @@ Each stage takes and returns frozen values, so a stage can be run (and tested) o
 
     plan_fits(runs, model)               -> list[FitPlan]      runs fitted together
     load_group(plan, config, progress)   -> LoadedGroup        BOLD, apertures, preprocessing
-    fit_group(loaded, config, progress)  -> FittedGroup        the checkpointed engine fit
+    fit_group(loaded, config, progress)  -> FittedGroup        the checkpointed engine fit (+ cvr2 folds)
     write_group(fitted, config, folder)  -> tuple[Path, ...]   maps, series and sidecars
     report_context(...)                  -> ReportContext      what the report shows of a fit
 """
@@ -34,6 +34,7 @@ import numpy as np
 from prfmap import __version__
 from prfmap.checkpoint import fit_chunked, remove_checkpoints
 from prfmap.config import Config
+from prfmap.crossval import DEFINITION, CrossValidation, Fold, cross_validate, engine_predictor
 from prfmap.derivatives import (
     OutputKey,
     bids_uri,
@@ -43,7 +44,7 @@ from prfmap.derivatives import (
     write_map_files,
     write_series_files,
 )
-from prfmap.engine import FitResult, Stimulus, backend_info
+from prfmap.engine import FitResult, Stimulus, backend_info, catalog
 from prfmap.errors import BadDataError, MissingInputError, PrfmapError, UsageError
 from prfmap.io.aperture import Aperture, load_aperture
 from prfmap.io.bids import find_runs
@@ -51,10 +52,11 @@ from prfmap.io.bold import load_bold
 from prfmap.io.geometry import UnitGeometry, VolumeGeometry
 from prfmap.io.publish import COMMIT, new_staging, participant_lock, publish_participant, recover_staging
 from prfmap.io.runs import RunInput
+from prfmap.io.timing import RULES, SliceTimeReference
 from prfmap.memory import chunk_units, engine_mem_gb, participant_need_gb
 from prfmap.preprocess import CombinedData, PreprocessedRun, combine_runs, preprocess_run, run_confounds
 from prfmap.progress import make_progress
-from prfmap.report.participant import ReportContext, SurfaceGeometry, write_participant_report
+from prfmap.report.participant import ReportContext, write_participant_report
 from prfmap.signals import check_stop, stop_on_signal
 
 logger = logging.getLogger(__name__)
@@ -111,6 +113,13 @@ class LoadedGroup:
         Every file read (BOLD, masks, events, confounds, apertures), without repeats.
     seconds : float
         Time spent loading and preprocessing.
+    slice_time : SliceTimeReference
+        Where within each TR the runs' volumes sample the signal (:func:`slice_time_of`).
+    runs : tuple of PreprocessedRun
+        Each run preprocessed, before averaging (held-out runs of the cross-validation; their
+        ``repair`` counts the units whose non-finite frames were interpolated or refused).
+    designs : dict
+        ``RunInput.stimulus_key`` → (frames, rows, cols) aperture of the runs.
     """
 
     plan: FitPlan
@@ -124,6 +133,16 @@ class LoadedGroup:
     dummy_scans: tuple[int, ...]
     inputs: tuple[str, ...]
     seconds: float
+    slice_time: SliceTimeReference = SliceTimeReference(0.5, "option")
+    runs: tuple[PreprocessedRun, ...] = ()
+    designs: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the report should say about the loaded data (units repaired or refused)."""
+        names = [run.name for run in self.plan.runs]
+        found = (pre.repair.message(name) for pre, name in zip(self.runs, names, strict=False))
+        return tuple(m for m in found if m)
 
 
 @dataclass(frozen=True)
@@ -140,17 +159,30 @@ class FittedGroup:
         Time spent fitting.
     warnings : tuple of str
         What the report should tell the user.
+    cv : CrossValidation or None
+        The leave-one-run-out ``cvr2`` (None with one run or ``--no-cvr2``).
     """
 
     loaded: LoadedGroup
     result: FitResult
     seconds: float
     warnings: tuple[str, ...] = ()
+    cv: CrossValidation | None = None
 
     @property
     def timings(self) -> dict[str, float]:
-        """Seconds per stage so far: ``load`` and ``fit``."""
-        return {"load": self.loaded.seconds, "fit": self.seconds}
+        """Seconds per stage so far: ``load``, ``fit`` (and ``cross_validation``)."""
+        timings = {"load": self.loaded.seconds, "fit": self.seconds}
+        if self.cv is not None:
+            timings["cross_validation"] = sum(self.cv.seconds)
+        return timings
+
+    def maps(self) -> dict[str, np.ndarray]:
+        """Every map of the fit under its label, with ``cvr2`` when it was cross-validated."""
+        maps = self.result.maps()
+        if self.cv is not None:
+            maps[catalog.PARAMETERS["cvr2"].label] = self.cv.cvr2
+        return maps
 
 
 def run_participant_level(config: Config, command: Sequence[str] = ()) -> list[Path]:
@@ -320,6 +352,9 @@ def load_group(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedGro
             read.data, run.tr, dummy_scans=read.dummy_scans, high_pass_hz=config.preprocessing.high_pass_hz,
             confounds=read.confounds, source=run.bold_files[0].name,
         ))  # fmt: skip
+        repaired = preprocessed[-1].repair.message(run.name)
+        if repaired:
+            logger.warning(repaired)
         designs.setdefault(run.stimulus_key, read.aperture.design)
     progress("load runs", len(plan.runs), len(plan.runs))
     keys = [run.stimulus_key for run in plan.runs]
@@ -342,7 +377,38 @@ def load_group(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedGro
         dummy_scans=tuple(r.dummy_scans for r in preprocessed),
         inputs=_inputs(plan.runs),
         seconds=time.perf_counter() - start,
+        slice_time=slice_time_of(plan, config),
+        runs=tuple(preprocessed),
+        designs=designs,
     )
+
+
+def slice_time_of(plan: FitPlan, config: Config) -> SliceTimeReference:
+    """The slice-time reference of a plan's runs: ``--slice-time-ref``, else the one their
+    sidecars imply (:mod:`prfmap.io.timing`), logged with the rule that chose it.
+
+    Raises
+    ------
+    BadDataError
+        The runs' sidecars imply different references (without ``--slice-time-ref``).
+    """
+    if config.fit.slice_time_ref is not None:
+        chosen = SliceTimeReference(config.fit.slice_time_ref, "option")
+    else:
+        found = {run.name: run.slice_time or SliceTimeReference(0.0, "no_information") for run in plan.runs}
+        if len({round(ref.fraction, 6) for ref in found.values()}) > 1:
+            listed = ", ".join(f"{name} {ref.fraction:g}" for name, ref in found.items())
+            raise BadDataError(
+                f"the sidecars of {plan.name}'s runs imply different slice-time references "
+                f"(fractions of the TR: {listed}); fit them separately (--run) or pass --slice-time-ref"
+            )
+        chosen = next(iter(found.values()))
+    tr = plan.runs[0].tr
+    log = logger.warning if chosen.rule == "no_information" else logger.info
+    log("%s: volumes sample the signal %.3f s into each TR (slice-time reference %.3g: %s)%s",
+        plan.name, chosen.fraction * tr, chosen.fraction, RULES[chosen.rule],
+        "; pass --slice-time-ref if the acquisition is known" if chosen.rule == "no_information" else "")
+    return chosen
 
 
 def _read_run(run: RunInput, config: Config) -> _Run:
@@ -427,37 +493,20 @@ def _inputs(runs: Sequence[RunInput]) -> tuple[str, ...]:
 
 
 def fit_group(loaded: LoadedGroup, config: Config, progress: ProgressFn) -> FittedGroup:
-    """Fit the combined data chunk by chunk, reusing the checkpoints of an interrupted run."""
-    plan, combined, execution = loaded.plan, loaded.combined, config.execution
+    """Fit the combined data chunk by chunk, reusing the checkpoints of an interrupted run; then,
+    with two or more runs, the leave-one-run-out folds of ``cvr2`` the same way."""
+    plan, combined = loaded.plan, loaded.combined
     stim = Stimulus(combined.design, fov_deg=loaded.fov_deg, run_lengths=combined.run_lengths)
     keep = config.outputs.keep_predictions
     start = time.perf_counter()
-    result = fit_chunked(
-        combined.data,
-        stim,
-        loaded.tr,
-        folder=checkpoint_dir(config, plan.key.subject) / plan.name,
-        chunk=chunk_units(execution.mem_gb, combined.data.shape[1]),
-        fit_kwargs={
-            **config.fit.engine_kwargs(),
-            "nuisance": combined.nuisance,
-            "mem_gb": engine_mem_gb(execution.mem_gb),
-            "return_predictions": keep,
-        },
-        settings={**config.to_dict()["fit"], "return_predictions": keep},
-        inputs=loaded.inputs,
-        name=plan.name,
-        how_to_resume=how_to_resume(config),
-        progress=progress,
-        budget="auto" if execution.mem_gb_auto else None,
-    )
+    result = _checkpointed_fit(loaded, config, combined, stim, plan.name, progress, keep=keep)
     seconds = time.perf_counter() - start
     r2 = np.asarray(result.r2)
     fitted = np.isfinite(np.asarray(result.params["x"]))
     n_bad = int((~fitted).sum())
-    warnings = ()
+    warnings = loaded.warnings
     if n_bad:
-        warnings = (
+        warnings += (
             f"{n_bad} of {fitted.size} units had no usable signal (NaN or constant: medial "
             "wall, outside the brain) and are NaN in the maps",
         )
@@ -466,14 +515,68 @@ def fit_group(loaded: LoadedGroup, config: Config, progress: ProgressFn) -> Fitt
         plan.name, int(fitted.sum()), seconds,
         float(np.nanmedian(r2[fitted])) if fitted.any() else float("nan"),
     )  # fmt: skip
-    return FittedGroup(loaded, result, seconds, warnings)
+    return FittedGroup(loaded, result, seconds, warnings, cross_validate_group(loaded, config, progress))
+
+
+def _checkpointed_fit(loaded: LoadedGroup, config: Config, data: CombinedData, stim: Stimulus,
+                      name: str, progress: ProgressFn, *, keep: bool, **identity: Any) -> FitResult:
+    """``fit_chunked`` of combined runs with the configuration's fit options; ``identity`` adds
+    what else tells this fit's checkpoints apart (a fold's held-out run)."""
+    execution = config.execution
+    return fit_chunked(
+        data.data,
+        stim,
+        loaded.tr,
+        folder=checkpoint_dir(config, loaded.plan.key.subject) / loaded.plan.name,
+        chunk=chunk_units(execution.mem_gb, data.data.shape[1]),
+        fit_kwargs={
+            **config.fit.engine_kwargs(),
+            "slice_time_ref": loaded.slice_time.fraction,
+            "nuisance": data.nuisance,
+            "mem_gb": engine_mem_gb(execution.mem_gb),
+            "return_predictions": keep,
+        },
+        settings={**config.to_dict()["fit"], "slice_time_ref": loaded.slice_time.fraction,
+                  "return_predictions": keep, **identity},
+        inputs=loaded.inputs,
+        name=name,
+        how_to_resume=how_to_resume(config),
+        progress=progress,
+        budget="auto" if execution.mem_gb_auto else None,
+    )
+
+
+def cross_validate_group(loaded: LoadedGroup, config: Config, progress: ProgressFn) -> CrossValidation | None:
+    """``cvr2`` of every unit (:mod:`prfmap.crossval`): each run predicted by a checkpointed fit of
+    the others; None with fewer than two runs or ``--no-cvr2``."""
+    plan = loaded.plan
+    if not config.outputs.cvr2 or len(loaded.runs) < 2:
+        if config.outputs.cvr2:
+            logger.info("%s: one run, no cross-validated r² (cvr2 needs two or more runs)", plan.name)
+        return None
+    names = [run.name for run in plan.runs]
+
+    def fit_fold(training: CombinedData, stim: Stimulus, fold: Fold) -> FitResult:
+        name = f"{plan.name} fold {fold.held_out + 1}/{len(names)} (held out: {names[fold.held_out]})"
+        return _checkpointed_fit(loaded, config, training, stim, name, progress, keep=False,
+                                 held_out_run=names[fold.held_out])
+
+    cv = cross_validate(
+        loaded.runs, [run.stimulus_key for run in plan.runs], loaded.designs, fov_deg=loaded.fov_deg,
+        fit=fit_fold, predict=engine_predictor(loaded.tr, config.fit.model,
+                                               slice_time_ref=loaded.slice_time.fraction),
+    )  # fmt: skip
+    logger.info("%s: cvr2 from %d leave-one-run-out folds in %.1f s, median %.3f", plan.name,
+                len(cv.folds), sum(cv.seconds), float(np.nanmedian(cv.cvr2)) if np.isfinite(cv.cvr2).any()
+                else float("nan"))  # fmt: skip
+    return cv
 
 
 def write_group(fitted: FittedGroup, config: Config, folder: Path) -> tuple[Path, ...]:
     """Write a fit's maps (and, with ``--save-predictions``, its time series) under ``folder``."""
     loaded, result = fitted.loaded, fitted.result
     key, geometry = loaded.plan.key, loaded.geometry
-    maps = {label: np.asarray(v, dtype=np.float32) for label, v in result.maps().items()}
+    maps = {label: np.asarray(v, dtype=np.float32) for label, v in fitted.maps().items()}
     provenance = provenance_of(fitted, config)
     func = key.func_dir(folder)
     reference_dir = config.inputs.fmriprep_dir
@@ -498,6 +601,7 @@ def provenance_of(fitted: FittedGroup, config: Config) -> dict[str, Any]:
         "Sources": [bids_uri(p, config.inputs.dataset_links) for p in loaded.inputs],
         "Runs": [run.name for run in runs],
         "RepetitionTime": loaded.tr,
+        "SliceTimeReference": loaded.slice_time.describe(loaded.tr),
         "Stimulus": {
             "Files": sorted({bids_uri(r.stim_file, config.inputs.dataset_links) for r in runs}),
             "FieldOfViewDeg": loaded.source_fov_deg,
@@ -517,7 +621,26 @@ def provenance_of(fitted: FittedGroup, config: Config) -> dict[str, Any]:
         "Device": info.get("device"),
         "RandomSeed": config.fit.random_seed,
         "Timings": {**fitted.timings, **dict(fitted.result.timings)},
+        "VarianceExplained": variance_explained(fitted, config),
     }
+
+
+def variance_explained(fitted: FittedGroup, config: Config) -> dict[str, Any]:
+    """What the sidecars and the report say about r2, cvr2 and the threshold."""
+    names = [run.name for run in fitted.loaded.plan.runs]
+    out: dict[str, Any] = {
+        "r2": "variance explained in the data that were fitted (after nuisance projection)",
+        "Threshold": f"{config.outputs.threshold_on} >= {config.outputs.r2_threshold:g} "
+                     "(--threshold-on, --r2-threshold)",
+    }
+    if fitted.cv is None:
+        out["cvr2"] = ("not computed: " + ("--no-cvr2" if not config.outputs.cvr2 else
+                                            "it needs two or more runs"))
+        return out
+    out["cvr2"] = DEFINITION
+    out["Folds"] = [{"HeldOut": names[f.held_out], "Fitted": [names[i] for i in f.training],
+                     "Seconds": round(t, 3)} for f, t in zip(fitted.cv.folds, fitted.cv.seconds, strict=True)]
+    return out
 
 
 def report_context(
@@ -530,16 +653,10 @@ def report_context(
     """What the participant report shows of one fit."""
     loaded, result = fitted.loaded, fitted.result
     plan, key = loaded.plan, loaded.plan.key
-    layout = loaded.geometry.surface()
-    surface = None
-    if layout is not None:
-        surface = SurfaceGeometry(
-            hemis=dict(layout.hemis), vertices=layout.vertices, n_vertices=layout.n_vertices
-        )
     return ReportContext(
         subject=key.subject,
         space=key.space,
-        maps=result.maps(),
+        maps=fitted.maps(),
         model=key.model,
         session=key.session,
         task=key.task,
@@ -550,11 +667,12 @@ def report_context(
         dummy_scans=max(loaded.dummy_scans, default=0),
         design=loaded.combined.design,
         fov_deg=loaded.fov_deg,
-        settings=dict(result.settings),
+        settings={**dict(result.settings), "slice_time_reference": loaded.slice_time.describe(loaded.tr),
+                  "variance_explained": variance_explained(fitted, config)},
         backend=backend_info(),
         timings={**fitted.timings, "write": write_seconds, **dict(result.timings)},
         warnings=list(fitted.warnings),
-        surface=surface,
+        surface=loaded.geometry.surface(),
         fmriprep_dir=config.inputs.fmriprep_dir,
         data=loaded.combined.data,
         predictions=result.predictions,

@@ -55,6 +55,7 @@ PRFMAP_OPTIONS: tuple[Option, ...] = (
     Option(("--refine",)),
     Option(("--refine-r2-min",)),
     Option(("--fit-hrf",), nargs=0),
+    Option(("--slice-time-ref",)),
     Option(("--random-seed",)),
     Option(("--backend",)),
     Option(("--device",)),
@@ -63,6 +64,8 @@ PRFMAP_OPTIONS: tuple[Option, ...] = (
     Option(("--work-dir", "-w"), path="work_dir"),
     Option(("--save-predictions",), nargs=0),
     Option(("--r2-threshold",)),
+    Option(("--threshold-on",)),
+    Option(("--no-cvr2",), nargs=0),
     Option(("--no-report",), nargs=0),
     Option(("--verbose", "-v"), nargs=0),
 )

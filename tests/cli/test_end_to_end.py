@@ -90,7 +90,7 @@ def test_pybids_indexes_outputs_as_a_derivative_dataset(demo) -> None:
     assert "*_boldmap.*" in (out / ".bidsignore").read_text().split()
     layout = BIDSLayout(out, validate=False, is_derivative=True)
     maps = layout.get(subject="01", task="prf", space="fsaverage5", extension=".func.gii")
-    assert len(maps) == 2 * len(GAUSS_LABELS)
+    assert len(maps) == 2 * (len(GAUSS_LABELS) + 1)  # and cvr2: the demo has two runs
     assert {f.get_entities()["hemi"] for f in maps} == {"L", "R"}
     assert {f.get_entities()["suffix"] for f in maps} == {"boldmap"}
     from prfmap.derivatives import PYBIDS_CONFIG
@@ -98,7 +98,7 @@ def test_pybids_indexes_outputs_as_a_derivative_dataset(demo) -> None:
     layout = BIDSLayout(
         out, validate=False, is_derivative=True, config=["bids", "derivatives", PYBIDS_CONFIG]
     )
-    for label, units in (("sigma", "deg"), ("r2", "1"), ("amplitude", "%")):
+    for label, units in (("sigma", "deg"), ("r2", "1"), ("amplitude", "%"), ("cvr2", "1")):
         (left,) = layout.get(param=label, hemi="L", suffix="boldmap", extension=".func.gii")
         meta = layout.get_metadata(left.path)
         assert (meta["Parameter"], meta["Units"]) == (label, units)
@@ -134,6 +134,13 @@ def test_backends_give_the_same_maps(demo, backend: str, tmp_path: Path) -> None
         assert both.sum() >= 0.95 * prf.sum()
         delta = np.abs(reference[label][both] - other[label][both])
         assert np.median(delta) <= 0.01, (label, float(np.median(delta)))
+    # what issue 10 added works there too: the timing read from the sidecars, and cvr2
+    meta = json.loads(sidecar.read_text())
+    assert meta["SliceTimeReference"]["Rule"].startswith("not slice-timing corrected")
+    cvr2 = {name: read_maps(bids, o, ("cvr2",))["cvr2"] for name, o in (("jax", jax_out), (backend, out))}
+    both = prf & np.isfinite(cvr2["jax"]) & np.isfinite(cvr2[backend])
+    assert both.sum() >= 0.95 * prf.sum() and np.median(cvr2["jax"][both]) > 0.2
+    assert np.median(np.abs(cvr2["jax"][both] - cvr2[backend][both])) <= 0.01
 
 
 @pytest.mark.parametrize("space", ["fsLR", "T1w"])

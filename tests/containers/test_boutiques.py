@@ -260,6 +260,7 @@ def _participant_invocation(tmp_path: Path) -> dict:
         "refine": "sgd",
         "refine_r2_min": 0.2,
         "fit_hrf": True,
+        "slice_time_ref": 0.25,
         "random_seed": 7,
         "backend": "torch",
         "device": "gpu:1",
@@ -269,7 +270,10 @@ def _participant_invocation(tmp_path: Path) -> dict:
         "work_dir": str(tmp_path / "work"),
         "save_predictions": True,
         "r2_threshold": 0.25,
+        "threshold_on": "cvr2",
+        "no_cvr2": True,
         "no_report": True,
+        "reports_only": False,
         "verbose_count": "-vv",
     }
 
@@ -310,12 +314,13 @@ def test_simulated_group_command_with_every_group_input(tmp_path, descriptor):
     invocation = {"bids_dir": str(tmp_path / "bids"), "participant_outputs_dir":
                   str(tmp_path / "out"), "analysis_level": "group",
                   "participant_label": ["01", "sub-02"], "r2_threshold": 0.3,
-                  "no_report": True, "verbose_count": "-vvv"}
+                  "threshold_on": "cvr2", "no_report": True, "verbose_count": "-vvv"}
     assert set(invocation) == group_inputs(descriptor), "the example should set every group input"
     ns = parse(simulate(invocation, tmp_path))
     assert_parsed_as(ns, {"bids_dir": tmp_path / "bids", "output_dir": tmp_path / "out",
                           "analysis_level": "group", "participant_label": ["01", "02"],
-                          "r2_threshold": 0.3, "no_report": True, "verbose_count": 3})
+                          "r2_threshold": 0.3, "threshold_on": "cvr2", "no_report": True,
+                          "verbose_count": 3})
 
 
 @pytest.mark.parametrize("name", ["boutiques-invocation.json",

@@ -192,7 +192,7 @@ def test_each_prefetch_query_names_one_templateflow_file():
 
 
 def test_prefetch_covers_the_surfaces_the_reports_look_for():
-    surface = pytest.importorskip("prfmap.report.surface")
+    surface = pytest.importorskip("prfmap.report.meshes")  # where the report looks for meshes
     names = _skeleton()
     wanted = set(surface.TEMPLATE_DENSITY.values())
     wanted |= {("fsLR", den) for den in getattr(surface, "CIFTI_MESH_DENSITY", {}).values()}

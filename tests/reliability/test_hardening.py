@@ -83,7 +83,8 @@ def test_outputs_honour_the_umask_and_other_users_read_them(t1w_dataset: Path, s
     bids, out = shared_dir / "bids", shared_dir / "out"
     shutil.copytree(t1w_dataset, bids)
     home = shared_dir / "home"
-    home.mkdir(mode=0o777)
+    home.mkdir()
+    home.chmod(0o777)  # mkdir's mode is masked by the umask
     cmd = [python_for(OTHER_UID), "-m", "prfmap.cli.run", str(bids), str(out), "participant",
            "--refine", "none", "--nprocs", "1"]
     proc = subprocess.run(cmd, env=user_env(home), preexec_fn=as_user(OTHER_UID, 0o022),

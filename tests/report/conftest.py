@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from prfmap.report.context import ReportContext, SurfaceGeometry
+from prfmap.io.geometry import SurfaceLayout
+from prfmap.report.context import ReportContext
 from prfmap.synth import SynthConfig, bar_apertures
 
 FOV = 20.0
@@ -111,7 +112,7 @@ def make_context(seed: int = 0) -> ReportContext:
         backend={"backend": "jax", "device": "cpu"},
         timings={"grid": 1.5, "refine": 3.25},
         warnings=["40 vertices have no signal <and were skipped>"],
-        surface=SurfaceGeometry(hemis={"L": n, "R": n}),
+        surface=SurfaceLayout(hemis={"L": n, "R": n}),
         data=data,
         predictions=predictions,
         r2_threshold=0.1,

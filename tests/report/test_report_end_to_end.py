@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nibabel as nib
@@ -172,3 +173,23 @@ def test_report_is_rebuilt_from_the_maps_on_disk(output: tuple[str, Path], tmp_p
     assert methods.search(rebuilt).group(1) == methods.search(original).group(1)
     lead = re.compile(r'<p class="lead">(.*?)</p>', re.S)
     assert lead.search(rebuilt).group(1).split(";")[0] == lead.search(original).group(1).split(";")[0]
+
+
+def test_reports_only_rebuilds_the_report_without_fitting(tmp_path_factory: pytest.TempPathFactory) -> None:
+    out = fitted("T1w", tmp_path_factory)
+    bids, work = out.parent / "bids", out.parent / "work-reports-only"
+    maps = {p: p.stat().st_mtime_ns for p in (out / "sub-01").rglob("*_boldmap.*")}
+    (out / "sub-01.html").unlink()
+    start = time.perf_counter()
+    done = prfmap([str(bids), str(out), "participant", "--reports-only", "--work-dir", str(work)], out.parent)
+    seconds = time.perf_counter() - start
+    assert done.returncode == 0, done.stderr
+    page = out / "sub-01.html"
+    kinds = {p.stem.rsplit("_", 1)[-1] for p in check_page(page)}
+    assert MAP_KINDS["T1w"] | {"coverage", "ecc-sigma", "fd", "stimulus"} <= kinds
+    text = html.unescape(page.read_text())
+    assert NOT_DRAWN not in text and "--reports-only" in text
+    assert {p: p.stat().st_mtime_ns for p in maps} == maps  # nothing refitted or rewritten
+    assert not (work / "checkpoints").exists() and seconds < 300
+    refused = prfmap([str(bids), str(out), "participant", "--reports-only", "--no-report"], out.parent)
+    assert refused.returncode == 64 and "--reports-only" in refused.stderr

@@ -14,7 +14,8 @@ from page_checks import check_page
 from PIL import Image
 
 from prfmap import __version__
-from prfmap.report.context import ReportContext, SurfaceGeometry
+from prfmap.io.geometry import CiftiGeometry, SurfaceLayout
+from prfmap.report.context import ReportContext
 from prfmap.report.figures import example_units, fit_line
 from prfmap.report.meshes import find_meshes
 from prfmap.report.participant import NOT_DRAWN, relative_path, write_participant_report
@@ -138,7 +139,7 @@ def test_missing_geometry_and_missing_mesh_are_warned(context: ReportContext, tm
     ctx = small_context(
         context,
         maps={"r2": context.maps["r2"][:200]},
-        surface=SurfaceGeometry(hemis={"L": 100, "R": 100}),
+        surface=SurfaceLayout(hemis={"L": 100, "R": 100}),
         data=None,
     )
     text = write_participant_report(tmp_path / "c", "01", ctx).read_text()
@@ -179,7 +180,7 @@ def test_fsnative_draws_on_the_participants_surfaces(tmp_path: Path) -> None:
         subject="01",
         space="fsnative",
         maps=maps,
-        surface=SurfaceGeometry(hemis=counts),
+        surface=SurfaceLayout(hemis=counts),
         fmriprep_dir=fmriprep,
     )
     page = write_participant_report(tmp_path / "out", "01", ctx)
@@ -240,10 +241,7 @@ def test_cifti_geometry_puts_units_on_fslr_vertices(tmp_path: Path) -> None:
     )
     n = len(axis)
     values = np.arange(n, dtype=np.float32)
-    img = nib.cifti2.Cifti2Image(values[None], header=(nib.cifti2.ScalarAxis(["r2"]), axis))
-    path = tmp_path / "sub-01_task-bar_space-fsLR_den-91k_bold.dscalar.nii"
-    nib.save(img, path)
-    geometry = SurfaceGeometry.from_cifti(path)
+    geometry = CiftiGeometry(brain_models=axis).surface()
     assert geometry.hemis == {"L": cortex["L"].size, "R": cortex["R"].size}
     per_hemi = geometry.split(values)
     assert per_hemi["L"].shape == per_hemi["R"].shape == (32492,)

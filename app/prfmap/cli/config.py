@@ -96,20 +96,34 @@ def build_config(opts: Namespace) -> Config:
             high_pass_hz=opts.high_pass_hz,
             confounds=tuple(opts.confounds or ()),
         ),
-        fit=FitConfig(
-            model=opts.model,
-            refine=opts.refine,
-            refine_r2_min=opts.refine_r2_min,
-            fit_hrf=opts.fit_hrf,
-            random_seed=opts.random_seed,
-        ),
-        outputs=OutputsConfig(
-            output_dir=output_dir,
-            save_predictions=opts.save_predictions,
-            report=not opts.no_report,
-            r2_threshold=opts.r2_threshold,
-        ),
+        fit=_fit_section(opts),
+        outputs=_outputs(opts, output_dir),
         execution=execution,
+    )
+
+
+def _fit_section(opts: Namespace) -> FitConfig:
+    return FitConfig(
+        model=opts.model,
+        refine=opts.refine,
+        refine_r2_min=opts.refine_r2_min,
+        fit_hrf=opts.fit_hrf,
+        random_seed=opts.random_seed,
+        slice_time_ref=opts.slice_time_ref,
+    )
+
+
+def _outputs(opts: Namespace, output_dir: Path) -> OutputsConfig:
+    if opts.reports_only and opts.no_report:
+        raise UsageError("--reports-only rebuilds the reports; it cannot go with --no-report")
+    return OutputsConfig(
+        output_dir=output_dir,
+        save_predictions=opts.save_predictions,
+        report=not opts.no_report,
+        r2_threshold=opts.r2_threshold,
+        cvr2=not opts.no_cvr2,
+        threshold_on=opts.threshold_on,
+        reports_only=opts.reports_only,
     )
 
 

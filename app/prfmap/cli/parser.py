@@ -12,6 +12,7 @@ from prfmap.engine import catalog
 from prfmap.errors import ExitCode, one_line
 from prfmap.io.datasets import read_bids_filter
 from prfmap.io.spaces import parse_space
+from prfmap.io.timing import parse_slice_time_ref
 
 ANALYSIS_LEVELS = ("participant", "group")
 BACKENDS = ("jax", "torch", "tensorflow")
@@ -141,11 +142,19 @@ def positive_int(value: str) -> int:
     return number
 
 
-def _fraction(value: str) -> float:
+def fraction(value: str) -> float:
+    """An argparse type: a number in [0, 1]."""
     number = nonnegative_float(value)
     if number > 1:
         raise argparse.ArgumentTypeError(f"{value!r} must lie in [0, 1]")
     return number
+
+
+def _slice_time_ref(value: str) -> float:
+    try:
+        return parse_slice_time_ref(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _device(value: str) -> str:
@@ -341,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g_model.add_argument(
         "--refine-r2-min",
-        type=_fraction,
+        type=fraction,
         default=0.1,
         metavar="R2",
         help="refine only units whose grid fit explains at least this fraction of variance; the "
@@ -351,6 +360,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--fit-hrf",
         action="store_true",
         help="also fit the HRF's time-derivative and dispersion weights per unit",
+    )
+    g_model.add_argument(
+        "--slice-time-ref",
+        type=_slice_time_ref,
+        metavar="REF",
+        help="where within each TR the volumes sample the signal, as a fraction of the TR in "
+        "[0, 1], or start (0) or middle (0.5); fMRIPrep's option name (default: from each run's "
+        "sidecars: StartTime of slice-timing corrected data, else the mean SliceTiming of "
+        "uncorrected data, else the start of the TR)",
     )
     g_model.add_argument(
         "--random-seed",
@@ -419,15 +437,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g_out.add_argument(
         "--r2-threshold",
-        type=_fraction,
+        type=fraction,
         default=0.1,
         metavar="R2",
-        help="variance-explained threshold of the maps shown in the reports",
+        help="variance-explained threshold of the maps shown in the reports (on r2, the variance "
+        "explained in the data that were fitted) and of the group maps (on the map --threshold-on "
+        "names)",
+    )
+    g_out.add_argument(
+        "--threshold-on",
+        choices=("r2", "cvr2"),
+        default="r2",
+        help="group level: threshold each participant's r2 (the fitted data) or cvr2 (runs held "
+        "out of the fit; every participant needs two or more runs)",
+    )
+    g_out.add_argument(
+        "--no-cvr2",
+        action="store_true",
+        help="skip the cross-validation: with two or more runs prfmap fits all runs but one and "
+        "predicts the one left out, for each run, and writes cvr2 maps (it costs one fit per run)",
     )
     g_out.add_argument(
         "--no-report",
         action="store_true",
         help="skip the HTML reports (the maps are written all the same)",
+    )
+    g_out.add_argument(
+        "--reports-only",
+        action="store_true",
+        help="participant level: rebuild sub-<label>.html from the maps and sidecars already in "
+        "output_dir, without fitting (as fMRIPrep's --reports-only)",
     )
     g_out.add_argument(
         "--verbose",

@@ -98,6 +98,12 @@ def _unexpected(err: Exception, log_file: Path | None) -> int:
 
 def _run_level(config: Config, command: list[str]) -> None:
     _log_fmriprep_options(config)
+    if config.execution.analysis_level == "participant" and config.outputs.reports_only:
+        # Imported here: rebuilding reports needs no backend, and the report loads matplotlib.
+        from prfmap.report.rebuild import rebuild_reports
+
+        rebuild_reports(config, command)
+        return
     if config.execution.analysis_level == "participant":
         if config.inputs.validate:
             check_bids_dir(config.inputs.bids_dir)
@@ -114,6 +120,7 @@ def _run_level(config: Config, command: list[str]) -> None:
         config.outputs.output_dir,
         participant_labels=config.inputs.participant_labels,
         r2_threshold=config.outputs.r2_threshold,
+        threshold_on=config.outputs.threshold_on,
         report=config.outputs.report,
     )
 

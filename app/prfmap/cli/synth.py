@@ -10,12 +10,28 @@ from pathlib import Path
 from prfmap import __version__
 from prfmap.cli.parser import (
     PrfmapArgumentParser,
+    fraction,
     nonnegative_float,
     nonnegative_int,
     positive_float,
     positive_int,
 )
-from prfmap.synth import DEFAULT_NOISE, SPACES, SynthConfig, make_synthetic_dataset
+from prfmap.synth import (
+    CLEAN,
+    DEFAULT_NOISE,
+    SLICE_TIMINGS,
+    SPACES,
+    SynthConfig,
+    make_synthetic_dataset,
+)
+from prfmap.synth_model import NOISE_MODELS
+
+
+def _dispersion_jitter(value: str) -> float:
+    number = nonnegative_float(value)
+    if number >= 1:
+        raise argparse.ArgumentTypeError(f"{value!r} must lie in [0, 1)")
+    return number
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,8 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="prfmap-synth",
         description=(
             "Write a synthetic retinotopy dataset: raw BIDS (events with stim_file, bar-sweep "
-            "apertures in stimuli/), fMRIPrep-style derivatives (BOLD with HRF, drift and AR(1) "
-            "noise) and the ground-truth pRFs under derivatives/prfsynth."
+            "apertures in stimuli/), fMRIPrep-style derivatives (BOLD with per-unit HRFs, slice "
+            "timing as the sidecars say, drifts, noise and units without a pRF) and the ground "
+            "truth under derivatives/prfsynth."
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
@@ -51,6 +68,38 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dummy-scans", type=nonnegative_int, default=0, metavar="N",
                         help="non-steady-state volumes at the start of each run, flagged in the "
                         "confounds as fMRIPrep does")
+    parser.add_argument("--slice-timing", choices=SLICE_TIMINGS, default="uncorrected",
+                        help="uncorrected: each unit sampled at its slice's time, SliceTiming in "
+                        "the raw sidecars, SliceTimingCorrected false; corrected: every unit at "
+                        "fMRIPrep's reference, SliceTimingCorrected true with its StartTime; start: "
+                        "every unit at the start of the TR, no SliceTiming, SliceTimingCorrected "
+                        "false; middle: every unit at TR/2, StartTime TR/2, no SliceTiming")
+    parser.add_argument("--slice-time-ref", type=fraction, default=0.5, metavar="F",
+                        help="with --slice-timing corrected: fMRIPrep's --slice-time-ref, the "
+                        "fraction of the slice acquisition range the data were corrected to")
+    parser.add_argument("--hrf-delay-jitter", type=nonnegative_float, default=1.0, metavar="S",
+                        help="each pRF unit's HRF delay is SPM's 6 s plus a shift drawn uniformly "
+                        "in [-S, S] seconds")
+    parser.add_argument("--hrf-dispersion-jitter", type=_dispersion_jitter, default=0.2,
+                        metavar="F", help="each pRF unit's HRF peak dispersion is drawn "
+                        "uniformly in [1 - F, 1 + F]")
+    parser.add_argument("--noise-model", choices=NOISE_MODELS, default="realistic",
+                        help="realistic: noise levels spread across units, AR(1) noise plus "
+                        "aliased respiration and cardiac cycles and a global fluctuation; ar1: "
+                        "AR(1) noise of one level")
+    parser.add_argument("--noise-fraction", type=fraction, default=0.1, metavar="F",
+                        help="fraction of the units inside the mapped region without a pRF "
+                        "(noise only)")
+    parser.add_argument("--drift", type=nonnegative_float, default=1.0, metavar="SCALE",
+                        help="scale of the slow drifts (1: linear trend sd 0.7 %%, half cosine sd "
+                        "0.5 %%; 0: none)")
+    parser.add_argument("--noise-runs", type=nonnegative_int, default=0, metavar="N",
+                        help="the last N runs carry no pRF responses, only drifts and noise (a "
+                        "validation case for cross-validated r²)")
+    parser.add_argument("--clean", action="store_true",
+                        help="the earlier, idealised data: one canonical HRF, every volume "
+                        "sampled mid-TR (StartTime TR/2), AR(1) noise, a pRF in every unit of "
+                        "the mapped region (overrides the five options above but --drift)")
     parser.add_argument("--small", action="store_true",
                         help="a quick test-size dataset (smaller aperture, shorter runs, few "
                         "grayordinates/voxels for fsLR and T1w)")
@@ -78,11 +127,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out_dir
     if out.exists() and not out.is_dir():
         parser.error(f"OUT_DIR {out} exists and is not a folder; choose another path")
+    if args.noise_runs > args.runs:
+        parser.error(f"--noise-runs {args.noise_runs} exceeds --runs {args.runs}")
     if out.is_dir() and any(out.iterdir()) and not args.overwrite:
         parser.error(f"OUT_DIR {out} is not empty; choose a new folder or pass --overwrite")
+    realism = {
+        "slice_timing": args.slice_timing, "hrf_delay_jitter": args.hrf_delay_jitter,
+        "hrf_dispersion_jitter": args.hrf_dispersion_jitter, "noise_model": args.noise_model,
+        "noise_fraction": args.noise_fraction,
+    }
     config = SynthConfig(
         subjects=args.subjects, runs=args.runs, space=args.space, noise=args.noise, tr=args.tr,
         seed=args.seed, small=args.small, dummy_scans=args.dummy_scans,
+        slice_time_ref=args.slice_time_ref, drift=args.drift, noise_runs=args.noise_runs,
+        **(CLEAN if args.clean else realism),
     )
     make_synthetic_dataset(out, config)
     print(f"prfmap-synth: wrote {args.subjects} participant(s) × {args.runs} run(s) in "

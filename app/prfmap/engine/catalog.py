@@ -220,6 +220,9 @@ PARAMETERS: dict[str, Parameter] = {p.key: p for p in (
     Parameter("baseline", "%", "baseline (percent signal change)"),
     Parameter("r2", "1", "variance explained by the model (fraction, after nuisance projection)",
               Bound(None, Limit(1.0))),
+    Parameter("cvr2", "1", "cross-validated variance explained: each run predicted by a fit of the "
+              "others, one gain over all held-out runs, signed (prfmap.crossval)",
+              Bound(Limit(-1.0), Limit(1.0))),
     Parameter("polar_angle", "deg", "polar angle of the pRF centre",
               Bound(Limit(-180.0, inclusive=False), Limit(180.0))),
     Parameter("eccentricity", "deg", "eccentricity of the pRF centre, hypot(x, y)",

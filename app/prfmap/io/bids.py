@@ -23,6 +23,7 @@ from prfmap.io.bold import header_tr
 from prfmap.io.datasets import Derivatives, check_derivatives, inputs_config
 from prfmap.io.runs import Kind, RunInput
 from prfmap.io.spaces import parse_space
+from prfmap.io.timing import SliceTimeReference, slice_time_reference
 
 logger = logging.getLogger(__name__)
 
@@ -157,11 +158,23 @@ def _sidecar_chain(layout: BIDSLayout, entities: Mapping[str, Any]) -> dict[str,
     return meta
 
 
-def _repetition_time(layout: BIDSLayout, bold_path: Path, entities: Mapping[str, Any], kind: Kind) -> float:
+def _bold_metadata(layout: BIDSLayout, bold_path: Path) -> dict[str, Any]:
+    """The preprocessed BOLD's own sidecar keys (pybids' inheritance in the derivatives)."""
     try:
-        meta = layout.get_metadata(str(bold_path))
+        return dict(layout.get_metadata(str(bold_path)))
     except (ValueError, KeyError):
-        meta = {}
+        return {}
+
+
+def _slice_time(layout: BIDSLayout, bold_path: Path, entities: Mapping[str, Any], tr: float,
+                name: str) -> SliceTimeReference:
+    """The run's slice-time reference: fMRIPrep's sidecar keys over the raw sidecars'."""
+    meta = {**_sidecar_chain(layout, entities), **_bold_metadata(layout, bold_path)}
+    return slice_time_reference(meta, tr, name)
+
+
+def _repetition_time(layout: BIDSLayout, bold_path: Path, entities: Mapping[str, Any], kind: Kind) -> float:
+    meta = _bold_metadata(layout, bold_path)
     tr = meta.get("RepetitionTime")
     if tr is None:
         tr = _sidecar_chain(layout, entities).get("RepetitionTime")
@@ -481,6 +494,7 @@ def _make_run(layout: BIDSLayout, inputs: InputsConfig, files: list[BIDSFile]) -
     confounds = _match_derivative(layout, ents, suffix="timeseries", desc="confounds", extension=".tsv")
     tr = _repetition_time(layout, path0, ents, kind)
     run = ents.get("run")
+    slice_time = _slice_time(layout, path0, ents, tr, path0.name)
     return RunInput(
         subject=str(ents["subject"]),
         session=str(ents["session"]) if "session" in ents else None,
@@ -497,6 +511,7 @@ def _make_run(layout: BIDSLayout, inputs: InputsConfig, files: list[BIDSFile]) -
         stim_file=stim_file,
         entities={k: str(ents[k]) for k in _KEPT_ENTITIES if k in ents},
         stim_file_index=stim_index,
+        slice_time=slice_time,
     )
 
 

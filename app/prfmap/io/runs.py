@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 from prfmap.io.naming import bids_name
+from prfmap.io.timing import SliceTimeReference
 
 Kind = Literal["gifti", "cifti", "volume"]
 
@@ -46,6 +47,9 @@ class RunInput:
     stim_file_index : tuple of int or None
         0-based frame of ``stim_file`` shown in each volume, when the events give one row per
         volume with a ``stim_file_index`` column (already converted from 1-based if needed).
+    slice_time : SliceTimeReference or None
+        Where within each TR the volumes sample the signal, from the sidecars
+        (:func:`prfmap.io.timing.slice_time_reference`); None when not read.
     """
 
     subject: str
@@ -63,6 +67,7 @@ class RunInput:
     stim_file: Path | None
     entities: dict[str, str] = field(default_factory=dict)
     stim_file_index: tuple[int, ...] | None = None
+    slice_time: SliceTimeReference | None = None
 
     @property
     def name(self) -> str:

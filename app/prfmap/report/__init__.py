@@ -1,5 +1,5 @@
 """HTML reports: one page per participant, and one for the group level."""
 
-from prfmap.report.context import ReportContext, SurfaceGeometry
+from prfmap.report.context import ReportContext
 
-__all__ = ["ReportContext", "SurfaceGeometry"]
+__all__ = ["ReportContext"]

@@ -77,6 +77,48 @@ def _preprocessing(pre: Mapping[str, Any], dummy_scans: int, cite: Citations) ->
     return "".join(parts) + ". Runs that saw the same stimulus were averaged; others were concatenated. "
 
 
+def _model(
+    model: str, settings: Mapping[str, Any], tr: float | None, fov_deg: float | None, cite: Citations
+) -> str:
+    spec = catalog.MODELS.get(model)
+    description = spec.summary if spec is not None else model
+    hrf = settings.get("hrf", "SPM canonical")
+    stref = settings.get("slice_time_ref", 0.5)
+    return (
+        f"The {model} model, {'an' if description[:1] in 'aeiou' else 'a'} {description}"
+        f"{cite.cite(model)}, predicted each response as the overlap of the pRF with the stimulus aperture"
+        + (f" ({fov_deg:g}° wide)" if fov_deg else "")
+        + f", convolved with the {hrf} haemodynamic response function{cite.cite('hrf')} integrated over "
+        f"each repetition time" + (f" (TR {tr:g} s)" if tr else "") + f" and sampled at {stref:g} of it. "
+    )
+
+
+def _search(settings: Mapping[str, Any], cite: Citations) -> str:
+    refine = str(settings.get("refine", "lm"))
+    spec = catalog.REFINERS.get(refine)
+    refiner = (
+        "no further refinement (the grid estimates are the results)"
+        if refine == "none"
+        else f"a refinement by {spec.description if spec else refine}"
+    )
+    grid = settings.get("grid_points")
+    text = (
+        f"A grid search over {grid if grid is not None else 'a grid of'} candidate pRFs chose the starting "
+        f"values, followed by {refiner}{cite.cite(REFINER_REFERENCES.get(refine))}"
+    )
+    if refine != "none" and settings.get("refine_r2_min"):
+        text += f" of the units whose grid fit explained at least r² = {settings['refine_r2_min']:g}"
+    return text + ". "
+
+
+def _software(settings: Mapping[str, Any], backend: Mapping[str, Any], cite: Citations) -> str:
+    engine = backend.get("backend", settings.get("backend", "an unrecorded backend"))
+    version = backend.get("version", settings.get("backend_version", ""))
+    keras = backend.get("keras", settings.get("keras_version", ""))
+    device = backend.get("device", settings.get("device", "cpu"))
+    return f"The fits ran with Keras {keras}{cite.cite('keras')} on {engine} {version} ({device}). "
+
+
 def methods_text(
     *,
     model: str,
@@ -118,44 +160,17 @@ def methods_text(
         The paragraph and the references it cites, in citation order.
     """
     cite = Citations()
-    refine = str(settings.get("refine", "lm"))
-    spec = catalog.MODELS.get(model)
-    description = spec.summary if spec is not None else model
-    refiner_spec = catalog.REFINERS.get(refine)
-    refiner = (
-        "no further refinement (the grid estimates are the results)"
-        if refine == "none"
-        else f"a refinement by {refiner_spec.description if refiner_spec else refine}"
-    )
-    refiner_ref = REFINER_REFERENCES.get(refine)
-    grid = settings.get("grid_points")
-    hrf = settings.get("hrf", "SPM canonical")
-    stref = settings.get("slice_time_ref", 0.5)
-    engine = backend.get("backend", settings.get("backend", "an unrecorded backend"))
-    version = backend.get("version", settings.get("backend_version", ""))
-    keras = backend.get("keras", settings.get("keras_version", ""))
     text = (
         f"Population receptive fields were estimated with prfmap {__version__}. "
         + _preprocessing(preprocessing, dummy_scans, cite)
-        + f"The {model} model, {'an' if description[:1] in 'aeiou' else 'a'} {description}"
-        f"{cite.cite(model)}, predicted each response as the overlap of the pRF with the stimulus aperture"
-        + (f" ({fov_deg:g}° wide)" if fov_deg else "")
-        + f", convolved with the {hrf} haemodynamic response function{cite.cite('hrf')} integrated over "
-        f"each repetition time" + (f" (TR {tr:g} s)" if tr else "") + f" and sampled at {stref:g} of it. "
-        f"A grid search over {grid if grid is not None else 'a grid of'} candidate pRFs chose the starting "
-        f"values, followed by {refiner}{cite.cite(refiner_ref)}"
-        + (
-            f" of the units whose grid fit explained at least r² = {settings['refine_r2_min']:g}"
-            if refine != "none" and settings.get("refine_r2_min")
-            else ""
-        )
-        + f". The fits ran with Keras {keras}{cite.cite('keras')} on {engine} {version}"
-        f" ({backend.get('device', settings.get('device', 'cpu'))}). "
-        "r² is the fraction of variance explained, 1 − Σ(y − ŷ)² / Σy², with data y and prediction ŷ "
+        + _model(model, settings, tr, fov_deg, cite)
+        + _search(settings, cite)
+        + _software(settings, backend, cite)
+        + "r² is the fraction of variance explained, 1 − Σ(y − ŷ)² / Σy², with data y and prediction ŷ "
         "both projected off the nuisance regressors; it is measured on the data that were fitted."
     )
-    if any(label.endswith("r2") and label != "r2" for label in maps):
-        others = ", ".join(label for label in maps if label.endswith("r2") and label != "r2")
+    others = ", ".join(label for label in maps if label.endswith("r2") and label != "r2")
+    if others:
         text += (
             f" The cross-validated maps ({others}) measure the same fraction on runs left out of the fit, "
             "which an over-flexible model cannot inflate."

@@ -19,7 +19,7 @@ from nilearn import image
 from prfmap import __version__
 from prfmap.report import figures
 from prfmap.report.atlas import visual_areas
-from prfmap.report.context import ReportContext, SurfaceGeometry
+from prfmap.report.context import ReportContext
 from prfmap.report.html import Figure, dict_rows, render_page
 from prfmap.report.legends import MapStyle, is_r2, map_labels, style_for
 from prfmap.report.meshes import find_meshes
@@ -28,7 +28,7 @@ from prfmap.report.quality import fd_figure, run_quality
 from prfmap.report.surface import occipital_patch, patch_figure, views_figure
 from prfmap.report.volume import centre_of, find_anatomy, slices_figure, to_image
 
-__all__ = ["ReportContext", "SurfaceGeometry", "write_participant_report"]
+__all__ = ["ReportContext", "write_participant_report"]
 
 log = logging.getLogger(__name__)
 NOT_DRAWN = "Could not draw"
@@ -127,7 +127,7 @@ class _Section:
         surface = ctx.surface
         try:
             meshes, source = find_meshes(
-                ctx.subject.removeprefix("sub-"), ctx.space, ctx.den, ctx.fmriprep_dir, surface.meshes
+                ctx.subject.removeprefix("sub-"), ctx.space, ctx.den, ctx.fmriprep_dir, ctx.meshes
             )
         except (OSError, ValueError) as err:
             meshes, source = {}, f"the meshes could not be read ({err})"

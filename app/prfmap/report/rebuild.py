@@ -19,12 +19,15 @@ import nibabel as nib
 import numpy as np
 from bids.layout import parse_file_entities
 
+from prfmap.config import Config
 from prfmap.derivatives import MAP_SUFFIX, PYBIDS_CONFIG
 from prfmap.errors import MissingInputError, PrfmapError
 from prfmap.io.aperture import load_aperture
 from prfmap.io.bids import find_inputs
-from prfmap.io.bold import read_gifti
-from prfmap.report.context import ReportContext, SurfaceGeometry
+from prfmap.io.bold import read_dscalar, read_gifti
+from prfmap.io.geometry import SurfaceLayout
+from prfmap.report.context import ReportContext
+from prfmap.report.participant import write_participant_report
 
 log = logging.getLogger(__name__)
 FIT_ENTITIES = ("session", "task", "space", "density", "resolution", "model")
@@ -65,20 +68,18 @@ def _sidecar(path: Path) -> dict[str, Any]:
 
 def _read_surface(
     files: list[tuple[Path, dict]],
-) -> tuple[dict[str, np.ndarray], SurfaceGeometry | None, Any]:
+) -> tuple[dict[str, np.ndarray], SurfaceLayout | None, Any]:
     cifti = [p for p, _ in files if p.name.endswith(".dscalar.nii")]
     if cifti:
-        img = nib.load(str(cifti[0]))
-        values = np.asarray(img.get_fdata(dtype=np.float32))
-        maps = {name: values[i] for i, name in enumerate(img.header.get_axis(0).name)}
-        return maps, SurfaceGeometry.from_cifti(cifti[0]), None
+        maps, geometry = read_dscalar(cifti[0])
+        return maps, geometry.surface(), None
     per: dict[str, dict[str, np.ndarray]] = defaultdict(dict)
     for path, entities in files:
         if path.name.endswith(".func.gii") and "param" in entities and "hemi" in entities:
             per[entities["param"]][entities["hemi"]] = read_gifti(path)[:, 0]
     hemis = {h: next(iter(per.values()))[h].size for h in ("L", "R") if per and h in next(iter(per.values()))}
     maps = {label: np.concatenate([v[h] for h in hemis]) for label, v in per.items() if set(v) == set(hemis)}
-    return maps, SurfaceGeometry(hemis=hemis), None
+    return maps, SurfaceLayout(hemis=hemis), None
 
 
 class _Grid:
@@ -140,6 +141,53 @@ def _design(meta: Mapping[str, Any], tr: float | None, links: Mapping[str, Path]
         return None
 
 
+def _context(
+    files: list[tuple[Path, dict]],
+    subject: str,
+    links: Mapping[str, Path],
+    output_dir: Path,
+    r2_threshold: float,
+    command: list[str] | None,
+) -> ReportContext:
+    """The report context of one fit's files."""
+    path, entities = files[0]
+    volume = path.name.endswith((".nii.gz", ".nii")) and not path.name.endswith(".dscalar.nii")
+    maps, surface, grid = _read_volume(files) if volume else _read_surface(files)
+    meta = _sidecar(path)
+    tr = meta.get("RepetitionTime")
+    names = list(meta.get("Runs") or [])
+    pre = dict(meta.get("Preprocessing") or {})
+    dummy = pre.get("DummyScans") or 0
+    bids_dir = Path(links["raw"])
+    return ReportContext(
+        subject=subject,
+        space=entities["space"],
+        maps=maps,
+        model=entities["model"],
+        session=entities.get("session"),
+        task=entities.get("task"),
+        den=entities.get("density"),
+        inputs=[str(resolve_uri(s, links, output_dir)) for s in meta.get("Sources") or []],
+        runs=[n.removeprefix(f"sub-{subject}_") for n in names],
+        tr=tr,
+        dummy_scans=max(dummy) if isinstance(dummy, list) and dummy else int(dummy or 0),
+        design=_design(meta, tr, links, output_dir),
+        fov_deg=(meta.get("Stimulus") or {}).get("FieldOfViewDeg"),
+        settings=dict(meta.get("FitSettings") or {}),
+        backend=dict(meta.get("Software") or {}),
+        timings=dict(meta.get("Timings") or {}),
+        surface=surface,
+        fmriprep_dir=links.get("fmriprep", bids_dir / "derivatives" / "fmriprep"),
+        r2_threshold=r2_threshold,
+        outputs=[p.relative_to(output_dir).as_posix() for p, _ in files],
+        dataset_dir=bids_dir,
+        command=command,
+        preprocessing=pre,
+        run_inputs=_runs(bids_dir, links, subject, entities, names),
+        volume=grid,
+    )
+
+
 def participant_contexts(
     output_dir: Path,
     subject: str,
@@ -182,45 +230,46 @@ def participant_contexts(
             f"no maps of sub-{subject} under {output_dir}; "
             "run the participant level without --reports-only first"
         )
-    contexts = []
-    for files in fits.values():
-        entities = files[0][1]
-        volume = files[0][0].name.endswith((".nii.gz", ".nii")) and not files[0][0].name.endswith(
-            ".dscalar.nii"
+    return [_context(files, subject, links, output_dir, r2_threshold, command) for files in fits.values()]
+
+
+def rebuild_reports(config: Config, command: list[str] | None = None) -> list[Path]:
+    """Rebuild every selected participant's ``sub-<label>.html`` from the outputs on disk.
+
+    Parameters
+    ----------
+    config : Config
+        The run's configuration (``--reports-only``): the datasets, the participants
+        (default: every ``sub-*`` folder of ``output_dir`` holding maps) and the r² threshold.
+    command : list of str, optional
+        The command line, shown in the reports.
+
+    Returns
+    -------
+    list of Path
+        The reports written.
+
+    Raises
+    ------
+    MissingInputError
+        A selected participant (or, without a selection, every participant) has no maps.
+    """
+    output_dir = config.outputs.output_dir
+    subjects = list(config.inputs.participant_labels) or sorted(
+        p.name.removeprefix("sub-") for p in output_dir.glob("sub-*") if p.is_dir()
+    )
+    if not subjects:
+        raise MissingInputError(f"no participant outputs under {output_dir}; run the participant level first")
+    written = []
+    for subject in subjects:
+        contexts = participant_contexts(
+            output_dir,
+            subject,
+            bids_dir=config.inputs.bids_dir,
+            derivatives=config.inputs.dataset_links,
+            r2_threshold=config.outputs.r2_threshold,
+            command=command,
         )
-        maps, surface, grid = _read_volume(files) if volume else _read_surface(files)
-        meta = _sidecar(files[0][0])
-        tr = meta.get("RepetitionTime")
-        names = list(meta.get("Runs") or [])
-        pre = dict(meta.get("Preprocessing") or {})
-        dummy = pre.get("DummyScans") or 0
-        contexts.append(
-            ReportContext(
-                subject=subject,
-                space=entities["space"],
-                maps=maps,
-                model=entities["model"],
-                session=entities.get("session"),
-                task=entities.get("task"),
-                den=entities.get("density"),
-                inputs=[str(resolve_uri(s, links, output_dir)) for s in meta.get("Sources") or []],
-                runs=[n.removeprefix(f"sub-{subject}_") for n in names],
-                tr=tr,
-                dummy_scans=max(dummy) if isinstance(dummy, list) and dummy else int(dummy or 0),
-                design=_design(meta, tr, links, output_dir),
-                fov_deg=(meta.get("Stimulus") or {}).get("FieldOfViewDeg"),
-                settings=dict(meta.get("FitSettings") or {}),
-                backend=dict(meta.get("Software") or {}),
-                timings=dict(meta.get("Timings") or {}),
-                surface=surface,
-                fmriprep_dir=links.get("fmriprep", Path(bids_dir) / "derivatives" / "fmriprep"),
-                r2_threshold=r2_threshold,
-                outputs=[p.relative_to(output_dir).as_posix() for p, _ in files],
-                dataset_dir=Path(bids_dir),
-                command=command,
-                preprocessing=pre,
-                run_inputs=_runs(Path(bids_dir), links, subject, entities, names),
-                volume=grid,
-            )
-        )
-    return contexts
+        written.append(write_participant_report(output_dir, subject, contexts))
+        log.info("sub-%s: report rebuilt from the maps on disk: %s", subject, written[-1])
+    return written

@@ -1,0 +1,190 @@
+"""Cross-validated r² (prfmap.crossval): folds, the definition, and cvr2 on synthetic participants."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.stats import pearsonr, spearmanr
+
+from prfmap.cli.config import build_config
+from prfmap.cli.parser import build_parser
+from prfmap.crossval import Fold, cross_validate, leave_one_run_out
+from prfmap.derivatives import OutputKey
+from prfmap.engine import FitResult
+from prfmap.errors import BadDataError
+from prfmap.group import combine, run_group
+from prfmap.io.bids import find_runs
+from prfmap.io.geometry import GiftiGeometry
+from prfmap.preprocess import PreprocessedRun, dct_basis
+from prfmap.synth import SynthConfig, load_truth, make_synthetic_dataset
+from prfmap.workflow import fit_group, load_group, plan_fits, write_group
+
+N, FRAMES, TR = 60, 120, 1.5
+
+
+def test_folds_leave_each_run_out():
+    assert leave_one_run_out(1) == [] and leave_one_run_out(0) == []
+    assert leave_one_run_out(3) == [Fold(0, (1, 2)), Fold(1, (0, 2)), Fold(2, (0, 1))]
+
+
+def _runs(rng: np.random.Generator, signal: np.ndarray, n_runs: int) -> list[PreprocessedRun]:
+    nuisance = dct_basis(FRAMES, TR, 0.01)
+    q = np.column_stack([np.ones(FRAMES), nuisance])
+    q, _ = np.linalg.qr(q)
+    out = []
+    for _ in range(n_runs):
+        y = signal + rng.normal(0, 1.0, signal.shape)
+        out.append(PreprocessedRun((y - (y @ q) @ q.T).astype(np.float32), nuisance))
+    return out
+
+
+def test_cvr2_is_the_signed_squared_correlation_over_all_held_out_runs():
+    rng = np.random.default_rng(0)
+    t = np.arange(FRAMES)
+    signal = np.tile(2 * np.sin(2 * np.pi * t / 20), (N, 1))
+    runs = _runs(rng, signal, 3)
+    runs[2].data[5] = np.nan  # unit 5 has no data in run 3: that fold is left out for it
+    shape = {"prediction": signal.copy()}
+    shape["prediction"][20:40] *= -1  # anti-predicted units
+    shape["prediction"][40:] = rng.normal(0, 2, (N - 40, FRAMES))  # unrelated predictions
+    drift = np.outer(np.ones(N), np.linspace(-3, 3, FRAMES))  # removed with the held-out nuisance
+
+    def fit(training, stim, fold):
+        assert training.data.shape == (N, FRAMES) and len(fold.training) == 2
+        return FitResult("gauss", {}, np.zeros(N), np.zeros(N))
+
+    def predict(result, stim):
+        return 0.5 * shape["prediction"] + drift  # gain 0.5: cvr2 fits one gain
+
+    cv = cross_validate(runs, ["a"] * 3, {"a": np.zeros((FRAMES, 2, 2))}, fov_deg=10.0,
+                        fit=fit, predict=predict)
+    assert [f.held_out for f in cv.folds] == [0, 1, 2] and len(cv.seconds) == 3
+    # the same number computed by hand from the projected runs
+    q, _ = np.linalg.qr(np.column_stack([np.ones(FRAMES), runs[0].nuisance]))
+    p = 0.5 * shape["prediction"] + drift
+    p = p - (p @ q) @ q.T
+    expected = []
+    for unit in range(N):
+        folds = [r.data[unit].astype(np.float64) for r in runs if np.isfinite(r.data[unit]).all()]
+        cross = sum(y @ p[unit] for y in folds)
+        c = cross / np.sqrt(sum(y @ y for y in folds) * len(folds) * (p[unit] @ p[unit]))
+        expected.append(np.sign(c) * c**2)
+    np.testing.assert_allclose(cv.cvr2, expected, rtol=1e-6)
+    snr = np.var(signal[0]) / (np.var(signal[0]) + 1.0)
+    assert np.all(np.abs(cv.cvr2[:20] - snr) < 0.1)  # predicted: the share of signal variance
+    assert np.all(cv.cvr2[20:40] < -snr + 0.1)  # anti-predicted: negative
+    assert np.all(np.abs(cv.cvr2[40:]) < 0.05)  # unrelated: about zero
+    # without a gain the half-size prediction is penalised: strict <= cvr2 where predicted
+    assert np.all(cv.strict_cvr2[:20] < cv.cvr2[:20])
+
+
+def test_fewer_than_two_runs_have_no_folds():
+    rng = np.random.default_rng(1)
+    runs = _runs(rng, np.zeros((N, FRAMES)), 1)
+    cv = cross_validate(runs, ["a"], {"a": np.zeros((FRAMES, 2, 2))}, fov_deg=10.0,
+                        fit=None, predict=None)  # type: ignore[arg-type]
+    assert cv.folds == [] and np.isnan(cv.cvr2).all()
+
+
+def _fit_participant(root: Path, out: Path, *options: str):
+    config = build_config(build_parser().parse_args([str(root), str(out), "participant",
+                                                     "--work-dir", str(out / "work"), *options]))
+    (plan,) = plan_fits(find_runs(config.inputs, work_dir=out / "work"), config.fit.model)
+    fitted = fit_group(load_group(plan, config, lambda *a: None), config, lambda *a: None)
+    return config, fitted
+
+
+@pytest.fixture(scope="module")
+def participants(tmp_path_factory):
+    """Two small T1w participants with two runs: a normal one, and one whose second run is noise."""
+    root = tmp_path_factory.mktemp("cv")
+    out = {}
+    for name, noise_runs in (("normal", 0), ("noise", 1)):
+        bids = make_synthetic_dataset(root / name / "bids", SynthConfig(
+            space="T1w", small=True, runs=2, noise_runs=noise_runs, seed=4))
+        out[name] = (bids, *_fit_participant(bids, root / name / "out"))
+    return out
+
+
+def test_cvr2_tracks_r2_and_stays_below_it_on_normal_data(participants):
+    bids, _, fitted = participants["normal"]
+    truth = load_truth(bids)
+    prf = truth["mask"]
+    cvr2, r2 = fitted.cv.cvr2, fitted.result.r2
+    ok = np.isfinite(cvr2) & np.isfinite(r2)
+    assert np.median(cvr2[prf]) > 0.2
+    assert np.mean(cvr2[prf & ok] <= r2[prf & ok] + 0.02) > 0.9
+    assert spearmanr(cvr2[prf & ok], r2[prf & ok]).statistic > 0.8  # tracks it
+    assert pearsonr(cvr2[ok], r2[ok]).statistic > 0.9
+    assert abs(np.median(cvr2[truth["noise"] & ok])) < 0.05  # no pRF: nothing to predict
+
+
+def test_cvr2_is_zero_when_the_second_run_is_noise(participants):
+    bids, _, fitted = participants["noise"]
+    prf = load_truth(bids)["mask"]
+    assert abs(np.nanmedian(fitted.cv.cvr2[prf])) < 0.05
+    assert np.nanmedian(fitted.result.r2[prf]) > 0.3
+    assert np.nanmedian(fitted.cv.strict_cvr2[prf]) < -0.1  # without a gain it is penalised
+
+
+def test_cvr2_maps_and_their_definition_are_written(participants, tmp_path):
+    _, config, fitted = participants["normal"]
+    files = write_group(fitted, config, tmp_path)
+    names = {p.name for p in files}
+    stem = "sub-01_task-prf_space-T1w_model-gauss_desc-cvr2_boldmap"
+    assert f"{stem}.nii.gz" in names
+    sidecar = json.loads((tmp_path / "sub-01" / "func" / f"{stem}.json").read_text())
+    assert sidecar["Units"] == "1" and "cross-validated" in sidecar["Description"]
+    explained = sidecar["VarianceExplained"]
+    assert "sign(c) * c^2" in explained["cvr2"] and explained["Threshold"].startswith("r2 >= 0.1")
+    assert [f["HeldOut"] for f in explained["Folds"]] == ["sub-01_task-prf_run-1", "sub-01_task-prf_run-2"]
+    assert fitted.timings["cross_validation"] > 0
+    assert {"cross_validation", "fit"} <= set(sidecar["Timings"])
+
+
+def test_no_cvr2_with_the_option_or_one_run(participants, tmp_path):
+    bids, _, _ = participants["normal"]
+    _, fitted = _fit_participant(bids, tmp_path / "a", "--no-cvr2", "--refine", "none")
+    assert fitted.cv is None and "cvr2" not in fitted.maps()
+    _, fitted = _fit_participant(bids, tmp_path / "b", "--run", "1", "--refine", "none")
+    assert fitted.cv is None
+
+
+def _write_participant(out: Path, subject: str, maps: dict[str, np.ndarray], n: int) -> None:
+    key = OutputKey(subject, None, "bar", "fsaverage5", None, None, "gauss")
+    geometry = GiftiGeometry(hemis={"L": n, "R": n})
+    func = key.func_dir(out)
+    for label, values in maps.items():
+        geometry.write_maps({label: values},
+                            lambda h, lab=label: func / f"{key.stem(hemi=h, param=lab)}_boldmap.func.gii")
+
+
+def test_the_group_level_can_threshold_on_cvr2(tmp_path):
+    stacks = {
+        "polarangle": np.zeros((2, 3)), "eccentricity": np.ones((2, 3)), "sigma": np.ones((2, 3)),
+        "r2": np.array([[0.5, 0.5, 0.5], [0.5, 0.5, 0.05]]),
+        "cvr2": np.array([[0.3, 0.02, np.nan], [0.3, 0.3, 0.3]]),
+    }
+    np.testing.assert_allclose(combine(stacks, 0.1)["count"], [2, 2, 1])
+    on_cvr2 = combine(stacks, 0.1, "cvr2")
+    np.testing.assert_allclose(on_cvr2["count"], [2, 1, 1])
+    np.testing.assert_allclose(on_cvr2["cvr2"], [0.3, 0.16, 0.3])
+    n = 10242
+    rng = np.random.default_rng(0)
+    for subject in ("01", "02"):
+        maps = {k: rng.uniform(0.5, 2, 2 * n) for k in ("x", "y", "sigma", "eccentricity")}
+        maps.update(polarangle=rng.uniform(-180, 180, 2 * n), r2=np.full(2 * n, 0.5))
+        if subject == "01":
+            maps["cvr2"] = np.full(2 * n, 0.05)
+        _write_participant(tmp_path, subject, maps, n)
+    with pytest.raises(BadDataError, match=r"sub-02 has no cvr2 map .* \(--threshold-on r2\)"):
+        run_group(tmp_path, threshold_on="cvr2", report=False)
+    (result,) = run_group(tmp_path, participant_labels=["01"], threshold_on="cvr2", report=False)
+    assert result.threshold_on == "cvr2" and np.all(result.maps["L"]["count"] == 0)
+    count = next(p for p in result.files if "desc-count" in p.name and "hemi-L" in p.name)
+    sidecar = json.loads(count.with_name(count.name.replace(".func.gii", ".json")).read_text())
+    assert sidecar["ThresholdOn"] == "cvr2" and "cvr2 >= threshold" in sidecar["Description"]
+    assert any("desc-cvr2" in p.name for p in result.files)
