@@ -1,4 +1,7 @@
-"""Memory budgets: the default ``--mem-gb`` and how a budget is shared between chunks and tiles."""
+"""Memory budgets: the default ``--mem-gb`` and how a budget is shared between chunks and tiles.
+
+Arithmetic on host memory only; what a device has free is the engine's backend's to answer.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +11,8 @@ from pathlib import Path
 import psutil
 
 HOST_SHARE = 0.5
-GPU_SHARE = 0.6
 ENGINE_SHARE = 0.25
+MIN_ENGINE_GB = 0.05
 CHUNK_SHARE = 0.125
 CHUNK_COPIES = 12
 MIN_CHUNK, MAX_CHUNK = 256, 16384
@@ -39,41 +42,10 @@ def default_mem_gb() -> float:
     return max(1.0, round(HOST_SHARE * available_host_bytes() / 2**30, 2))
 
 
-def gpu_free_bytes() -> int | None:
-    """Free memory of the engine's GPU, or None on CPU or when the backend cannot tell."""
-    backend = os.environ.get("KERAS_BACKEND", "jax")
-    try:
-        if backend == "jax":
-            import jax
-
-            dev = jax.devices()[0]
-            if dev.platform == "cpu":
-                return None
-            stats = dev.memory_stats() or {}
-            return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
-        if backend == "torch":
-            import torch
-
-            return int(torch.cuda.mem_get_info()[0]) if torch.cuda.is_available() else None
-        if backend == "tensorflow":
-            import tensorflow as tf
-
-            if not tf.config.list_logical_devices("GPU"):
-                return None
-            info = tf.config.experimental.get_memory_info("GPU:0")
-            return None if "limit" not in info else int(info["limit"]) - int(info["current"])
-    except Exception:  # noqa: BLE001 - a device that cannot report its memory keeps the host budget
-        return None
-    return None
-
-
 def engine_mem_gb(mem_gb: float) -> float:
-    """The engine's tile budget: a quarter of ``mem_gb``, and at most a share of a GPU's free memory."""
-    budget = ENGINE_SHARE * mem_gb
-    free = gpu_free_bytes()
-    if free:
-        budget = min(budget, GPU_SHARE * free / 2**30)
-    return max(budget, 0.05)
+    """The engine's tile budget: a quarter of ``mem_gb`` (the engine also keeps within a GPU's free memory,
+    :func:`prfmap.engine.batching.memory_budget`)."""
+    return max(ENGINE_SHARE * mem_gb, MIN_ENGINE_GB)
 
 
 def chunk_units(mem_gb: float, frames: int) -> int:

@@ -1,7 +1,9 @@
 """Backend selection: clear errors, only the selected backend imported, compile switch."""
 
+import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,10 +12,11 @@ import numpy as np
 import pytest
 
 from prfmap.engine import backend_info
-from prfmap.engine.backend import select_backend
+from prfmap.engine.backend import get_backend, select_backend
 from prfmap.errors import ExitCode, UsageError
 
 APP = str(Path(__file__).resolve().parents[2] / "app")
+FRAMEWORKS = {"jax", "jaxlib", "torch", "tensorflow"}
 
 
 def test_unknown_backend_is_a_usage_error():
@@ -124,3 +127,44 @@ def test_eager_lm_fit_survives_on_every_backend(tmp_path, backend):
     here = str(Path(__file__).resolve().parent)
     out = subprocess.run([sys.executable, "-c", code, here, APP], env=env, capture_output=True, text=True)
     assert out.returncode == 0, f"exit {out.returncode}: {out.stderr[-2000:]}"
+
+
+def _framework_imports(path: Path) -> set[str]:
+    """Frameworks a module imports: import statements and literal ``import_module``/``__import__`` calls."""
+    text = path.read_text()
+    names = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.partition(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.partition(".")[0])
+    names |= set(re.findall(r"(?:import_module|__import__)\(\s*[\"'](\w+)", text))
+    return names & FRAMEWORKS
+
+
+def test_no_module_outside_the_backend_folder_imports_a_framework():
+    package = Path(APP) / "prfmap"
+    backend_dir = package / "engine" / "backend"
+    offenders = {str(p.relative_to(package)): sorted(_framework_imports(p))
+                 for p in package.rglob("*.py") if backend_dir not in p.parents and _framework_imports(p)}
+    assert offenders == {}
+    assert _framework_imports(backend_dir / "torch.py") == {"torch"}  # the grep sees what it looks for
+
+
+def test_select_backend_sets_threads_and_devices_before_import(backend, monkeypatch):
+    for name in ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "XLA_FLAGS", "CUDA_VISIBLE_DEVICES",
+                 "JAX_PLATFORMS"):
+        monkeypatch.delenv(name, raising=False)
+    configured = []
+    monkeypatch.setattr(get_backend(), "configure_threads", configured.append)  # keep the session's threads
+    assert select_backend(backend, nprocs=3, device="cpu", omp_threads=2) == backend
+    assert configured == [3]
+    assert os.environ["TF_NUM_INTRAOP_THREADS"] == "3" and os.environ["OMP_NUM_THREADS"] == "2"
+    assert "intra_op_parallelism_threads=3" in os.environ["XLA_FLAGS"]
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "" and os.environ["JAX_PLATFORMS"] == "cpu"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
+    with pytest.raises(UsageError, match="only 2 GPU"):
+        select_backend(backend, device="gpu:2")
+    if "cpu" in backend_info()["device"]:
+        with pytest.raises(UsageError, match="sees no GPU"):
+            select_backend(backend, device="gpu")

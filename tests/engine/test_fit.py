@@ -7,7 +7,7 @@ import pytest
 from conftest import FOV, TR, bar_design, random_params
 
 from prfmap.engine import Stimulus, cartesian_grid, fit_prf, predict
-from prfmap.engine.fit import nuisance_basis
+from prfmap.engine.problem import nuisance_basis
 
 
 def _true_r2(data: np.ndarray, truth: np.ndarray, nuisance=None) -> np.ndarray:
@@ -145,7 +145,7 @@ def test_bad_arguments_are_reported(stim):
 
 
 def test_out_of_memory_shrinks_the_batch_and_retries(monkeypatch):
-    from prfmap.engine import fit
+    from prfmap.engine import batching
     from prfmap.engine.backend import get_backend
 
     class DeviceFull(RuntimeError):
@@ -159,7 +159,7 @@ def test_out_of_memory_shrinks_the_batch_and_retries(monkeypatch):
             raise DeviceFull("RESOURCE_EXHAUSTED: out of memory")
         done.append((start, stop))
 
-    fit._run_batches(300, 512, run, "refine", None)
+    batching.run_batches(300, 512, run, "refine", None)
     assert done[0] == (0, 64) and done[-1][1] == 300
     assert sum(b - a for a, b in done) == 300
 
@@ -167,4 +167,4 @@ def test_out_of_memory_shrinks_the_batch_and_retries(monkeypatch):
         raise ValueError("not a memory problem")
 
     with pytest.raises(ValueError):
-        fit._run_batches(300, 512, broken, "refine", None)
+        batching.run_batches(300, 512, broken, "refine", None)

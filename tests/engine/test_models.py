@@ -86,7 +86,7 @@ def test_autodiff_gradients_of_every_parameter_are_finite_and_nonzero(model, sti
     from keras import ops
 
     from prfmap.engine import core
-    from prfmap.engine.fit import _problem
+    from prfmap.engine.problem import make_problem
 
     m = MODELS[model]
     rng = np.random.default_rng(2)
@@ -95,7 +95,7 @@ def test_autodiff_gradients_of_every_parameter_are_finite_and_nonzero(model, sti
     data = truth + 0.1 * rng.standard_normal(truth.shape)
     start = {k: v * 1.1 + 0.05 for k, v in p.items()}
     u = m.internal(m.from_report(start))
-    prob = _problem(m, stim, TR, 1, None, "float64", 0.5)
+    prob = make_problem(m, stim, TR, 1, None, "float64", 0.5)
     y = data - data.mean(axis=1, keepdims=True)
 
     def loss(u, y):
@@ -113,12 +113,12 @@ def test_autodiff_gradients_of_every_parameter_are_finite_and_nonzero(model, sti
 def test_analytic_jacobian_matches_finite_differences(model, stim):
     from keras import ops
 
-    from prfmap.engine.fit import _problem
+    from prfmap.engine.problem import make_problem
 
     m = MODELS[model]
     p = random_params(model, 5, np.random.default_rng(4), max_ecc=5.0)
     theta = m.from_report(p)
-    prob = _problem(m, stim, TR, 1, None, "float64", 0.5)
+    prob = make_problem(m, stim, TR, 1, None, "float64", 0.5)
     def neural(t, jacobian):
         return np.asarray(ops.convert_to_numpy(
             m.neural(ops.convert_to_tensor(t, dtype="float64"), prob.stim, jacobian)))

@@ -15,6 +15,7 @@ from prfmap.cli.caches import place_compile_caches
 from prfmap.cli.config import build_config
 from prfmap.cli.parser import build_parser
 from prfmap.config import Config, ExecutionConfig
+from prfmap.engine.backend import select_backend
 from prfmap.errors import ExitCode, PrfmapError, UsageError, one_line, output_error
 from prfmap.io.atomic import write_json_atomic
 from prfmap.io.validator import check_bids_dir
@@ -23,16 +24,6 @@ from prfmap.signals import StopRequested
 logger = logging.getLogger("prfmap.cli.run")  # not __name__: "__main__" under python -m
 PACKAGE_LOGGER = logging.getLogger("prfmap")
 """Where the console and run-log handlers go: every module's logger is below it."""
-BACKEND_PACKAGES = {"jax": "jax", "torch": "torch", "tensorflow": "tensorflow"}
-OMP_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-"""The per-process OpenMP/BLAS pools ``--omp-nthreads`` bounds (``--nprocs`` bounds them too)."""
-THREAD_VARIABLES = (
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "TF_NUM_INTRAOP_THREADS",
-    "TF_NUM_INTEROP_THREADS",
-)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -198,60 +189,12 @@ def _open_run_log(output_dir: Path) -> Path:
 
 
 def _select_backend(execution: ExecutionConfig) -> None:
-    """Set threads and visible devices, then the Keras backend, before Keras is imported."""
-    if execution.nprocs:
-        for name in THREAD_VARIABLES:
-            os.environ[name] = str(execution.nprocs)
-        flags = os.environ.get("XLA_FLAGS", "")
-        if "intra_op_parallelism_threads" not in flags:
-            os.environ["XLA_FLAGS"] = (
-                f"{flags} --xla_cpu_multi_thread_eigen=false "
-                f"intra_op_parallelism_threads={execution.nprocs}"
-            ).strip()
-    if execution.omp_nthreads:
-        for name in OMP_VARIABLES:
-            os.environ[name] = str(execution.omp_nthreads)
-    if execution.device == "cpu":
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""
-        os.environ["JAX_PLATFORMS"] = "cpu"
-    elif execution.device.startswith("gpu:"):
-        index = int(execution.device.partition(":")[2])
-        visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d]
-        if visible and index >= len(visible):
-            raise UsageError(
-                f"--device {execution.device}: only {len(visible)} GPU(s) are visible "
-                f"(CUDA_VISIBLE_DEVICES={','.join(visible)})"
-            )
-        os.environ["CUDA_VISIBLE_DEVICES"] = visible[index] if visible else str(index)
-    name = execution.backend
-    if "keras" not in sys.modules:
-        os.environ["KERAS_BACKEND"] = name
-    cache_note = place_compile_caches(name, execution.work_dir)
+    """Set compile caches, threads, visible devices and the Keras backend, before Keras is imported."""
+    cache_note = place_compile_caches(execution.backend, execution.work_dir)
     if cache_note:
         logger.warning(cache_note)
-    try:
-        from prfmap.engine.backend import select_backend
-    except ImportError as err:
-        if (err.name or "").partition(".")[0] != BACKEND_PACKAGES.get(name):
-            raise
-        raise UsageError(
-            f"backend {name!r} is not installed: pip install 'prfmap[{name}]' "
-            "or use a container image built for it"
-        ) from None
-    select_backend(name)
-    if execution.nprocs and name == "torch":
-        import torch
-
-        torch.set_num_threads(execution.nprocs)
-    if execution.device.startswith("gpu"):
-        from prfmap.engine import backend_info
-
-        device = str(backend_info().get("device", "cpu"))
-        if not any(tag in device.lower() for tag in ("gpu", "cuda")):
-            raise UsageError(
-                f"--device {execution.device}: the {name} backend sees no GPU (device {device}); "
-                "install the backend's CUDA build or use --device cpu"
-            )
+    select_backend(execution.backend, nprocs=execution.nprocs, device=execution.device,
+                   omp_threads=execution.omp_nthreads)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import importlib
 import os
 from typing import Any
 
-from prfmap.engine.backend import select_backend
+from prfmap.engine.backend import get_backend, select_backend
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
@@ -41,9 +41,8 @@ def __getattr__(name: str) -> Any:
 
 def backend_info() -> dict[str, str]:
     """Backend name, its version, the Keras version and the device the engine runs on."""
+    # Imported here: importing prfmap.engine must not load Keras before select_backend has run.
     import keras
-
-    from prfmap.engine.backend import get_backend
 
     backend = get_backend()
     return {"backend": backend.NAME, "version": backend.version(), "keras": keras.__version__,

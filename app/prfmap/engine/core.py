@@ -1,7 +1,7 @@
 """Compiled tensor kernels of the fitters, written once with ``keras.ops``.
 
-Everything here is traceable: tensors in and out, no branching on tensor values. The caller (``fit.py``)
-holds the Python loops over tiles and batches and converts to and from numpy.
+Everything here is traceable: tensors in and out, no branching on tensor values. The callers (``search.py``,
+``solvers.py``, ``fit.py``) hold the Python loops over tiles and batches and convert to and from numpy.
 """
 
 from __future__ import annotations
@@ -63,6 +63,12 @@ def vp_cost(model: PRFModel, u: Any, y: Any, stim: tuple, hrf_t: Any, q: Any) ->
     return ops.sum(resid * resid, axis=1)
 
 
+def vp_objective(model: PRFModel, u: Any, y: Any, stim: tuple, hrf_t: Any, q: Any) -> tuple[Any, Any]:
+    """The batch's summed variable-projection cost, which gradient solvers minimise, and each unit's."""
+    cost = vp_cost(model, u, y, stim, hrf_t, q)
+    return ops.sum(cost), cost
+
+
 def vp_normal_equations(
     model: PRFModel, u: Any, y: Any, free: Any, stim: tuple, hrf_t: Any, q: Any
 ) -> tuple[Any, Any, Any]:
@@ -91,42 +97,6 @@ def vp_normal_equations(
     jtj = matmul(jac, ops.transpose(jac, (0, 2, 1)))
     jte = ops.sum(jac * resid[:, None, :], axis=2)
     return cost, jtj, jte
-
-
-def lm_init(model, u, lam, y, free, stim, hrf_t, q):
-    """Levenberg–Marquardt state for a batch starting at ``u`` with damping ``lam`` (units,)."""
-    cost, jtj, jte = vp_normal_equations(model, u, y, free, stim, hrf_t, q)
-    n = ops.shape(u)[0]
-    return (u, cost, jtj, jte, lam, ops.ones((n,), dtype="bool"), ops.zeros((n,), dtype=u.dtype))
-
-
-def lm_step(model, state, y, free, stim, hrf_t, q, tol: float):
-    """One damped Gauss–Newton step for every active unit; accepted only where the cost drops."""
-    u, cost, jtj, jte, lam, active, rejected = state
-    diag = ops.diagonal(jtj, axis1=1, axis2=2)
-    k = ops.shape(u)[1]
-    damp = lam[:, None] * diag + (1.0 - free)[None] + 1e-9 * at_least(
-        ops.max(diag, axis=1, keepdims=True), TINY)
-    system = jtj + ops.eye(k, dtype=u.dtype)[None] * damp[:, :, None]
-    delta = -ops.solve(system, jte[:, :, None])[:, :, 0] * free[None] * ops.cast(
-        active, u.dtype)[:, None]
-    u_new = u + delta
-    cost_new, jtj_new, jte_new = vp_normal_equations(model, u_new, y, free, stim, hrf_t, q)
-    accept = active & (cost_new < cost) & ops.isfinite(cost_new)
-    rel = (cost - cost_new) / at_least(cost, TINY)
-    rejected = ops.where(accept, 0.0, rejected + ops.cast(active, u.dtype))
-    done = (accept & (rel < tol)) | (rejected >= 4.0)
-    a1 = accept[:, None]
-    state = (
-        ops.where(a1, u_new, u),
-        ops.where(accept, cost_new, cost),
-        ops.where(a1[:, :, None], jtj_new, jtj),
-        ops.where(a1, jte_new, jte),
-        ops.clip(ops.where(accept, lam * 0.3, lam * 8.0), 1e-7, 1e7),
-        active & ~done,
-        rejected,
-    )
-    return state
 
 
 def finalize(model, u, y, y_raw, stim, hrf_t, q):
@@ -162,8 +132,3 @@ def grid_score(y_unit: Any, grid_unit: Any) -> tuple[Any, Any]:
     """Best correlation and its grid index for unit-norm data (units, F) against grid (grid, F)."""
     corr = matmul(y_unit, ops.transpose(grid_unit))
     return ops.max(corr, axis=1), ops.argmax(corr, axis=1)
-
-
-def sgd_loss(u, model, y, stim, hrf_t, q):
-    """Summed variable-projection cost of a batch, the objective SGD minimises."""
-    return ops.sum(vp_cost(model, u, y, stim, hrf_t, q))

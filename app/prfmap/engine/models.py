@@ -8,6 +8,7 @@ autodiff. Amplitudes (and HRF-derivative weights) are linear and are solved for,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -292,6 +293,20 @@ def model_parameters(name: str) -> tuple[str, ...]:
     return catalog.get_model_spec(get_model(name).name).parameters
 
 
+def free_mask(model: PRFModel, fixed: Mapping[str, float]) -> tuple[np.ndarray, dict[str, float]]:
+    """1 for each fitted, 0 for each fixed internal parameter, and the fixed values.
+
+    ``fixed`` adds to (or overrides) the defaults of the model's catalogue entry.
+    """
+    fixed = {**catalog.MODELS[model.name].fixed, **dict(fixed)}
+    unknown = set(fixed) - set(model.names)
+    if unknown:
+        raise ValueError(
+            f"cannot fix {sorted(unknown)} of model {model.name!r}; fixable: {', '.join(model.names)}"
+        )
+    return np.array([0.0 if n in fixed else 1.0 for n in model.names]), fixed
+
+
 def floatx(dtype: str) -> str:
     """Validate a float dtype name."""
     if dtype not in ("float32", "float64"):
@@ -299,4 +314,4 @@ def floatx(dtype: str) -> str:
     return dtype
 
 
-__all__ = ["MODELS", "PRFModel", "get_model", "model_parameters", "register_model"]
+__all__ = ["MODELS", "PRFModel", "free_mask", "get_model", "model_parameters", "register_model"]

@@ -1,7 +1,17 @@
 """Backend selection and the small per-backend interface of the engine.
 
-Keras 3 runs the models; what Keras does not abstract (compilation, gradients, device names) lives in one
-module per backend, as Keras does in ``keras/src/backend/``. Only the selected backend's module is imported.
+Keras 3 runs the models; what Keras does not abstract lives in one module per backend, as Keras does in
+``keras/src/backend/``, and only the selected backend's module is imported. No module of prfmap outside
+this folder imports jax, torch or tensorflow. Each backend module provides:
+
+- ``NAME``; ``LOOPS_COMPILE`` (whether a whole ``keras.ops.while_loop`` compiles well);
+- ``compile_fun(fn)``, ``value_and_grad(fn, has_aux)``, ``is_out_of_memory(exc)``;
+- ``version()``, ``device()``, ``free_memory()`` (free bytes of the device, None on a CPU or when the
+  backend cannot tell), ``enable_float64()``, ``configure_threads(n)``;
+- optionally ``matmul(a, b)`` where ``keras.ops.matmul`` does not do (torch: it keeps float64).
+
+The environment a backend reads when it is imported (threads, visible devices) is set here, by
+:func:`select_backend`, before the backend is imported.
 """
 
 from __future__ import annotations
@@ -16,15 +26,25 @@ from prfmap.errors import UsageError
 
 SUPPORTED_BACKENDS = ("jax", "torch", "tensorflow")
 _PACKAGE_OF = {"jax": "jax", "torch": "torch", "tensorflow": "tensorflow"}
+OMP_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+"""The per-process OpenMP/BLAS pools (``omp_threads``; ``nprocs`` bounds them too)."""
+THREAD_VARIABLES = OMP_VARIABLES + ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 
 
-def select_backend(name: str | None = None) -> str:
-    """Choose the Keras backend before Keras is imported.
+def select_backend(name: str | None = None, *, nprocs: int | None = None, device: str | None = None,
+                   omp_threads: int | None = None) -> str:
+    """Choose the Keras backend, its threads and its device before Keras is imported.
 
     Parameters
     ----------
     name : str, optional
         ``"jax"``, ``"torch"`` or ``"tensorflow"``; defaults to ``$KERAS_BACKEND`` or ``"jax"``.
+    nprocs : int, optional
+        Threads the backend (and BLAS) may use; None leaves the defaults.
+    device : str, optional
+        ``"auto"`` (default), ``"cpu"``, ``"gpu"`` or ``"gpu:N"`` (the N-th visible GPU).
+    omp_threads : int, optional
+        Threads of each OpenMP/BLAS pool (default: ``nprocs``).
 
     Returns
     -------
@@ -34,7 +54,8 @@ def select_backend(name: str | None = None) -> str:
     Raises
     ------
     UsageError
-        If the backend is unknown, not installed, or Keras already runs another backend.
+        If the backend is unknown or not installed, Keras already runs another backend, the GPU index
+        is out of range, or a GPU was asked for and the backend sees none.
     """
     name = name or os.environ.get("KERAS_BACKEND") or "jax"
     if name not in SUPPORTED_BACKENDS:
@@ -46,20 +67,57 @@ def select_backend(name: str | None = None) -> str:
             f"backend {name!r} is not installed: pip install 'prfmap[{name}]' "
             "or use a container image built for it"
         )
-    if "keras" in sys.modules:
-        import keras
-
-        if keras.backend.backend() != name:
-            raise UsageError(
-                f"Keras already runs the {keras.backend.backend()!r} backend in this process; "
-                f"set KERAS_BACKEND={name} before starting Python"
-            )
+    running = sys.modules["keras"].backend.backend() if "keras" in sys.modules else name
+    if running != name:
+        raise UsageError(
+            f"Keras already runs the {running!r} backend in this process; "
+            f"set KERAS_BACKEND={name} before starting Python"
+        )
+    device = device or "auto"
+    _set_environment(nprocs, omp_threads, device)
     os.environ["KERAS_BACKEND"] = name
+    if nprocs or device.startswith("gpu"):
+        module = importlib.import_module(f"prfmap.engine.backend.{name}")
+        if nprocs:
+            module.configure_threads(nprocs)
+        if device.startswith("gpu") and not any(t in module.device().lower() for t in ("gpu", "cuda")):
+            raise UsageError(
+                f"--device {device}: the {name} backend sees no GPU (device {module.device()}); "
+                "install the backend's CUDA build or use --device cpu"
+            )
     return name
 
 
+def _set_environment(nprocs: int | None, omp_threads: int | None, device: str) -> None:
+    """Threads and visible devices, as the backends read them when they are imported."""
+    if nprocs:
+        for variable in THREAD_VARIABLES:
+            os.environ[variable] = str(nprocs)
+        flags = os.environ.get("XLA_FLAGS", "")
+        if "intra_op_parallelism_threads" not in flags:
+            os.environ["XLA_FLAGS"] = (
+                f"{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads={nprocs}"
+            ).strip()
+    if omp_threads:
+        for variable in OMP_VARIABLES:
+            os.environ[variable] = str(omp_threads)
+    if device == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        os.environ["JAX_PLATFORMS"] = "cpu"
+    elif device.startswith("gpu:"):
+        index = int(device.partition(":")[2])
+        visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d]
+        if visible and index >= len(visible):
+            raise UsageError(
+                f"--device {device}: only {len(visible)} GPU(s) are visible "
+                f"(CUDA_VISIBLE_DEVICES={','.join(visible)})"
+            )
+        os.environ["CUDA_VISIBLE_DEVICES"] = visible[index] if visible else str(index)
+
+
 def get_backend() -> ModuleType:
-    """Return the backend module matching Keras' active backend."""
+    """Return the backend module matching Keras' active backend (this imports Keras)."""
+    # Imported here: Keras reads KERAS_BACKEND when first imported, which select_backend sets first.
     import keras
 
     name = keras.backend.backend()
@@ -71,3 +129,8 @@ def get_backend() -> ModuleType:
 def compile_enabled() -> bool:
     """Whether hot functions are compiled (``PRFMAP_COMPILE=0`` turns it off for debugging)."""
     return os.environ.get("PRFMAP_COMPILE", "1") not in ("0", "false", "False", "no")
+
+
+def loops_compiled() -> bool:
+    """Whether iterative solvers run as one compiled loop (else: a compiled step called from Python)."""
+    return get_backend().LOOPS_COMPILE and compile_enabled()

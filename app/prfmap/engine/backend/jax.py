@@ -9,7 +9,6 @@ import jax
 
 NAME = "jax"
 LOOPS_COMPILE = True
-STATELESS_OPTIMIZER = True
 
 
 def compile_fun(fn: Callable[..., Any], static_argnames: tuple[str, ...] = ()) -> Callable[..., Any]:
@@ -42,11 +41,19 @@ def enable_float64() -> None:
     jax.config.update("jax_enable_x64", True)
 
 
-def matmul(a: Any, b: Any) -> Any:
-    """Matrix product (``keras.ops.matmul``)."""
-    from keras import ops
+def free_memory() -> int | None:
+    """Free bytes of the device's memory; None on a CPU or when the device cannot tell."""
+    dev = jax.devices()[0]
+    if dev.platform == "cpu":
+        return None
+    stats = dev.memory_stats() or {}
+    if "bytes_limit" not in stats:
+        return None
+    return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
 
-    return ops.matmul(a, b)
+
+def configure_threads(n: int) -> None:
+    """Nothing to do here: XLA reads its thread count from ``XLA_FLAGS``, set before jax is imported."""
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

@@ -9,7 +9,6 @@ import tensorflow as tf
 
 NAME = "tensorflow"
 LOOPS_COMPILE = True
-STATELESS_OPTIMIZER = False  # Keras refuses stateless_apply on TensorFlow
 
 
 def compile_fun(fn: Callable[..., Any], static_argnames: tuple[str, ...] = ()) -> Callable[..., Any]:
@@ -48,11 +47,16 @@ def enable_float64() -> None:
     """Nothing to do: float64 tensors are always available on this backend."""
 
 
-def matmul(a: Any, b: Any) -> Any:
-    """Matrix product (``keras.ops.matmul``)."""
-    from keras import ops
+def free_memory() -> int | None:
+    """Free bytes of the first GPU's memory; None on a CPU or when TensorFlow cannot tell."""
+    if not tf.config.list_logical_devices("GPU"):
+        return None
+    info = tf.config.experimental.get_memory_info("GPU:0")
+    return None if "limit" not in info else int(info["limit"]) - int(info["current"])
 
-    return ops.matmul(a, b)
+
+def configure_threads(n: int) -> None:
+    """Nothing to do here: TensorFlow reads ``TF_NUM_INTRAOP_THREADS``, set before it is imported."""
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

@@ -1,6 +1,6 @@
 """PyTorch: ``torch.compile`` and ``torch.func`` gradients.
 
-Iterative fitters compile one step and loop in Python here: ``torch.compile`` unrolls loops.
+Iterative solvers compile one step and loop in Python here: ``torch.compile`` unrolls loops.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import torch
 
 NAME = "torch"
 LOOPS_COMPILE = False
-STATELESS_OPTIMIZER = True
 
 
 def compile_fun(fn: Callable[..., Any], static_argnames: tuple[str, ...] = ()) -> Callable[..., Any]:
@@ -64,6 +63,16 @@ def enable_float64() -> None:
 def matmul(a: Any, b: Any) -> Any:
     """Matrix product keeping float64 (``keras.ops.matmul`` on torch returns float32 for float64)."""
     return torch.matmul(a, b)
+
+
+def free_memory() -> int | None:
+    """Free bytes of the current CUDA device's memory; None without CUDA."""
+    return int(torch.cuda.mem_get_info()[0]) if torch.cuda.is_available() else None
+
+
+def configure_threads(n: int) -> None:
+    """Use ``n`` threads for intra-op parallelism (PyTorch ignores the environment once imported)."""
+    torch.set_num_threads(n)
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

@@ -1,0 +1,105 @@
+"""How the engine cuts its work into compiled calls: tiles, padding, memory budgets, the compile cache and
+out-of-memory recovery."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import numpy as np
+
+from prfmap.engine import catalog
+from prfmap.engine.backend import compile_enabled, get_backend
+from prfmap.engine.problem import Problem
+
+ProgressFn = Callable[[str, int, int], None]
+DEFAULT_MEM_GB = 2.0
+GPU_SHARE = 0.6  # of a GPU's free memory, at most, for the engine's tiles and batches
+MIN_MEM_GB = 0.05
+MIN_BATCH = 8
+logger = logging.getLogger(__name__)
+
+_COMPILED: dict[tuple, Callable] = {}
+
+
+def compiled(key: tuple, fn: Callable) -> Callable:
+    """``fn`` compiled once per process and key (shapes seen before run without re-tracing).
+
+    The key must name everything ``fn`` depends on besides its arguments; with ``PRFMAP_COMPILE=0``
+    ``fn`` itself is returned.
+    """
+    if not compile_enabled():
+        return fn
+    if key not in _COMPILED:
+        _COMPILED[key] = get_backend().compile_fun(fn)
+    return _COMPILED[key]
+
+
+def tiles(n: int, size: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` of consecutive tiles of at most ``size`` rows covering ``n`` rows."""
+    return [(i, min(i + size, n)) for i in range(0, n, size)]
+
+
+def pad(a: np.ndarray, size: int) -> np.ndarray:
+    """``a`` with zero rows appended up to ``size`` rows (so every tile has one compiled shape)."""
+    if a.shape[0] == size:
+        return a
+    padding = np.zeros((size - a.shape[0],) + a.shape[1:], dtype=a.dtype)
+    return np.concatenate([a, padding])
+
+
+def padded_size(n: int, smallest: int = 256) -> int:
+    """Batch size for ``n`` rows: a power of two, at least ``smallest``, so few shapes get compiled."""
+    return max(smallest, 1 << max(int(n - 1).bit_length(), 0))
+
+
+def budget_rows(mem_gb: float, bytes_per_row: float, lo: int = 16, hi: int = 65536) -> int:
+    """Rows of ``bytes_per_row`` that fit in ``mem_gb``, clipped to ``[lo, hi]``."""
+    rows = int(mem_gb * 2**30 / max(bytes_per_row, 1.0))
+    return int(np.clip(rows, lo, hi))
+
+
+def memory_budget(mem_gb: float | None) -> float:
+    """The engine's budget in GB: ``mem_gb`` (default 2), at most a share of a GPU's free memory."""
+    budget = float(mem_gb or DEFAULT_MEM_GB)
+    try:
+        free = get_backend().free_memory()
+    except Exception:  # noqa: BLE001 - a device that cannot report its memory keeps the given budget
+        free = None
+    if free:
+        budget = min(budget, GPU_SHARE * free / 2**30)
+    return max(budget, MIN_MEM_GB)
+
+
+def batch_size(prob: Problem, mem_gb: float, derivatives: int) -> int:
+    """Units per batch of a refinement or final evaluation with ``derivatives`` parameters."""
+    item = np.dtype(prob.dtype).itemsize
+    n_gauss = catalog.MODELS[prob.model.name].gaussians
+    per_unit = item * (prob.pixels * (derivatives + 1) * (n_gauss + 1)
+                       + prob.frames * (derivatives + 1) * (prob.n_bases + 2) * 2)
+    return budget_rows(mem_gb, per_unit, lo=MIN_BATCH, hi=8192)
+
+
+def run_batches(n_units: int, batch: int, run: Callable[[int, int, int], None],
+                stage: str, progress: ProgressFn | None, shrink: bool = True) -> None:
+    """Call ``run(start, stop, batch)`` over the units; halve the batch and retry on out-of-memory.
+
+    With ``shrink``, a batch larger than the units (padded to a power of two) is reduced first.
+    """
+    if shrink:
+        batch = min(batch, padded_size(n_units))
+    backend = get_backend()
+    start = 0
+    while start < n_units:
+        stop = min(start + batch, n_units)
+        try:
+            run(start, stop, batch)
+        except Exception as exc:
+            if batch <= MIN_BATCH or not backend.is_out_of_memory(exc):
+                raise
+            batch //= 2
+            logger.warning("%s: out of device memory, retrying with batches of %d units", stage, batch)
+            continue
+        start = stop
+        if progress:
+            progress(stage, -(-start // batch), -(-n_units // batch))

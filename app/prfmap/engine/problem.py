@@ -1,0 +1,99 @@
+"""One fit's fixed tensors (stimulus, HRF, nuisance basis) and the data projected onto what they leave."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from prfmap.engine.backend import get_backend
+from prfmap.engine.core_ops import tensor, to_numpy
+from prfmap.engine.hrf import convolution_matrices, hrf_kernels
+from prfmap.engine.models import PRFModel
+from prfmap.engine.stimulus import Stimulus
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Tensors shared by every stage of one fit.
+
+    Attributes
+    ----------
+    model : PRFModel
+    stim : tuple
+        ``(design (pixels, frames), x (pixels,), y (pixels,), pixel area)`` of the stimulated pixels.
+    hrf_t : tensor, shape (bases, frames, frames)
+        Transposed per-TR convolution matrices of the HRF bases.
+    q : tensor, shape (frames, k)
+        Orthonormal nuisance basis (a constant first) projected out of data and predictions.
+    dtype : str
+    n_bases, pixels, frames : int
+    """
+
+    model: PRFModel
+    stim: tuple
+    hrf_t: Any
+    q: Any
+    dtype: str
+    n_bases: int
+    pixels: int
+    frames: int
+
+
+@dataclass(frozen=True)
+class Units:
+    """The units a fit can use and their time courses, projected off the nuisance basis.
+
+    Attributes
+    ----------
+    index : ndarray of int
+        Units with finite data and variance left after the projection.
+    y : ndarray, shape (len(index), frames)
+        Their projected time courses.
+    raw : ndarray, shape (len(index), frames)
+        Their time courses as given.
+    """
+
+    index: np.ndarray
+    y: np.ndarray
+    raw: np.ndarray
+
+
+def nuisance_basis(n_frames: int, nuisance: np.ndarray | None) -> np.ndarray:
+    """Orthonormal basis (frames, k) of a constant and the mean-centred nuisance regressors."""
+    cols = [np.ones((n_frames, 1))]
+    if nuisance is not None:
+        nuisance = np.asarray(nuisance, dtype=np.float64)
+        if nuisance.ndim == 1:
+            nuisance = nuisance[:, None]
+        if nuisance.shape[0] != n_frames:
+            raise ValueError(f"nuisance has {nuisance.shape[0]} frames, the data {n_frames}")
+        cols.append(nuisance - nuisance.mean(axis=0))
+    u, s, _ = np.linalg.svd(np.hstack(cols), full_matrices=False)
+    return u[:, s > s.max() * 1e-8]
+
+
+def make_problem(model: PRFModel, stim: Stimulus, tr: float, n_bases: int, nuisance: np.ndarray | None,
+                 dtype: str, slice_time_ref: float) -> Problem:
+    """The tensors of one fit: stimulated pixels, HRF convolution matrices and nuisance basis."""
+    if dtype == "float64":
+        get_backend().enable_float64()
+    design, px, py = stim.stimulated
+    hrf = convolution_matrices(hrf_kernels(tr, n_bases, slice_time_ref), stim.run_lengths)
+    pixel_area = stim.pixel_size**2
+    stim_t = (tensor(design.T, dtype), tensor(px, dtype), tensor(py, dtype), pixel_area)
+    return Problem(model, stim_t, tensor(np.transpose(hrf, (0, 2, 1)), dtype),
+                   tensor(nuisance_basis(stim.n_frames, nuisance), dtype), dtype, n_bases,
+                   design.shape[1], stim.n_frames)
+
+
+def project_units(prob: Problem, data: np.ndarray) -> Units:
+    """The units worth fitting (finite, not flat after the projection) and their projected data."""
+    q = to_numpy(prob.q).astype(np.float64)
+    finite = np.all(np.isfinite(data), axis=1)
+    clean = np.where(finite[:, None], data, 0.0)
+    y_proj = clean - (clean @ q) @ q.T
+    valid = finite & (np.sum(y_proj**2, axis=1) > 1e-12 * np.maximum(np.sum(clean**2, axis=1), 1e-30))
+    index = np.flatnonzero(valid)
+    return Units(index, y_proj[index], clean[index])
