@@ -11,7 +11,8 @@ import pytest
 from prfmap.cli.config import build_config
 from prfmap.cli.parser import build_parser
 from prfmap.cli.run import main
-from prfmap.config import Config
+from prfmap.config import Config, FitConfig
+from prfmap.engine import catalog
 from prfmap.errors import NotBIDSError, UsageError
 
 
@@ -38,7 +39,7 @@ def test_defaults_are_filled_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert config.execution.mem_gb_auto and config.execution.mem_gb >= 1.0
     assert config.outputs.report and not config.outputs.save_predictions
     assert config.fit.engine_kwargs() == {
-        "model": "gauss", "refine": "lm", "refine_r2_min": 0.1, "fit_hrf": False, "seed": 0
+        "model": "gauss", "refine": "lm", "refine_r2_min": 0.1, "hrf": "canonical", "seed": 0
     }  # fmt: skip
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.fit.model = "css"  # type: ignore[misc]
@@ -62,6 +63,15 @@ def test_options_reach_their_sections(tmp_path: Path) -> None:
     assert config.preprocessing.confounds == ("trans_*",)
     assert (config.fit.model, config.fit.random_seed, config.outputs.report) == ("dog", 7, False)
     assert config.fit.slice_time_ref == 0.0 and config.fit.engine_kwargs()["slice_time_ref"] == 0.0
+
+
+@pytest.mark.parametrize(("options", "hrf"), [((), "canonical"), (("--hrf", "participant"), "participant"),
+                                              (("--hrf", "vertex"), "vertex"), (("--fit-hrf",), "vertex")])
+def test_the_hrf_option_reaches_the_engine(tmp_path: Path, options: tuple[str, ...], hrf: str) -> None:
+    config = configure(bids_root(tmp_path), tmp_path / "out", "participant", *options)
+    assert config.fit.hrf == hrf and config.fit.engine_kwargs()["hrf"] == hrf
+    assert config.to_dict()["fit"]["hrf"] == hrf
+    assert FitConfig().hrf == catalog.DEFAULT_HRF  # the configuration's default is the engine's
 
 
 def test_checks_before_anything_is_written(tmp_path: Path) -> None:

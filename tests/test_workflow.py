@@ -191,3 +191,21 @@ def test_non_finite_frames_are_repaired_or_refused_never_dropped_silently(
     assert expected in caplog.text and loaded.warnings == (expected,)
     rows = np.isnan(loaded.combined.data).all(axis=1)
     assert rows[:3].tolist() == [False, False, True]
+
+
+def test_participant_hrf_is_estimated_per_fit_and_fold_and_recorded(bids: Path, plan: FitPlan, tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    config = configure(bids, tmp_path / "out", "--hrf", "participant", "--refine", "none",
+                       "--work-dir", str(tmp_path / "work"))
+    with caplog.at_level("INFO", logger="prfmap"):
+        fitted = fit_group(load_group(plan, config, no_progress), config, no_progress)
+    # once for the fit of both runs, once per leave-one-run-out fold from its training run
+    assert sum("participant HRF from" in r.getMessage() for r in caplog.records) == 3
+    record = fitted.result.settings["hrf_model"]
+    assert record["option"] == "participant" and record["units"] >= 20
+    assert fitted.result.settings["hrf"].startswith("participant-level two-gamma")
+    files = write_group(fitted, config, tmp_path / "stage")
+    sidecar = json.loads(next(p for p in files if p.name.endswith("desc-sigma_boldmap.json")).read_text())
+    assert sidecar["HRF"]["Option"] == "participant" and sidecar["FitSettings"]["hrf_model"] == record
+    assert sidecar["HRF"]["TimeToPeak"] == record["peak_s"] and sidecar["HRF"]["PeakDelay"] == record["delay_s"]
+    assert np.isfinite(fitted.cv.cvr2).any()

@@ -125,8 +125,10 @@ class FitConfig:
         Refinement after the grid search (``lm``, ``sgd``, ``none``).
     refine_r2_min : float
         Units whose grid fit explains less variance keep their grid estimates.
-    fit_hrf : bool
-        Also fit the HRF's derivative and dispersion weights.
+    hrf : str
+        How the HRF is modelled (``--hrf``): ``canonical``, ``participant`` (one HRF per fit,
+        estimated from its best units; per fold from the training runs) or ``vertex`` (per-unit
+        derivative weights).
     random_seed : int
         Seed of every random choice of the fit.
     slice_time_ref : float or None
@@ -138,7 +140,7 @@ class FitConfig:
     model: str = "gauss"
     refine: str = "lm"
     refine_r2_min: float = 0.1
-    fit_hrf: bool = False
+    hrf: str = "canonical"
     random_seed: int = 0
     slice_time_ref: float | None = None
 
@@ -149,7 +151,7 @@ class FitConfig:
             "model": self.model,
             "refine": self.refine,
             "refine_r2_min": self.refine_r2_min,
-            "fit_hrf": self.fit_hrf,
+            "hrf": self.hrf,
             "seed": self.random_seed,
         }
         if self.slice_time_ref is not None:

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.linalg import orth
 
-from prfmap.engine import FitResult, Stimulus, predict
+from prfmap.engine import HRF, FitResult, Stimulus, predict
 from prfmap.preprocess import CombinedData, PreprocessedRun, combine_runs
 
 DEFINITION = (
@@ -185,11 +185,12 @@ def _scores(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def engine_predictor(tr: float, model: str, *, slice_time_ref: float = 0.5,
                      chunk: int = PREDICT_CHUNK) -> PredictFn:
     """A ``predict`` for :func:`cross_validate`: :func:`prfmap.engine.predict` on a fold fit's
-    parameters, ``chunk`` units at a time (the last chunk padded, so one compiled shape serves
-    all); NaN rows where the fit has no finite parameters."""
+    parameters and HRF (``settings["hrf_model"]``), ``chunk`` units at a time (the last chunk
+    padded, so one compiled shape serves all); NaN rows where the fit has no finite parameters."""
 
     def predict_fold(result: FitResult, stim: Stimulus) -> np.ndarray:
         params = {k: np.asarray(v, dtype=np.float64) for k, v in result.params.items()}
+        hrf = HRF.from_record(result.settings.get("hrf_model"))
         n = len(next(iter(params.values())))
         finite = np.all([np.isfinite(v) for v in params.values()], axis=0)
         safe = {k: np.where(finite, v, _neutral(k)) for k, v in params.items()}
@@ -197,7 +198,7 @@ def engine_predictor(tr: float, model: str, *, slice_time_ref: float = 0.5,
         for start in range(0, n, chunk):
             stop = min(start + chunk, n)
             block = {k: _padded(v[start:stop], chunk, _neutral(k)) for k, v in safe.items()}
-            values = predict(block, stim, tr, model, slice_time_ref=slice_time_ref)
+            values = predict(block, stim, tr, model, slice_time_ref=slice_time_ref, hrf=hrf)
             out[start:stop] = values[: stop - start]
         out[~finite] = np.nan
         return out

@@ -161,10 +161,19 @@ def map_sidecar(
         sidecar.update({"Parameter": param, "Units": units, "Description": description})
     sidecar["VisualFieldCoordinates"] = VISUAL_FIELD_CONVENTION
     sidecar["PolarAngleConvention"] = POLAR_ANGLE_CONVENTION
-    sidecar["HRF"] = settings.get("hrf", "SPM canonical two-gamma (nilearn spm_hrf)")
+    sidecar["HRF"] = {"Description": settings.get("hrf", "SPM canonical two-gamma (nilearn spm_hrf)"),
+                      **hrf_record(settings.get("hrf_model"))}
     sidecar["FitSettings"] = dict(settings)
     sidecar.update({k: v for k, v in provenance.items() if k != "MapNames"})
     return sidecar
+
+
+def hrf_record(record: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The sidecar's account of a fit's HRF (``FitResult.settings["hrf_model"]``) in BIDS-style keys."""
+    if not record:
+        return {}
+    return {"Option": record["option"], "PeakDelay": record["delay_s"], "PeakDispersion": record["dispersion"],
+            "TimeToPeak": record["peak_s"], "EstimatedFromUnits": record["units"]}
 
 
 def dataset_description(

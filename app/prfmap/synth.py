@@ -120,6 +120,9 @@ class SynthConfig:
         [-jitter, +jitter] seconds.
     hrf_dispersion_jitter : float
         Each pRF unit's peak dispersion is drawn uniformly in [1 - jitter, 1 + jitter].
+    hrf_delay_shift : float
+        Seconds added to every pRF unit's HRF delay (a participant whose responses all peak later,
+        or earlier, than SPM's).
     noise_model : {"realistic", "global", "ar1"}
         ``realistic``: per-unit noise levels spread log-normally around ``noise``, each the sum of
         AR(1) noise and aliased respiration and cardiac cycles; ``global``: the same plus a slow
@@ -148,6 +151,7 @@ class SynthConfig:
     slice_time_ref: float = 0.5
     hrf_delay_jitter: float = 1.0
     hrf_dispersion_jitter: float = 0.2
+    hrf_delay_shift: float = 0.0
     noise_model: str = "realistic"
     noise_fraction: float = 0.1
     drift: float = 1.0
@@ -170,6 +174,8 @@ class SynthConfig:
             raise ValueError(f"noise_runs must lie in [0, runs], got {self.noise_runs}")
         if not 0 <= self.hrf_dispersion_jitter < 1 or self.hrf_delay_jitter < 0 or self.drift < 0:
             raise ValueError("hrf_delay_jitter and drift must be >= 0, hrf_dispersion_jitter in [0, 1)")
+        if HRF_DELAY + self.hrf_delay_shift - self.hrf_delay_jitter <= 1.0:
+            raise ValueError("hrf_delay_shift - hrf_delay_jitter must leave every HRF delay above 1 s")
 
     @property
     def aperture_px(self) -> int:
@@ -533,7 +539,7 @@ def make_layout(config: SynthConfig, rng: np.random.Generator) -> Layout:
     for k, val in retinotopy(jitter["u"], jitter["v"], coords["sign"][prf], rng).items():
         params[k][prf] = val
     d, w = config.hrf_delay_jitter, config.hrf_dispersion_jitter
-    params["hrf_delay"][prf] = HRF_DELAY + rng.uniform(-d, d, prf.sum())
+    params["hrf_delay"][prf] = HRF_DELAY + config.hrf_delay_shift + rng.uniform(-d, d, prf.sum())
     params["hrf_dispersion"][prf] = 1.0 + rng.uniform(-w, w, prf.sum())
     s0 = rng.uniform(600, 1200, n)
     s0[empty] = 0.0

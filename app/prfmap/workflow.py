@@ -44,7 +44,7 @@ from prfmap.derivatives import (
     write_map_files,
     write_series_files,
 )
-from prfmap.engine import FitResult, Stimulus, backend_info, catalog
+from prfmap.engine import HRF, FitResult, Stimulus, backend_info, catalog, estimate_hrf
 from prfmap.errors import BadDataError, MissingInputError, PrfmapError, UsageError
 from prfmap.io.aperture import Aperture, load_aperture
 from prfmap.io.bids import find_runs
@@ -523,27 +523,46 @@ def _checkpointed_fit(loaded: LoadedGroup, config: Config, data: CombinedData, s
     """``fit_chunked`` of combined runs with the configuration's fit options; ``identity`` adds
     what else tells this fit's checkpoints apart (a fold's held-out run)."""
     execution = config.execution
+    fit_kwargs = {
+        **config.fit.engine_kwargs(),
+        "slice_time_ref": loaded.slice_time.fraction,
+        "nuisance": data.nuisance,
+        "mem_gb": engine_mem_gb(execution.mem_gb),
+        "return_predictions": keep,
+    }
+    settings = {**config.to_dict()["fit"], "slice_time_ref": loaded.slice_time.fraction,
+                "return_predictions": keep, **identity}
+    if fit_kwargs["hrf"] == "participant":
+        hrf = participant_hrf(loaded, data, stim, fit_kwargs, name, progress)
+        fit_kwargs["hrf"], settings["hrf_model"] = hrf, hrf.describe()
     return fit_chunked(
         data.data,
         stim,
         loaded.tr,
         folder=checkpoint_dir(config, loaded.plan.key.subject) / loaded.plan.name,
         chunk=chunk_units(execution.mem_gb, data.data.shape[1]),
-        fit_kwargs={
-            **config.fit.engine_kwargs(),
-            "slice_time_ref": loaded.slice_time.fraction,
-            "nuisance": data.nuisance,
-            "mem_gb": engine_mem_gb(execution.mem_gb),
-            "return_predictions": keep,
-        },
-        settings={**config.to_dict()["fit"], "slice_time_ref": loaded.slice_time.fraction,
-                  "return_predictions": keep, **identity},
+        fit_kwargs=fit_kwargs,
+        settings=settings,
         inputs=loaded.inputs,
         name=name,
         how_to_resume=how_to_resume(config),
         progress=progress,
         budget="auto" if execution.mem_gb_auto else None,
     )
+
+
+def participant_hrf(loaded: LoadedGroup, data: CombinedData, stim: Stimulus, fit_kwargs: dict[str, Any],
+                    name: str, progress: ProgressFn) -> HRF:
+    """The HRF of ``--hrf participant``, estimated once from all units of ``data`` (the combined
+    runs of the fit, or of one cross-validation fold's training runs) before the chunked fit."""
+    start = time.perf_counter()
+    hrf = estimate_hrf(data.data, stim, loaded.tr, nuisance=data.nuisance,
+                       slice_time_ref=fit_kwargs["slice_time_ref"], mem_gb=fit_kwargs["mem_gb"],
+                       progress=progress)
+    logger.info("%s: participant HRF from %d units in %.1f s: peak delay %.2f s, dispersion %.2f "
+                "(maximum at %.2f s; SPM's canonical: 6 s, 1, 5 s)", name, hrf.units,
+                time.perf_counter() - start, hrf.delay, hrf.dispersion, hrf.peak_s())
+    return hrf
 
 
 def cross_validate_group(loaded: LoadedGroup, config: Config, progress: ProgressFn) -> CrossValidation | None:

@@ -56,6 +56,7 @@ PRFMAP_OPTIONS: tuple[Option, ...] = (
     Option(("--model",)),
     Option(("--refine",)),
     Option(("--refine-r2-min",)),
+    Option(("--hrf",)),
     Option(("--fit-hrf",), nargs=0),
     Option(("--slice-time-ref",)),
     Option(("--random-seed",)),

@@ -38,6 +38,7 @@ def test_choices() -> None:
     assert list(choices["analysis_level"]) == ["participant", "group"]
     assert list(choices["model"]) == ["gauss", "css", "dog", "dn"]
     assert list(choices["refine"]) == ["lm", "sgd", "none"]
+    assert list(choices["hrf"]) == ["canonical", "participant", "vertex"]
     assert list(choices["backend"]) == ["jax", "torch", "tensorflow"]
 
 
@@ -50,7 +51,7 @@ def test_defaults() -> None:
     assert opts.dummy_scans is None and opts.confounds is None
     assert opts.participant_label is None and opts.space is None
     assert opts.random_seed == 0 and opts.device == "auto"
-    assert not opts.save_predictions and not opts.fit_hrf
+    assert not opts.save_predictions and not opts.fit_hrf and opts.hrf == "canonical"
 
 
 def test_label_prefixes_are_stripped() -> None:
@@ -97,6 +98,7 @@ def test_space_object() -> None:
     [
         ["--model", "gaussian"],
         ["--refine", "bfgs"],
+        ["--hrf", "spm"],
         ["--backend", "numpy"],
         ["--space", "fsavrage5"],
         ["--space", "MNI152:foo"],

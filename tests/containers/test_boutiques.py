@@ -259,6 +259,7 @@ def _participant_invocation(tmp_path: Path) -> dict:
         "model": "css",
         "refine": "sgd",
         "refine_r2_min": 0.2,
+        "hrf": "participant",
         "fit_hrf": True,
         "slice_time_ref": 0.25,
         "random_seed": 7,

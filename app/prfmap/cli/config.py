@@ -107,7 +107,7 @@ def _fit_section(opts: Namespace) -> FitConfig:
         model=opts.model,
         refine=opts.refine,
         refine_r2_min=opts.refine_r2_min,
-        fit_hrf=opts.fit_hrf,
+        hrf="vertex" if opts.fit_hrf else opts.hrf,
         random_seed=opts.random_seed,
         slice_time_ref=opts.slice_time_ref,
     )

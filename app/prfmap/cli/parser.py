@@ -357,9 +357,18 @@ def build_parser() -> argparse.ArgumentParser:
         "others keep their grid estimates (0 refines every unit)",
     )
     g_model.add_argument(
+        "--hrf",
+        choices=catalog.HRF_OPTIONS,
+        default=catalog.DEFAULT_HRF,
+        help="canonical: SPM's HRF for every unit; participant: one two-gamma HRF per fit, its delay "
+        "and dispersion estimated from the best units (in each cross-validation fold from the "
+        "training runs) and held fixed; vertex: SPM's HRF plus per-unit time-derivative and "
+        "dispersion weights (default: %(default)s)",
+    )
+    g_model.add_argument(
         "--fit-hrf",
         action="store_true",
-        help="also fit the HRF's time-derivative and dispersion weights per unit",
+        help="the same as --hrf vertex (kept for earlier command lines)",
     )
     g_model.add_argument(
         "--slice-time-ref",

@@ -101,6 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the earlier, idealised data: one canonical HRF, every volume "
                         "sampled mid-TR (StartTime TR/2), AR(1) noise, a pRF in every unit of "
                         "the mapped region (overrides the five options above but --drift)")
+    parser.add_argument("--hrf-delay-shift", type=float, default=0.0, metavar="S",
+                        help="add S seconds to every pRF unit's HRF delay (the whole response "
+                        "later than SPM's for S > 0, as a participant's or another tool's HRF can "
+                        "be); --clean keeps it")
     parser.add_argument("--small", action="store_true",
                         help="a quick test-size dataset (smaller aperture, shorter runs, few "
                         "grayordinates/voxels for fsLR and T1w)")
@@ -141,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         subjects=args.subjects, runs=args.runs, space=args.space, noise=args.noise, tr=args.tr,
         seed=args.seed, small=args.small, dummy_scans=args.dummy_scans,
         slice_time_ref=args.slice_time_ref, drift=args.drift, noise_runs=args.noise_runs,
-        **(CLEAN if args.clean else realism),
+        hrf_delay_shift=args.hrf_delay_shift, **(CLEAN if args.clean else realism),
     )
     make_synthetic_dataset(out, config)
     print(f"prfmap-synth: wrote {args.subjects} participant(s) × {args.runs} run(s) in "

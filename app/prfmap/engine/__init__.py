@@ -18,6 +18,8 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 _LAZY = {
     "FitResult": "prfmap.engine.fit",
     "fit_prf": "prfmap.engine.fit",
+    "estimate_hrf": "prfmap.engine.fit",
+    "HRF": "prfmap.engine.hrf",
     "predict": "prfmap.engine.fit",
     "cartesian_grid": "prfmap.engine.grid",
     "polar_grid": "prfmap.engine.grid",
@@ -28,7 +30,7 @@ _LAZY = {
 }
 
 __all__ = [
-    "MODELS", "FitResult", "Stimulus", "backend_info", "cartesian_grid", "fit_prf",
+    "HRF", "MODELS", "FitResult", "Stimulus", "backend_info", "cartesian_grid", "estimate_hrf", "fit_prf",
     "model_parameters", "polar_grid", "predict", "select_backend", "spm_hrf",
 ]
 

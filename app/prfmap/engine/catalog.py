@@ -244,7 +244,14 @@ DERIVED = ("r2", "polar_angle", "eccentricity")
 """Parameters every fit reports besides a model's own (``FitResult.maps()`` adds them)."""
 
 HRF_PARAMETERS = ("hrf_deriv", "hrf_disp")
-"""Per-unit HRF derivative weights, reported when the fit estimates them (``fit_hrf``)."""
+"""Per-unit HRF derivative weights, reported when the fit estimates them (``hrf="vertex"``)."""
+
+HRF_OPTIONS = ("canonical", "participant", "vertex")
+"""How a fit models the HRF: SPM's canonical response; one two-gamma response per participant,
+estimated from its best units and then held fixed (:func:`prfmap.engine.fit.estimate_hrf`); or the
+canonical response plus per-unit temporal and dispersion derivative weights."""
+DEFAULT_HRF = "canonical"
+"""The HRF option of ``fit_prf`` and ``--hrf`` unless told (docs/validation.md, "HRF default")."""
 
 _LINEAR = ("amplitude", "baseline")
 

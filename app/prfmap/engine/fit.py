@@ -17,14 +17,16 @@ from prfmap.engine.backend import compile_enabled, get_backend
 from prfmap.engine.batching import ProgressFn, batch_size, compiled, memory_budget, pad, run_batches
 from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.grid import grid_theta, polar_grid
-from prfmap.engine.hrf import HRF_BASES
+from prfmap.engine.catalog import DEFAULT_HRF, HRF_OPTIONS
+from prfmap.engine.hrf import CANONICAL, HRF, HRF_BASES
 from prfmap.engine.models import PRFModel, floatx, free_mask, get_model
+from prfmap.engine.participant_hrf import FEWEST_UNITS, HRF_PASSES, best_hrf, canonical_fallback, top_units
 from prfmap.engine.problem import Problem, Units, make_problem, project_units
 from prfmap.engine.search import grid_search
 from prfmap.engine.solvers import Adam, LevenbergMarquardt, Solver, refine_units
 from prfmap.engine.stimulus import Stimulus
 
-__all__ = ["FitResult", "fit_prf", "predict"]
+__all__ = ["FitResult", "estimate_hrf", "fit_prf", "predict"]
 
 
 @dataclass
@@ -51,7 +53,8 @@ class FitResult:
 
 def fit_prf(
     data: np.ndarray, stim: Stimulus, tr: float, model: str = "gauss", refine: str = "lm", *,
-    nuisance: np.ndarray | None = None, fit_hrf: bool = False, grid: Mapping[str, np.ndarray] | None = None,
+    nuisance: np.ndarray | None = None, hrf: str | HRF = DEFAULT_HRF, fit_hrf: bool = False,
+    grid: Mapping[str, np.ndarray] | None = None,
     mem_gb: float | None = None, dtype: str = "float32", seed: int = 0,
     fixed: Mapping[str, float] | None = None, max_iter: int | None = None, tol: float | None = None,
     learning_rate: float = 0.05, refine_r2_min: float = 0.0, slice_time_ref: float = 0.5,
@@ -75,8 +78,14 @@ def fit_prf(
     nuisance : ndarray, shape (frames, k), optional
         Regressors that preprocessing removed (high-pass basis, confounds, run constants); data and every
         prediction are projected onto their orthogonal complement (a constant is always included).
+    hrf : {"canonical", "participant", "vertex"} or HRF
+        ``canonical``: SPM's response for every unit; ``participant``: one two-gamma response
+        estimated from the best units of ``data`` (:func:`estimate_hrf`) and held fixed for all;
+        ``vertex``: the canonical response plus per-unit temporal and dispersion derivative weights;
+        an :class:`~prfmap.engine.hrf.HRF`: that response held fixed (e.g. a participant's HRF
+        estimated once for data fitted in chunks).
     fit_hrf : bool
-        Also fit per-unit weights of the HRF's temporal and dispersion derivatives.
+        Same as ``hrf="vertex"`` (kept for earlier callers).
     grid : dict, optional
         Grid of ``x``, ``y``, ``sigma`` (and model extras) points; default :func:`polar_grid`.
     mem_gb : float, optional
@@ -110,7 +119,10 @@ def fit_prf(
     data = _check_data(data, stim)
     mem_gb = memory_budget(mem_gb)
     free, fixed_values = free_mask(prf_model, fixed or {})
-    prob = make_problem(prf_model, stim, tr, 3 if fit_hrf else 1, nuisance, dtype, slice_time_ref)
+    hrf_used, n_bases = _resolve_hrf("vertex" if fit_hrf else hrf, data, stim, tr, nuisance=nuisance,
+                                     slice_time_ref=slice_time_ref, mem_gb=mem_gb, dtype=dtype,
+                                     progress=progress)
+    prob = make_problem(prf_model, stim, tr, n_bases, nuisance, dtype, slice_time_ref, hrf_used)
     units = project_units(prob, data)
     timings = {"setup": time.perf_counter() - t_start}
 
@@ -120,12 +132,67 @@ def fit_prf(
                       learning_rate=learning_rate, refine_r2_min=refine_r2_min, progress=progress,
                       timings=timings)
     result = _final_fit(prob, units, u, data.shape, mem_gb, return_predictions, timings)
-    result.settings = _settings(prob, refine, fit_hrf, {
+    result.settings = _settings(prob, refine, hrf_used, {
         **refined, "fixed": {k: float(v) for k, v in fixed_values.items()}, "slice_time_ref": slice_time_ref,
         "grid_points": grid_points, "units": int(data.shape[0]), "units_fitted": int(units.index.size),
         "seed": int(seed)})
     timings["total"] = time.perf_counter() - t_start
     return result
+
+
+def estimate_hrf(
+    data: np.ndarray, stim: Stimulus, tr: float, *, nuisance: np.ndarray | None = None,
+    slice_time_ref: float = 0.5, mem_gb: float | None = None, dtype: str = "float32",
+    progress: ProgressFn | None = None,
+) -> HRF:
+    """One HRF for all units of a participant, estimated from its best units.
+
+    Every unit is fitted with the canonical HRF (Gaussian pRF, grid and linear fit); the best of
+    them by r² (:func:`~prfmap.engine.participant_hrf.top_units`: 5 %, 50 to 200 units, r² ≥ 0.1)
+    are refitted with per-unit HRF derivative weights, and with their pRFs held fixed, the delay
+    of one two-gamma response (SPM's shape otherwise) that explains most of their variance is
+    searched (:func:`~prfmap.engine.participant_hrf.best_hrf`); a second pass refits them with
+    that response and searches again. With fewer than 20 such units the canonical
+    HRF is returned (``units`` 0).
+
+    Parameters
+    ----------
+    data, stim, tr, nuisance, slice_time_ref, mem_gb, dtype, progress
+        As :func:`fit_prf`.
+
+    Returns
+    -------
+    HRF
+        ``option`` "participant", ``units`` the number of units it was estimated from.
+    """
+    common = {"nuisance": nuisance, "slice_time_ref": slice_time_ref, "mem_gb": mem_gb, "dtype": dtype,
+              "progress": progress}
+    screen = fit_prf(data, stim, tr, "gauss", "none", hrf="canonical", **common)
+    top = top_units(screen.r2)
+    if top.size < FEWEST_UNITS:
+        return canonical_fallback()
+    model = get_model("gauss")
+    prob = make_problem(model, stim, tr, 1, nuisance, floatx(dtype), slice_time_ref)
+    units = project_units(prob, np.asarray(data[top], dtype=np.float64))
+    q = to_numpy(prob.q).astype(np.float64)
+    hrf: str | HRF = "vertex"
+    for _ in range(HRF_PASSES):
+        best = fit_prf(data[top], stim, tr, "gauss", "lm", hrf=hrf, **common)
+        theta = model.from_report({k: best.params[k][units.index] for k in ("x", "y", "sigma")})
+        neural = to_numpy(model.neural(tensor(theta, prob.dtype), prob.stim, jacobian=False))[0]
+        hrf = best_hrf(neural.astype(np.float64), units.y, q, tr, stim.run_lengths, slice_time_ref)[0]
+    return hrf
+
+
+def _resolve_hrf(hrf: str | HRF, data: np.ndarray, stim: Stimulus, tr: float, **kwargs: Any) -> tuple[HRF, int]:
+    """The HRF a fit holds fixed (estimated for ``participant``) and its number of bases."""
+    if isinstance(hrf, HRF):
+        return hrf, 1
+    if hrf not in HRF_OPTIONS:
+        raise ValueError(f"unknown HRF option {hrf!r}; choose from {HRF_OPTIONS} or give an HRF")
+    if hrf == "participant":
+        return estimate_hrf(data, stim, tr, **kwargs), 1
+    return HRF(option=hrf), 3 if hrf == "vertex" else 1
 
 
 def _check_data(data: np.ndarray, stim: Stimulus) -> np.ndarray:
@@ -211,13 +278,28 @@ def _final_fit(prob: Problem, units: Units, u: np.ndarray, shape: tuple[int, int
     return FitResult(model.name, params, r2, full(cost), timings, {}, predictions)
 
 
-def _settings(prob: Problem, refine: str, fit_hrf: bool, options: dict[str, Any]) -> dict[str, Any]:
+def describe_hrf(hrf: HRF, n_bases: int) -> str:
+    """A sentence's worth on the HRF of a fit, for sidecars and the report's methods."""
+    if n_bases == 3:
+        return "SPM canonical + per-unit temporal and dispersion derivatives"
+    if hrf.option == "participant" and hrf.units:
+        return (f"participant-level two-gamma (peak delay {hrf.delay:g} s, dispersion {hrf.dispersion:g}, "
+                f"maximum at {hrf.peak_s():g} s; estimated from the {hrf.units} best units)")
+    if hrf.option == "participant":
+        return "SPM canonical (too few units with signal to estimate a participant-level HRF)"
+    if hrf == HRF(option=hrf.option, units=hrf.units):
+        return "SPM canonical"
+    return f"two-gamma (peak delay {hrf.delay:g} s, dispersion {hrf.dispersion:g}; maximum at {hrf.peak_s():g} s)"
+
+
+def _settings(prob: Problem, refine: str, hrf: HRF, options: dict[str, Any]) -> dict[str, Any]:
     """The JSON-able record of a fit for sidecars: model, refiner, HRF, sizes, software and device."""
     backend = get_backend()
     return {
         "model": prob.model.name,
         "refine": refine,
-        "hrf": "SPM canonical" + (" + temporal and dispersion derivatives" if fit_hrf else ""),
+        "hrf": describe_hrf(hrf, prob.n_bases),
+        "hrf_model": {**hrf.describe(), "option": "vertex" if prob.n_bases == 3 else hrf.option},
         "hrf_bases": list(HRF_BASES[:prob.n_bases]),
         "slice_time_ref": options["slice_time_ref"],
         "grid_points": options["grid_points"],
@@ -248,6 +330,7 @@ def predict(
     *,
     dtype: str = "float32",
     slice_time_ref: float = 0.5,
+    hrf: HRF = CANONICAL,
 ) -> np.ndarray:
     """Predicted BOLD time courses (units, frames) for given pRF parameters.
 
@@ -262,6 +345,9 @@ def predict(
         A model of :data:`prfmap.engine.catalog.MODELS`.
     dtype : {"float32", "float64"}
     slice_time_ref : float
+    hrf : HRF
+        The response (its derivatives weighted by ``hrf_deriv``, ``hrf_disp``); the fit's is
+        ``HRF.from_record(result.settings["hrf_model"])``.
 
     Returns
     -------
@@ -277,7 +363,7 @@ def predict(
     weights = np.stack([np.ones(n), arrays.get("hrf_deriv", np.zeros(n)),
                         arrays.get("hrf_disp", np.zeros(n))], axis=1)
     weights *= arrays["amplitude"][:, None]
-    prob = make_problem(prf_model, stim, tr, 3, None, dtype, slice_time_ref)
+    prob = make_problem(prf_model, stim, tr, 3, None, dtype, slice_time_ref, hrf)
     fn = compiled(("predict", prf_model, dtype), partial(_predict_tensor, prf_model))
     out = fn(tensor(theta, dtype), tensor(weights, dtype), prob.stim, prob.hrf_t)
     return to_numpy(out).astype(np.float64) + arrays.get("baseline", np.zeros(n))[:, None]

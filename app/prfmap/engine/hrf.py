@@ -8,6 +8,8 @@ a difference of gamma CDFs: exact, however long or short the TR.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -26,15 +28,62 @@ DISPERSION_STEP = 0.01
 HRF_BASES = ("canonical", "derivative", "dispersion")
 
 
-def _gamma_difference(t: np.ndarray, dispersion: float, cumulative: bool) -> np.ndarray:
+@dataclass(frozen=True)
+class HRF:
+    """A two-gamma HRF of unit integral: SPM's canonical one at ``delay=6`` and ``dispersion=1``.
+
+    Attributes
+    ----------
+    delay : float
+        Delay (shape times scale) of the peak gamma, seconds; the undershoot's delay moves with it
+        (16 s + ``delay`` - 6 s), so a longer delay shifts the whole response later.
+    dispersion : float
+        Dispersion (scale) of the peak gamma.
+    option : str
+        Which of :data:`prfmap.engine.catalog.HRF_OPTIONS` produced it.
+    units : int
+        Units it was estimated from (0 when it was not estimated).
+    """
+
+    delay: float = DELAY
+    dispersion: float = DISPERSION
+    option: str = "canonical"
+    units: int = 0
+
+    def peak_s(self) -> float:
+        """Time of the response's maximum, seconds (0.01 s resolution)."""
+        t = np.arange(0.0, TIME_LENGTH, 0.01)
+        return float(t[np.argmax(spm_hrf(t, delay=self.delay, dispersion=self.dispersion))])
+
+    def describe(self) -> dict[str, Any]:
+        """The JSON-able record of the HRF for ``FitResult.settings`` and the sidecars."""
+        return {"option": self.option, "delay_s": round(float(self.delay), 4),
+                "dispersion": round(float(self.dispersion), 4), "peak_s": round(self.peak_s(), 2),
+                "units": int(self.units)}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any] | None) -> HRF:
+        """The HRF a :meth:`describe` record holds (canonical for None)."""
+        if not record:
+            return cls()
+        return cls(float(record["delay_s"]), float(record["dispersion"]), str(record["option"]),
+                   int(record.get("units", 0)))
+
+
+CANONICAL = HRF()
+
+
+def _gamma_difference(t: np.ndarray, dispersion: float, cumulative: bool,
+                      delay: float = DELAY) -> np.ndarray:
     f = stats.gamma.cdf if cumulative else stats.gamma.pdf
     t = np.asarray(t, dtype=np.float64)
-    peak = f(t, DELAY / dispersion, scale=dispersion)
-    under = f(t, UNDERSHOOT / U_DISPERSION, scale=U_DISPERSION)
+    peak = f(t, delay / dispersion, scale=dispersion)
+    under = f(t, (UNDERSHOOT + delay - DELAY) / U_DISPERSION, scale=U_DISPERSION)
     return (peak - RATIO * under) / (1.0 - RATIO)
 
 
-def spm_hrf(t: np.ndarray, basis: str = "canonical", cumulative: bool = False) -> np.ndarray:
+def spm_hrf(t: np.ndarray, basis: str = "canonical", cumulative: bool = False, *,
+            delay: float = DELAY, dispersion: float = DISPERSION) -> np.ndarray:
     """SPM canonical HRF of unit integral (or one of its derivatives) at times ``t`` in seconds.
 
     Parameters
@@ -46,29 +95,29 @@ def spm_hrf(t: np.ndarray, basis: str = "canonical", cumulative: bool = False) -
         defines them (finite differences of 0.1 s and 0.01).
     cumulative : bool
         Return the integral from 0 to ``t`` instead of the value.
+    delay, dispersion : float
+        Delay and dispersion of the peak gamma (:class:`HRF`); SPM's 6 s and 1 by default.
 
     Returns
     -------
     ndarray
         Same shape as ``t``.
     """
+    def value(times: np.ndarray, disp: float) -> np.ndarray:
+        return _gamma_difference(times, disp, cumulative, delay)
+
     if basis == "canonical":
-        return _gamma_difference(t, DISPERSION, cumulative)
+        return value(t, dispersion)
     if basis == "derivative":
-        return (
-            _gamma_difference(t, DISPERSION, cumulative)
-            - _gamma_difference(np.asarray(t) - TIME_STEP, DISPERSION, cumulative)
-        ) / TIME_STEP
+        return (value(t, dispersion) - value(np.asarray(t) - TIME_STEP, dispersion)) / TIME_STEP
     if basis == "dispersion":
-        return (
-            _gamma_difference(t, DISPERSION, cumulative)
-            - _gamma_difference(t, DISPERSION + DISPERSION_STEP, cumulative)
-        ) / DISPERSION_STEP
+        return (value(t, dispersion) - value(t, dispersion + DISPERSION_STEP)) / DISPERSION_STEP
     raise ValueError(f"unknown HRF basis {basis!r}; choose from {HRF_BASES}")
 
 
 def hrf_kernels(
-    tr: float, n_basis: int = 1, slice_time_ref: float = 0.5, time_length: float = TIME_LENGTH
+    tr: float, n_basis: int = 1, slice_time_ref: float = 0.5, time_length: float = TIME_LENGTH,
+    hrf: HRF = CANONICAL,
 ) -> np.ndarray:
     """Per-TR integrated HRF kernels.
 
@@ -82,6 +131,8 @@ def hrf_kernels(
         Where in the TR each volume is sampled (0 = start, 0.5 = middle, fMRIPrep's default).
     time_length : float
         Support of the HRF in seconds.
+    hrf : HRF
+        The response (and the derivatives') delay and dispersion; SPM's canonical by default.
 
     Returns
     -------
@@ -90,11 +141,12 @@ def hrf_kernels(
     """
     if tr <= 0:
         raise ValueError(f"TR must be positive, got {tr}")
-    n_taps = int(np.ceil(time_length / tr)) + 2
+    n_taps = int(np.ceil((time_length + max(hrf.delay - DELAY, 0.0)) / tr)) + 2
     edges = (np.arange(n_taps + 1) - 1.0 + slice_time_ref) * tr
     edges = np.clip(edges, 0.0, None)
     return np.stack(
-        [np.diff(spm_hrf(edges, basis, cumulative=True)) for basis in HRF_BASES[:n_basis]]
+        [np.diff(spm_hrf(edges, basis, cumulative=True, delay=hrf.delay, dispersion=hrf.dispersion))
+         for basis in HRF_BASES[:n_basis]]
     )
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from prfmap.engine.backend import get_backend
 from prfmap.engine.core_ops import tensor, to_numpy
-from prfmap.engine.hrf import convolution_matrices, hrf_kernels
+from prfmap.engine.hrf import CANONICAL, HRF, convolution_matrices, hrf_kernels
 from prfmap.engine.models import PRFModel
 from prfmap.engine.stimulus import Stimulus
 
@@ -75,12 +75,13 @@ def nuisance_basis(n_frames: int, nuisance: np.ndarray | None) -> np.ndarray:
 
 
 def make_problem(model: PRFModel, stim: Stimulus, tr: float, n_bases: int, nuisance: np.ndarray | None,
-                 dtype: str, slice_time_ref: float) -> Problem:
-    """The tensors of one fit: stimulated pixels, HRF convolution matrices and nuisance basis."""
+                 dtype: str, slice_time_ref: float, hrf: HRF = CANONICAL) -> Problem:
+    """The tensors of one fit: stimulated pixels, convolution matrices of ``hrf`` (and, with
+    ``n_bases`` 3, of its temporal and dispersion derivatives) and nuisance basis."""
     if dtype == "float64":
         get_backend().enable_float64()
     design, px, py = stim.stimulated
-    hrf = convolution_matrices(hrf_kernels(tr, n_bases, slice_time_ref), stim.run_lengths)
+    hrf = convolution_matrices(hrf_kernels(tr, n_bases, slice_time_ref, hrf=hrf), stim.run_lengths)
     pixel_area = stim.pixel_size**2
     stim_t = (tensor(design.T, dtype), tensor(px, dtype), tensor(py, dtype), pixel_area)
     return Problem(model, stim_t, tensor(np.transpose(hrf, (0, 2, 1)), dtype),
