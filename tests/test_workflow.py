@@ -207,5 +207,6 @@ def test_participant_hrf_is_estimated_per_fit_and_fold_and_recorded(bids: Path, 
     files = write_group(fitted, config, tmp_path / "stage")
     sidecar = json.loads(next(p for p in files if p.name.endswith("desc-sigma_boldmap.json")).read_text())
     assert sidecar["HRF"]["Option"] == "participant" and sidecar["FitSettings"]["hrf_model"] == record
-    assert sidecar["HRF"]["TimeToPeak"] == record["peak_s"] and sidecar["HRF"]["PeakDelay"] == record["delay_s"]
+    assert sidecar["HRF"]["TimeToPeak"] == record["peak_s"]
+    assert sidecar["HRF"]["PeakDelay"] == record["delay_s"]
     assert np.isfinite(fitted.cv.cvr2).any()

@@ -172,8 +172,9 @@ def hrf_record(record: Mapping[str, Any] | None) -> dict[str, Any]:
     """The sidecar's account of a fit's HRF (``FitResult.settings["hrf_model"]``) in BIDS-style keys."""
     if not record:
         return {}
-    return {"Option": record["option"], "PeakDelay": record["delay_s"], "PeakDispersion": record["dispersion"],
-            "TimeToPeak": record["peak_s"], "EstimatedFromUnits": record["units"]}
+    return {"Option": record["option"], "PeakDelay": record["delay_s"],
+            "PeakDispersion": record["dispersion"], "TimeToPeak": record["peak_s"],
+            "EstimatedFromUnits": record["units"]}
 
 
 def dataset_description(

@@ -7,8 +7,9 @@ dispersion ± 20 %) and (3) every HRF 1.25 s later than SPM's (± 0.25 s: the re
 the sidecars, preprocessing, run combination), keeps its pRF units and 2,000 of the units without
 a pRF drawn at random, and for each ``--hrf`` option fits all runs and the leave-one-run-out folds
 (:mod:`prfmap.crossval`; the participant HRF estimated anew in each fold from its training runs)
-with prfmap's other defaults (``--refine-r2-min 0.1``). Prints one JSON line per case and option: median |σ error|
-of the pRF units (fit of all runs), median cvr2 of the pRF units, the estimated HRF, seconds.
+with prfmap's other defaults (``--refine-r2-min 0.1``). Prints one JSON line per case and option:
+median |σ error| of the pRF units (fit of all runs), median cvr2 of the pRF units, the estimated
+HRF, seconds.
 
     KERAS_BACKEND=jax python tests/benchmarks/validate_hrf.py --seeds 0 1 [--keep DIR] [--table FILE]
 """
@@ -86,10 +87,11 @@ def measure(loaded, runs, combined, truth, option: str) -> dict:
     prf = truth["mask"]
     ok = prf & np.isfinite(result.params["sigma"])
     both = prf & np.isfinite(cv.cvr2)
+    error = result.params["sigma"] - truth["sigma"]
     return {
         "hrf": option, "prf_units": int(prf.sum()), "units": int(prf.size),
-        "median_abs_sigma_error": round(float(np.median(np.abs(result.params["sigma"] - truth["sigma"])[ok])), 4),
-        "median_sigma_bias": round(float(np.median((result.params["sigma"] - truth["sigma"])[ok])), 4),
+        "median_abs_sigma_error": round(float(np.median(np.abs(error[ok]))), 4),
+        "median_sigma_bias": round(float(np.median(error[ok])), 4),
         "median_centre_error": round(float(np.median(np.hypot(result.params["x"] - truth["x"],
                                                               result.params["y"] - truth["y"])[ok])), 4),
         "median_cvr2_prf": round(float(np.median(cv.cvr2[both])), 4),

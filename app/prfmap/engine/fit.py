@@ -15,9 +15,9 @@ from keras import ops
 from prfmap.engine import catalog, core
 from prfmap.engine.backend import compile_enabled, get_backend
 from prfmap.engine.batching import ProgressFn, batch_size, compiled, memory_budget, pad, run_batches
+from prfmap.engine.catalog import DEFAULT_HRF, HRF_OPTIONS
 from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.grid import grid_theta, polar_grid
-from prfmap.engine.catalog import DEFAULT_HRF, HRF_OPTIONS
 from prfmap.engine.hrf import CANONICAL, HRF, HRF_BASES
 from prfmap.engine.models import PRFModel, floatx, free_mask, get_model
 from prfmap.engine.participant_hrf import FEWEST_UNITS, HRF_PASSES, best_hrf, canonical_fallback, top_units
@@ -184,7 +184,8 @@ def estimate_hrf(
     return hrf
 
 
-def _resolve_hrf(hrf: str | HRF, data: np.ndarray, stim: Stimulus, tr: float, **kwargs: Any) -> tuple[HRF, int]:
+def _resolve_hrf(hrf: str | HRF, data: np.ndarray, stim: Stimulus, tr: float,
+                 **kwargs: Any) -> tuple[HRF, int]:
     """The HRF a fit holds fixed (estimated for ``participant``) and its number of bases."""
     if isinstance(hrf, HRF):
         return hrf, 1
@@ -289,7 +290,8 @@ def describe_hrf(hrf: HRF, n_bases: int) -> str:
         return "SPM canonical (too few units with signal to estimate a participant-level HRF)"
     if hrf == HRF(option=hrf.option, units=hrf.units):
         return "SPM canonical"
-    return f"two-gamma (peak delay {hrf.delay:g} s, dispersion {hrf.dispersion:g}; maximum at {hrf.peak_s():g} s)"
+    return (f"two-gamma (peak delay {hrf.delay:g} s, dispersion {hrf.dispersion:g}, "
+            f"maximum at {hrf.peak_s():g} s)")
 
 
 def _settings(prob: Problem, refine: str, hrf: HRF, options: dict[str, Any]) -> dict[str, Any]:
