@@ -39,7 +39,7 @@ def test_defaults_are_filled_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert config.execution.mem_gb_auto and config.execution.mem_gb >= 1.0
     assert config.outputs.report and not config.outputs.save_predictions
     assert config.fit.engine_kwargs() == {
-        "model": "gauss", "refine": "lm", "refine_r2_min": 0.1, "hrf": "canonical", "seed": 0
+        "model": "gauss", "refine": "lm", "refine_r2_min": 0.1, "hrf": "participant", "seed": 0
     }  # fmt: skip
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.fit.model = "css"  # type: ignore[misc]
@@ -65,7 +65,7 @@ def test_options_reach_their_sections(tmp_path: Path) -> None:
     assert config.fit.slice_time_ref == 0.0 and config.fit.engine_kwargs()["slice_time_ref"] == 0.0
 
 
-@pytest.mark.parametrize(("options", "hrf"), [((), "canonical"), (("--hrf", "participant"), "participant"),
+@pytest.mark.parametrize(("options", "hrf"), [((), "participant"), (("--hrf", "canonical"), "canonical"),
                                               (("--hrf", "vertex"), "vertex"), (("--fit-hrf",), "vertex")])
 def test_the_hrf_option_reaches_the_engine(tmp_path: Path, options: tuple[str, ...], hrf: str) -> None:
     config = configure(bids_root(tmp_path), tmp_path / "out", "participant", *options)

@@ -126,8 +126,8 @@ class FitConfig:
     refine_r2_min : float
         Units whose grid fit explains less variance keep their grid estimates.
     hrf : str
-        How the HRF is modelled (``--hrf``): ``canonical``, ``participant`` (one HRF per fit,
-        estimated from its best units; per fold from the training runs) or ``vertex`` (per-unit
+        How the HRF is modelled (``--hrf``): ``canonical``, ``participant`` (one HRF per fit, its
+        delay estimated from its best units; per fold from the training runs) or ``vertex`` (per-unit
         derivative weights).
     random_seed : int
         Seed of every random choice of the fit.
@@ -140,7 +140,7 @@ class FitConfig:
     model: str = "gauss"
     refine: str = "lm"
     refine_r2_min: float = 0.1
-    hrf: str = "canonical"
+    hrf: str = "participant"
     random_seed: int = 0
     slice_time_ref: float | None = None
 

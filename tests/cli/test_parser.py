@@ -51,7 +51,7 @@ def test_defaults() -> None:
     assert opts.dummy_scans is None and opts.confounds is None
     assert opts.participant_label is None and opts.space is None
     assert opts.random_seed == 0 and opts.device == "auto"
-    assert not opts.save_predictions and not opts.fit_hrf and opts.hrf == "canonical"
+    assert not opts.save_predictions and not opts.fit_hrf and opts.hrf == "participant"
 
 
 def test_label_prefixes_are_stripped() -> None:

@@ -360,8 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--hrf",
         choices=catalog.HRF_OPTIONS,
         default=catalog.DEFAULT_HRF,
-        help="canonical: SPM's HRF for every unit; participant: one two-gamma HRF per fit, its delay "
-        "and dispersion estimated from the best units (in each cross-validation fold from the "
+        help="canonical: SPM's HRF for every unit; participant: one two-gamma HRF per fit, SPM's with "
+        "its delay estimated from the best units (in each cross-validation fold from the "
         "training runs) and held fixed; vertex: SPM's HRF plus per-unit time-derivative and "
         "dispersion weights (default: %(default)s)",
     )

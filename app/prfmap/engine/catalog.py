@@ -250,8 +250,10 @@ HRF_OPTIONS = ("canonical", "participant", "vertex")
 """How a fit models the HRF: SPM's canonical response; one two-gamma response per participant,
 estimated from its best units and then held fixed (:func:`prfmap.engine.fit.estimate_hrf`); or the
 canonical response plus per-unit temporal and dispersion derivative weights."""
-DEFAULT_HRF = "canonical"
-"""The HRF option of ``fit_prf`` and ``--hrf`` unless told (docs/validation.md, "HRF default")."""
+DEFAULT_HRF = "participant"
+"""The ``--hrf`` default, chosen by measurement (docs/validation.md, "HRF default"). The engine's
+``fit_prf`` keeps ``canonical``: a participant's HRF needs all its units, and the workflow estimates
+it once per fit and fold and hands it to every chunk."""
 
 _LINEAR = ("amplitude", "baseline")
 

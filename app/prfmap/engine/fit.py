@@ -15,7 +15,7 @@ from keras import ops
 from prfmap.engine import catalog, core
 from prfmap.engine.backend import compile_enabled, get_backend
 from prfmap.engine.batching import ProgressFn, batch_size, compiled, memory_budget, pad, run_batches
-from prfmap.engine.catalog import DEFAULT_HRF, HRF_OPTIONS
+from prfmap.engine.catalog import HRF_OPTIONS
 from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.grid import grid_theta, polar_grid
 from prfmap.engine.hrf import CANONICAL, HRF, HRF_BASES
@@ -53,7 +53,7 @@ class FitResult:
 
 def fit_prf(
     data: np.ndarray, stim: Stimulus, tr: float, model: str = "gauss", refine: str = "lm", *,
-    nuisance: np.ndarray | None = None, hrf: str | HRF = DEFAULT_HRF, fit_hrf: bool = False,
+    nuisance: np.ndarray | None = None, hrf: str | HRF = "canonical", fit_hrf: bool = False,
     grid: Mapping[str, np.ndarray] | None = None,
     mem_gb: float | None = None, dtype: str = "float32", seed: int = 0,
     fixed: Mapping[str, float] | None = None, max_iter: int | None = None, tol: float | None = None,
@@ -79,8 +79,9 @@ def fit_prf(
         Regressors that preprocessing removed (high-pass basis, confounds, run constants); data and every
         prediction are projected onto their orthogonal complement (a constant is always included).
     hrf : {"canonical", "participant", "vertex"} or HRF
-        ``canonical``: SPM's response for every unit; ``participant``: one two-gamma response
-        estimated from the best units of ``data`` (:func:`estimate_hrf`) and held fixed for all;
+        ``canonical`` (default): SPM's response for every unit; ``participant`` (the BIDS App's
+        default): one two-gamma response estimated from the best units of ``data``
+        (:func:`estimate_hrf`: give it all of a participant's units) and held fixed for all;
         ``vertex``: the canonical response plus per-unit temporal and dispersion derivative weights;
         an :class:`~prfmap.engine.hrf.HRF`: that response held fixed (e.g. a participant's HRF
         estimated once for data fitted in chunks).
