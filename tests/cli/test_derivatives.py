@@ -59,12 +59,16 @@ def test_map_sidecar_content() -> None:
     assert side["Parameter"] == "polarangle" and side["Units"] == "deg"
     assert "counter-clockwise" in side["PolarAngleConvention"]
     assert "x to the right, y up" in side["VisualFieldCoordinates"]
-    assert side["HRF"] == "spm canonical" and side["FitSettings"]["refine"] == "lm"
+    assert side["HRF"] == {"Description": "spm canonical"} and side["FitSettings"]["refine"] == "lm"
     assert side["Device"] == "cpu" and side["Timings"] == {"fit": 1.0}
     json.dumps(side)
     cifti = map_sidecar(None, "dog", settings, {"MapNames": ["x", "sigmasurround"]})
     assert set(cifti["Parameters"]) == {"x", "sigmasurround"}
     assert "MapNames" not in cifti
+    record = {"option": "participant", "delay_s": 7.1, "dispersion": 1.0, "peak_s": 6.1, "units": 200}
+    hrf = map_sidecar("x", "gauss", {**settings, "hrf_model": record}, {})["HRF"]
+    assert hrf == {"Description": "spm canonical", "Option": "participant", "PeakDelay": 7.1,
+                   "PeakDispersion": 1.0, "TimeToPeak": 6.1, "EstimatedFromUnits": 200}
 
 
 def test_dataset_description_container(monkeypatch) -> None:
