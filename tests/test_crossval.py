@@ -11,16 +11,16 @@ from scipy.stats import pearsonr, spearmanr
 
 from prfmap.cli.config import build_config
 from prfmap.cli.parser import build_parser
-from prfmap.crossval import Fold, cross_validate, leave_one_run_out
+from prfmap.crossval import Fold, cross_validate, leave_one_run_out, reproducible
 from prfmap.derivatives import OutputKey
-from prfmap.engine import FitResult
+from prfmap.engine import FitResult, catalog
 from prfmap.errors import BadDataError
 from prfmap.group import combine, run_group
 from prfmap.io.bids import find_runs
 from prfmap.io.geometry import GiftiGeometry
 from prfmap.preprocess import PreprocessedRun, dct_basis
 from prfmap.synth import SynthConfig, load_truth, make_synthetic_dataset
-from prfmap.workflow import fit_group, load_group, plan_fits, write_group
+from prfmap.workflow import fit_group, load_group, mark_not_reproducible, plan_fits, write_group
 
 N, FRAMES, TR = 60, 120, 1.5
 
@@ -79,6 +79,49 @@ def test_cvr2_is_the_signed_squared_correlation_over_all_held_out_runs():
     assert np.all(np.abs(cv.cvr2[40:]) < 0.05)  # unrelated: about zero
     # without a gain the half-size prediction is penalised: strict <= cvr2 where predicted
     assert np.all(cv.strict_cvr2[:20] < cv.cvr2[:20])
+
+
+def _ar1(rng: np.random.Generator, shape: tuple[int, int], rho: float) -> np.ndarray:
+    out = rng.normal(0, 1, shape)
+    for t in range(1, shape[1]):
+        out[:, t] += rho * out[:, t - 1]
+    return out
+
+
+def test_the_held_out_z_is_standard_normal_without_a_prf_despite_autocorrelation():
+    rng = np.random.default_rng(2)
+    n = 2000
+    t = np.arange(FRAMES)
+    smooth = np.convolve(np.ones(6) / 6, np.sin(2 * np.pi * t / 24), mode="same")
+    runs = [PreprocessedRun(_ar1(rng, (n, FRAMES), 0.6).astype(np.float32), dct_basis(FRAMES, TR, 0.01))
+            for _ in range(2)]
+    prediction = np.tile(smooth, (n, 1)) + 0.3 * _ar1(rng, (n, FRAMES), 0.9)
+
+    def fit(training, stim, fold):
+        return FitResult("gauss", {}, np.zeros(n), np.zeros(n))
+
+    cv = cross_validate(runs, ["a"] * 2, {"a": np.zeros((FRAMES, 2, 2))}, fov_deg=10.0, fit=fit,
+                        predict=lambda result, stim: prediction)
+    # both series autocorrelated: the naive c·sqrt(N) would spread far wider than N(0, 1)
+    assert 0.85 < np.std(cv.z) < 1.2 and abs(np.mean(cv.z)) < 0.1
+    assert np.std(np.sign(cv.cvr2) * np.sqrt(np.abs(cv.cvr2)) * np.sqrt(2 * FRAMES)) > 1.5
+    assert np.mean(reproducible(cv.z)) < 0.01
+    response = np.tile(np.sin(2 * np.pi * t / 8), (n, 1))  # a response a run repeats (bar passes)
+    signal_runs = _runs(rng, response, 3)
+    cv = cross_validate(signal_runs, ["a"] * 3, {"a": np.zeros((FRAMES, 2, 2))}, fov_deg=10.0, fit=fit,
+                        predict=lambda result, stim: response)
+    assert np.all(reproducible(cv.z)) and np.median(cv.cvr2) < 0.4
+
+
+def test_reproducible_is_a_bonferroni_limit_and_marks_the_status():
+    z = np.array([4.6, 4.4, 2.0, np.nan] + [0.0] * 19996)  # limit for 19,999 finite z: 4.56
+    assert reproducible(z)[:4].tolist() == [True, False, False, False]
+    status = np.zeros(z.size)
+    status[1] = catalog.STATUS_BITS["size_at_floor"]
+    status[3] = catalog.STATUS_BITS["no_signal"]
+    marked = mark_not_reproducible(status, z).astype(int)
+    bit = catalog.STATUS_BITS["not_reproducible"]
+    assert marked[:4].tolist() == [0, bit + catalog.STATUS_BITS["size_at_floor"], bit, 1]
 
 
 def test_runs_with_other_apertures_are_predicted_from_a_fit_of_the_others():
@@ -191,6 +234,8 @@ def test_the_group_level_can_threshold_on_cvr2(tmp_path):
         "cvr2": np.array([[0.3, 0.02, np.nan], [0.3, 0.3, 0.3]]),
     }
     np.testing.assert_allclose(combine(stacks, 0.1)["count"], [2, 2, 1])
+    doubtful = {**stacks, "status": np.array([[0, 4, 128], [64, 2, 0]])}  # at_bound, not_reproducible
+    np.testing.assert_allclose(combine(doubtful, 0.1)["count"], [1, 1, 1])
     on_cvr2 = combine(stacks, 0.1, "cvr2")
     np.testing.assert_allclose(on_cvr2["count"], [2, 1, 1])
     np.testing.assert_allclose(on_cvr2["cvr2"], [0.3, 0.16, 0.3])

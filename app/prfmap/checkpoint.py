@@ -30,6 +30,7 @@ from prfmap.signals import check_stop
 
 logger = logging.getLogger(__name__)
 SUMMED_SETTINGS = ("units", "units_fitted", "units_refined", "unit_iterations")
+CHECKPOINT_FORMAT = 2  # 2: chunks hold the per-unit fit status
 
 
 def file_identity(paths: Sequence[str | os.PathLike[str]]) -> list[list[Any]]:
@@ -82,6 +83,7 @@ def _load_chunk(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]] | No
 def _chunk_arrays(result: Any, predictions: bool) -> dict[str, np.ndarray]:
     arrays = {f"param:{k}": np.asarray(v) for k, v in result.params.items()}
     arrays["r2"], arrays["loss"] = np.asarray(result.r2), np.asarray(result.loss)
+    arrays["status"] = np.asarray(result.status)
     if predictions:
         arrays["predictions"] = np.asarray(result.predictions, dtype=np.float32)
     return arrays
@@ -109,7 +111,8 @@ def _merge(model: str, chunks: list[tuple[dict[str, np.ndarray], dict[str, Any]]
             timings[k] = timings.get(k, 0.0) + float(v)
     r2 = np.concatenate([c[0]["r2"] for c in chunks])
     loss = np.concatenate([c[0]["loss"] for c in chunks])
-    return FitResult(model, params, r2, loss, timings, settings, predictions)
+    status = np.concatenate([c[0]["status"] for c in chunks])
+    return FitResult(model, params, r2, loss, timings, settings, predictions, status)
 
 
 def fit_chunked(
@@ -222,6 +225,7 @@ def _identity(
     nuisance = kwargs.get("nuisance")
     return {
         "prfmap": __version__,
+        "format": CHECKPOINT_FORMAT,
         "backend": backend_info(),
         "fit": dict(settings),
         "tr": float(tr),

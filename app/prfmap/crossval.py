@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.linalg import orth
+from scipy.stats import norm
 
 from prfmap.engine import HRF, FitResult, Stimulus, predict
 from prfmap.preprocess import CombinedData, PreprocessedRun, combine_runs
@@ -54,6 +55,8 @@ DEFINITION = (
 )
 """The definition written in every ``cvr2`` sidecar and in the README."""
 PREDICT_CHUNK = 1024
+FAMILY_ALPHA = 0.05
+"""Family-wise error of the ``not_reproducible`` status flag over a fit's units (:func:`reproducible`)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,11 @@ class CrossValidation:
         NaN where no fold had finite data and prediction.
     strict_cvr2 : ndarray
         (units,) ``1 - Σ|y - p|² / Σ|y|²`` over the same folds, without a gain.
+    z : ndarray
+        (units,) ``Σ<y_i, p_i>`` over its standard deviation were the held-out data unrelated to
+        the predictions, both autocorrelated (Bartlett's variance of a cross-correlation:
+        ``Σ_k A_y(k) A_p(k)``, the autocovariance sums of data and prediction, Tukey-tapered over
+        a quarter of the run): about N(0, 1) without a pRF. NaN where cvr2 is.
     folds : list of Fold
         The folds, in order.
     seconds : list of float
@@ -87,8 +95,17 @@ class CrossValidation:
 
     cvr2: np.ndarray
     strict_cvr2: np.ndarray
+    z: np.ndarray
     folds: list[Fold]
     seconds: list[float] = field(default_factory=list)
+
+
+def reproducible(z: np.ndarray, alpha: float = FAMILY_ALPHA) -> np.ndarray:
+    """Units whose held-out correlation is significant: ``z`` above the one-sided Bonferroni limit
+    ``Φ⁻¹(1 − alpha / n)`` over the ``n`` units with a finite ``z``."""
+    finite = np.isfinite(z)
+    limit = norm.isf(alpha / max(int(finite.sum()), 1))
+    return finite & (np.where(finite, z, -np.inf) >= limit)
 
 
 def leave_one_run_out(n_runs: int) -> list[Fold]:
@@ -144,7 +161,7 @@ def cross_validate(
         Empty folds and NaN maps for fewer than two runs.
     """
     n_units = runs[0].data.shape[0] if runs else 0
-    sums = np.zeros((4, n_units))  # <y,p>, |y|², |p|², |y-p|²
+    sums = np.zeros((5, n_units))  # <y,p>, |y|², |p|², |y-p|², null variance of <y,p>
     folds = leave_one_run_out(len(runs))
     seconds = []
     for fold in folds:
@@ -170,16 +187,42 @@ def _accumulate(sums: np.ndarray, held: PreprocessedRun, prediction: np.ndarray)
     sums[1, ok] += np.sum(y * y, axis=1)[ok]
     sums[2, ok] += np.sum(p * p, axis=1)[ok]
     sums[3, ok] += np.sum((y - p) ** 2, axis=1)[ok]
+    sums[4, ok] += null_variance(y[ok], p[ok])
 
 
-def _scores(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    cross, yy, pp, residual = sums
+def null_variance(y: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Variance of ``<y, p>`` (units,) were ``y`` and ``p`` independent stationary series (rows).
+
+    The held-out data's own autocovariance is used as it is, response included: conservative
+    where there is a response (its variance counts as noise), exact without one. Measured in
+    docs/validation.md: the data less its fit by ``p`` gives more power, but lets through noise
+    units that the r² threshold selected for resembling a response in every run.
+
+    Bartlett's formula: ``Σ_k A_y(k) A_p(k) / N`` over lags ``|k| < N/4``, ``A`` the
+    autocovariance sums, with a Tukey taper so that the estimate stays positive and stable.
+    """
+    n = y.shape[1]
+    lags = max(n // 4, 1)
+    size = 2 * n
+
+    def autocovariance(x: np.ndarray) -> np.ndarray:
+        spectrum = np.fft.rfft(x, size, axis=1)
+        return np.fft.irfft(spectrum * spectrum.conj(), size, axis=1)[:, :lags]
+
+    taper = 0.5 * (1.0 + np.cos(np.pi * np.arange(lags) / lags))
+    taper[1:] *= 2.0  # lags ±k
+    return np.maximum(np.sum(taper * autocovariance(y) * autocovariance(p), axis=1) / n, 0.0)
+
+
+def _scores(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    cross, yy, pp, residual, variance = sums
     valid = yy > 0
     with np.errstate(invalid="ignore", divide="ignore"):
         c = np.where(valid & (pp > 0), cross / np.sqrt(yy * pp), 0.0)
         strict = 1.0 - residual / yy
+        z = np.where(variance > 0, cross / np.sqrt(variance), 0.0)
     cvr2 = np.where(valid, np.sign(c) * c**2, np.nan)
-    return cvr2, np.where(valid, strict, np.nan)
+    return cvr2, np.where(valid, strict, np.nan), np.where(valid, z, np.nan)
 
 
 def engine_predictor(tr: float, model: str, *, slice_time_ref: float = 0.5,

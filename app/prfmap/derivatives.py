@@ -54,6 +54,11 @@ POLAR_ANGLE_CONVENTION = (
 VISUAL_FIELD_CONVENTION = (
     "degrees of visual angle, origin at fixation (the aperture centre), x to the right, y up"
 )
+FIT_STATUS = (
+    "units without signal (status bit 1) are NaN in every map; every other estimate is written and "
+    "the status map (desc-status) flags the doubtful ones: a sum of the bits in its Levels; the "
+    "refinement keeps each parameter inside its Bounds (FitSettings.bounds gives the numbers used)"
+)
 
 @dataclass(frozen=True)
 class OutputKey:
@@ -159,6 +164,12 @@ def map_sidecar(
         entry = catalog.parameter_by_label(param)
         units, description = (entry.units, entry.description) if entry else ("n/a", param)
         sidecar.update({"Parameter": param, "Units": units, "Description": description})
+        if entry is not None and entry.bound != catalog.UNBOUNDED:
+            sidecar["Bounds"] = entry.bound.describe(entry.key)
+        if entry is not None and entry.key == "status":
+            sidecar["Levels"] = {str(bit): f"{name}: {text}"
+                                 for bit, (name, text) in catalog.STATUS_FLAGS.items()}
+    sidecar["FitStatus"] = FIT_STATUS
     sidecar["VisualFieldCoordinates"] = VISUAL_FIELD_CONVENTION
     sidecar["PolarAngleConvention"] = POLAR_ANGLE_CONVENTION
     sidecar["HRF"] = {"Description": settings.get("hrf", "SPM canonical two-gamma (nilearn spm_hrf)"),

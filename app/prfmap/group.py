@@ -16,6 +16,7 @@ from scipy.stats import circmean
 
 from prfmap import __version__
 from prfmap.derivatives import MAP_SUFFIX, PYBIDS_CONFIG, OutputKey
+from prfmap.engine import catalog
 from prfmap.errors import BadDataError, MissingInputError
 from prfmap.io.atomic import write_json_atomic
 from prfmap.io.bold import read_dscalar, read_gifti
@@ -36,8 +37,9 @@ STATISTICS = {
     "r2": ("mean", "1", "mean variance explained over all participants with a finite r2"),
 }
 COUNT_DESCRIPTION = (
-    "participants contributing at the vertex: finite maps and {on} >= threshold (a participant "
-    "with several sessions is first combined over them with the same statistics)"
+    "participants contributing at the vertex: finite maps, {on} >= threshold and an estimate not "
+    "flagged doubtful in the status map (bits 4, 8, 16, 64) (a participant with several sessions "
+    "is first combined over them with the same statistics)"
 )
 THRESHOLD_MAPS = ("r2", "cvr2")
 """What the group level may threshold on: r2 (the fitted data) or cvr2 (held-out runs)."""
@@ -186,7 +188,8 @@ def combine(
         it), each (participants, vertices).
     r2_threshold : float
         A participant contributes at a vertex when its ``threshold_on`` map there is at least
-        this and its polar angle, eccentricity and sigma are finite.
+        this, its polar angle, eccentricity and sigma are finite and, with a ``status`` stack, its
+        estimate there is not doubtful (no bit of ``catalog.DOUBTFUL``).
     threshold_on : {"r2", "cvr2"}
         The variance explained the threshold applies to; with ``cvr2`` its mean is returned too.
 
@@ -199,6 +202,8 @@ def combine(
     """
     on = stacks[threshold_on]
     ok = np.isfinite(on) & (on >= r2_threshold)
+    if "status" in stacks:  # doubtful estimates (catalog.DOUBTFUL) do not contribute
+        ok &= (np.nan_to_num(stacks["status"], nan=0.0).astype(np.int64) & catalog.DOUBTFUL_BITS) == 0
     for label in ("polarangle", "eccentricity", "sigma"):
         ok &= np.isfinite(stacks[label])
     count = ok.sum(axis=0)
@@ -421,6 +426,8 @@ def _write_fit(
     per_hemi = {}
     for hemi in HEMIS:
         stacks = {label: _stack(members, label, hemi) for label in statistics}
+        if all(m.maps.get("status", {}).get(hemi) is not None for m in members):
+            stacks["status"] = _stack(members, "status", hemi)
         stacks = _per_subject(stacks, members, r2_threshold, threshold_on)
         per_hemi[hemi] = combine(stacks, r2_threshold, threshold_on)
     geometry = GiftiGeometry(hemis={h: per_hemi[h]["count"].size for h in HEMIS})

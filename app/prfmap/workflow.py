@@ -34,7 +34,14 @@ import numpy as np
 from prfmap import __version__
 from prfmap.checkpoint import fit_chunked, remove_checkpoints
 from prfmap.config import Config
-from prfmap.crossval import DEFINITION, CrossValidation, Fold, cross_validate, engine_predictor
+from prfmap.crossval import (
+    DEFINITION,
+    CrossValidation,
+    Fold,
+    cross_validate,
+    engine_predictor,
+    reproducible,
+)
 from prfmap.derivatives import (
     OutputKey,
     bids_uri,
@@ -182,7 +189,20 @@ class FittedGroup:
         maps = self.result.maps()
         if self.cv is not None:
             maps[catalog.PARAMETERS["cvr2"].label] = self.cv.cvr2
+            status = maps.get(catalog.PARAMETERS["status"].label)
+            if status is not None:
+                maps[catalog.PARAMETERS["status"].label] = mark_not_reproducible(status, self.cv.z)
         return maps
+
+
+def mark_not_reproducible(status: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """``status`` with the ``not_reproducible`` bit set on fitted units whose held-out correlation
+    ``z`` (``CrossValidation.z``) is not significant (:func:`prfmap.crossval.reproducible`)."""
+    codes = np.nan_to_num(status, nan=0.0).astype(np.int64)
+    fitted = (codes & catalog.STATUS_BITS["no_signal"]) == 0
+    z = np.where(fitted, z, np.nan)
+    codes[fitted & ~reproducible(z)] |= catalog.STATUS_BITS["not_reproducible"]
+    return codes.astype(np.float64)
 
 
 def run_participant_level(config: Config, command: Sequence[str] = ()) -> list[Path]:

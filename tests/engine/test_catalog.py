@@ -45,7 +45,7 @@ def test_labels_are_unique_bids_labels_and_units_one_spelling():
 def test_fit_maps_carry_catalogue_labels(stim):
     p = random_params("dog", 4, np.random.default_rng(0))
     res = fit_prf(predict(p, stim, TR, "dog"), stim, TR, model="dog", refine="none")
-    expected = catalog.MODELS["dog"].parameters + catalog.DERIVED
+    expected = catalog.MODELS["dog"].parameters + catalog.DERIVED + ("status",)
     assert set(res.maps()) == {catalog.PARAMETERS[k].label for k in expected}
 
 

@@ -53,7 +53,7 @@ def test_iterate_carries_a_named_state_compiled_and_in_python(compiled, backend,
         pytest.skip("torch.compile of the step costs minutes on a CPU; the eager loop covers torch")
     monkeypatch.setenv("PRFMAP_COMPILE", compiled)
     start = np.array([1.0, 8.0, 0.5, 100.0], dtype=np.float32)
-    data = Data(tensor(np.zeros((4, 2)), "float32"), None, (), None, None)
+    data = Data(tensor(np.zeros((4, 2)), "float32"), None, (), None, None, None, None, None)
     state, steps = iterate(Halving(1.0), tensor(start, "float32"), data, max_steps=50)
     assert isinstance(state, HalvingState)
     assert steps == 7  # 100 → 0.78 in seven halvings

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -19,7 +19,7 @@ from prfmap.engine.catalog import HRF_OPTIONS
 from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.grid import grid_theta, polar_grid
 from prfmap.engine.hrf import CANONICAL, HRF, HRF_BASES
-from prfmap.engine.models import PRFModel, floatx, free_mask, get_model
+from prfmap.engine.models import Bounds, PRFModel, floatx, free_mask, get_model
 from prfmap.engine.participant_hrf import FEWEST_UNITS, HRF_PASSES, best_hrf, canonical_fallback, top_units
 from prfmap.engine.problem import Problem, Units, make_problem, project_units
 from prfmap.engine.search import grid_search
@@ -40,14 +40,18 @@ class FitResult:
     timings: dict[str, float] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
     predictions: np.ndarray | None = None
+    status: np.ndarray | None = None
 
     def maps(self) -> dict[str, np.ndarray]:
-        """Every parameter map under its BIDS file label, with ``r2``, ``polarangle``, ``eccentricity``."""
+        """Every parameter map under its BIDS file label, with ``r2``, ``polarangle``, ``eccentricity``
+        and the fit ``status`` (:data:`prfmap.engine.catalog.STATUS_FLAGS`)."""
         derived = {
             "r2": self.r2,
             "polar_angle": np.degrees(np.arctan2(self.params["y"], self.params["x"])),
             "eccentricity": np.hypot(self.params["x"], self.params["y"]),
         }
+        if self.status is not None:
+            derived["status"] = self.status
         return {catalog.PARAMETERS[k].label: v for k, v in {**self.params, **derived}.items()}
 
 
@@ -129,14 +133,17 @@ def fit_prf(
 
     u, grid_corr, grid_points = _grid_start(prob, stim, grid, fixed_values, units.y, mem_gb, progress,
                                             timings)
-    refined = _refine(prob, refiner, u, units.y, grid_corr, free, mem_gb=mem_gb, max_iter=max_iter, tol=tol,
-                      learning_rate=learning_rate, refine_r2_min=refine_r2_min, progress=progress,
-                      timings=timings)
-    result = _final_fit(prob, units, u, data.shape, mem_gb, return_predictions, timings)
+    u_grid, bounds = u.copy(), prob.model.bounds(stim.scales)
+    refined, flags = _refine(prob, refiner, u, units.y, grid_corr, free, bounds, mem_gb=mem_gb,
+                             max_iter=max_iter, tol=tol, learning_rate=learning_rate,
+                             refine_r2_min=refine_r2_min, progress=progress, timings=timings)
+    final = partial(_final_fit, prob, units, shape=data.shape, mem_gb=mem_gb,
+                    with_predictions=return_predictions, timings=timings)
+    result = _checked_fit(final, u, u_grid, units.index, bounds, free, flags, prob.model.names)
     result.settings = _settings(prob, refine, hrf_used, {
         **refined, "fixed": {k: float(v) for k, v in fixed_values.items()}, "slice_time_ref": slice_time_ref,
         "grid_points": grid_points, "units": int(data.shape[0]), "units_fitted": int(units.index.size),
-        "seed": int(seed)})
+        "seed": int(seed), "bounds": _bounds_record(prob.model, bounds, free)})
     timings["total"] = time.perf_counter() - t_start
     return result
 
@@ -219,27 +226,108 @@ def _grid_start(prob: Problem, stim: Stimulus, grid: Mapping[str, np.ndarray] | 
 
 
 def _refine(prob: Problem, refiner: catalog.RefinerSpec, u: np.ndarray, y: np.ndarray, grid_corr: np.ndarray,
-            free: np.ndarray, *, mem_gb: float, max_iter: int | None, tol: float | None, learning_rate: float,
-            refine_r2_min: float, progress: ProgressFn | None, timings: dict[str, float]) -> dict[str, Any]:
-    """Refine (in place) the units whose grid fit explains ``refine_r2_min``; what the settings record."""
+            free: np.ndarray, bounds: Bounds, *, mem_gb: float, max_iter: int | None,
+            tol: float | None, learning_rate: float, refine_r2_min: float, progress: ProgressFn | None,
+            timings: dict[str, float]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Refine (in place, within ``bounds``) the units whose grid fit explains ``refine_r2_min``.
+
+    Returns what the settings record, and per-unit flags: ``refined``, ``not_converged``, ``grid_only``.
+    """
     t0 = time.perf_counter()
     chosen = np.flatnonzero(np.maximum(grid_corr, 0.0) ** 2 >= refine_r2_min)
+    flags = {name: np.zeros(len(u), dtype=bool) for name in ("refined", "not_converged", "grid_only")}
     solver: Solver | None = None
     if refiner.name == "lm":
         solver = LevenbergMarquardt(prob.model, prob.dtype, tol or refiner.tol)
     elif refiner.name == "sgd":
         solver = Adam(prob.model, prob.dtype, tol or refiner.tol, learning_rate)
     iterations = [0, 0]
+    if solver is not None:
+        flags["grid_only"][:] = True
+        flags["grid_only"][chosen] = False
     if solver is not None and chosen.size:
-        u[chosen], iterations = refine_units(solver, prob, u[chosen], y[chosen], free, mem_gb,
-                                             max_iter or refiner.max_iter, progress)
+        u[chosen], moving, iterations = refine_units(solver, prob, u[chosen], y[chosen], free, bounds,
+                                                     mem_gb, max_iter or refiner.max_iter, progress)
+        flags["refined"][chosen], flags["not_converged"][chosen] = True, moving
     timings["refine"] = time.perf_counter() - t0
     return {"refine_r2_min": float(refine_r2_min), "units_refined": int(chosen.size) if solver else 0,
             "iterations": int(iterations[0]), "unit_iterations": int(iterations[1]),
-            "max_iter": int(max_iter or refiner.max_iter)}
+            "max_iter": int(max_iter or refiner.max_iter)}, flags
 
 
-def _final_fit(prob: Problem, units: Units, u: np.ndarray, shape: tuple[int, int], mem_gb: float,
+def _checked_fit(final: Callable[[np.ndarray], FitResult], u: np.ndarray, u_grid: np.ndarray,
+                 index: np.ndarray, bounds: Bounds, free: np.ndarray,
+                 flags: dict[str, np.ndarray], names: tuple[str, ...]) -> FitResult:
+    """``final(u)``, with the grid start instead where the refinement left the valid range, and the
+    status of every unit."""
+    result = final(u)
+    rejected = flags["refined"] & ~_valid(result, index)
+    if rejected.any():  # back to the grid estimate, which correlates positively with the data
+        u[rejected] = u_grid[rejected]
+        result = final(u)
+    flags["refinement_rejected"] = rejected
+    for name, on in _bound_flags(u, bounds, free, names).items():
+        flags[name] = flags["refined"] & ~rejected & on
+    flags["not_converged"] &= ~rejected
+    _set_status(result, index, flags)
+    return result
+
+
+def _valid(result: FitResult, index: np.ndarray) -> np.ndarray:
+    """Per fitted unit: finite cost and amplitude of the sign the models define (positive)."""
+    amplitude = result.params["amplitude"][index]
+    return np.isfinite(result.loss[index]) & np.isfinite(amplitude) & (amplitude > 0)
+
+
+def _bound_flags(u: np.ndarray, bounds: Bounds, free: np.ndarray,
+                 names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Per unit: ``size_at_floor`` where sigma ended on (within 1e-4 of) its lower bound, the
+    resolution floor; ``at_bound`` where another fitted internal parameter, or the centre's
+    eccentricity, ended on one of its bounds."""
+    near = np.zeros((2,) + u.shape, dtype=bool)
+    for side, limit in enumerate((bounds.lower, bounds.upper)):
+        finite = np.isfinite(limit) & (free > 0)
+        near[side] = finite[None] & (np.abs(u - np.where(finite, limit, 0.0)) <= 1e-4 * (1.0 + np.abs(limit)))
+    floor = np.zeros(len(u), dtype=bool)
+    if "sigma" in names:
+        k = names.index("sigma")
+        floor, near[0, :, k] = near[0, :, k].copy(), False
+    centre_free = free[0] > 0 or free[1] > 0
+    edge = centre_free & (np.hypot(u[:, 0], u[:, 1]) >= bounds.eccentricity * (1 - 1e-4))
+    return {"at_bound": near.any(axis=(0, 2)) | edge, "size_at_floor": floor}
+
+
+def _set_status(result: FitResult, index: np.ndarray, flags: Mapping[str, np.ndarray]) -> None:
+    """The per-unit status bits of ``result`` (:data:`catalog.STATUS_FLAGS`), and NaN for no signal.
+
+    Units without usable data, or whose best fit has no positive response (the grid's best correlation
+    is not positive), have every parameter, r² and the loss NaN and status ``no_signal``.
+    """
+    n = len(result.r2)
+    status = np.zeros(n, dtype=np.int64)
+    fitted = np.zeros(n, dtype=bool)
+    fitted[index] = _valid(result, index)
+    status[~fitted] |= catalog.STATUS_BITS["no_signal"]
+    for name, on in flags.items():
+        if name in catalog.STATUS_BITS:
+            status[index[on & fitted[index]]] |= catalog.STATUS_BITS[name]
+    for values in (*result.params.values(), result.r2, result.loss):
+        values[~fitted] = np.nan
+    result.status = status.astype(np.float64)
+
+
+def _bounds_record(model: PRFModel, bounds: Bounds, free: np.ndarray) -> dict[str, Any]:
+    """The natural-unit bounds the refinement held each fitted parameter in, for the sidecars."""
+    record: dict[str, Any] = {"eccentricity": [0.0, bounds.eccentricity]}
+    for k, p in enumerate(model.params):
+        if free[k] and (np.isfinite(bounds[0][k]) or np.isfinite(bounds[1][k])):
+            low, high = (float(np.exp(b[k])) if p.transform == "exp" else float(b[k])
+                         for b in (bounds.lower, bounds.upper))
+            record[p.name] = [low if np.isfinite(low) else None, high if np.isfinite(high) else None]
+    return record
+
+
+def _final_fit(prob: Problem, units: Units, u: np.ndarray, *, shape: tuple[int, int], mem_gb: float,
                with_predictions: bool, timings: dict[str, float]) -> FitResult:
     """Linear weights, baseline and r² at the final parameters; every unit's reported parameters."""
     t0 = time.perf_counter()
@@ -272,7 +360,7 @@ def _final_fit(prob: Problem, units: Units, u: np.ndarray, shape: tuple[int, int
     if prob.n_bases == 3:
         safe = np.where(amplitude != 0, amplitude, np.nan)
         params["hrf_deriv"], params["hrf_disp"] = full(beta[:, 1] / safe), full(beta[:, 2] / safe)
-    r2 = full(1.0 - cost / np.maximum(np.sum(units.y**2, axis=1), 1e-30), 0.0)
+    r2 = full(1.0 - cost / np.maximum(np.sum(units.y**2, axis=1), 1e-30))
     predictions = None
     if fitted is not None:
         predictions = np.full(shape, np.nan)
@@ -322,6 +410,7 @@ def _settings(prob: Problem, refine: str, hrf: HRF, options: dict[str, Any]) -> 
         "device": backend.device(),
         "compiled": compile_enabled(),
         "seed": options["seed"],
+        "bounds": options["bounds"],
     }
 
 

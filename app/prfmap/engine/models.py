@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from keras import ops
@@ -94,6 +94,14 @@ def gaussian_responses(
     return matmul(g, design_t)
 
 
+class Bounds(NamedTuple):
+    """Where a refinement keeps each unit's internal parameters."""
+
+    lower: np.ndarray  # (K,) internal values; -inf where unbounded
+    upper: np.ndarray  # (K,) internal values; inf where unbounded
+    eccentricity: float  # the centre (x, y: columns 0 and 1) stays within this distance of fixation
+
+
 class PRFModel:
     """Base class: a named model with internal parameters and a neural response."""
 
@@ -116,6 +124,24 @@ class PRFModel:
         return np.stack(
             [to_internal(theta[:, k], p.transform) for k, p in enumerate(self.params)], axis=1
         )
+
+    def bounds(self, scales: Mapping[str, float]) -> Bounds:
+        """The bounds of the internal parameters for a stimulus of ``scales``.
+
+        The catalogue's bounds of the parameters the optimisers move directly (``identity`` and
+        ``exp`` transforms: the centre and the size) mapped to internal values; -inf / inf where a
+        parameter has no catalogue bound or its transform bounds it already (``scale``, ``sigmoid``);
+        and the catalogue's largest eccentricity of the centre (columns 0 and 1, ``x`` and ``y``).
+        """
+        low, high = np.full(len(self.params), -np.inf), np.full(len(self.params), np.inf)
+        for k, p in enumerate(self.params):
+            if p.transform not in ("identity", "exp") or p.name not in catalog.PARAMETERS:
+                continue
+            lo, hi = catalog.PARAMETERS[p.name].bound.resolve(scales)
+            if p.transform == "exp":
+                lo, hi = (np.log(lo) if lo > 0 else -np.inf), (np.log(hi) if 0 < hi < np.inf else np.inf)
+            low[k], high[k] = lo, hi
+        return Bounds(low, high, float(catalog.PARAMETERS["eccentricity"].bound.resolve(scales)[1]))
 
     def neural(self, theta: Any, stim: tuple[Any, Any, Any, float], jacobian: bool) -> Any:
         """Neural time course (1 + K if jacobian, units, frames): response, then d/d theta_k."""

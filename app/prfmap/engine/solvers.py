@@ -23,7 +23,7 @@ from prfmap.engine import core
 from prfmap.engine.backend import get_backend, loops_compiled
 from prfmap.engine.batching import MIN_BATCH, ProgressFn, batch_size, compiled, pad, padded_size, run_batches
 from prfmap.engine.core_ops import at_least, tensor, to_numpy
-from prfmap.engine.models import PRFModel
+from prfmap.engine.models import Bounds, PRFModel
 from prfmap.engine.problem import Problem
 
 
@@ -35,6 +35,17 @@ class Data(NamedTuple):
     stim: tuple
     hrf_t: Any
     q: Any
+    lower: Any  # (K,) internal bounds; every step is projected into [lower, upper]
+    upper: Any
+    eccentricity: Any  # () largest distance of the centre (columns 0, 1) from fixation
+
+
+def project(u: Any, data: Data) -> Any:
+    """``u`` (units, K) clipped into ``data``'s internal bounds, its centre into the allowed disc."""
+    u = ops.minimum(ops.maximum(u, data.lower[None]), data.upper[None])
+    ecc = ops.sqrt(u[:, 0] * u[:, 0] + u[:, 1] * u[:, 1])
+    shrink = ops.minimum(1.0, data.eccentricity / at_least(ecc, core.TINY))[:, None]
+    return ops.concatenate([u[:, :2] * shrink, u[:, 2:]], axis=1)
 
 
 class Solution(NamedTuple):
@@ -104,7 +115,7 @@ class LevenbergMarquardt:
         system = jtj + ops.eye(k, dtype=u.dtype)[None] * damp[:, :, None]
         delta = -ops.solve(system, jte[:, :, None])[:, :, 0] * data.free[None] * ops.cast(
             active, u.dtype)[:, None]
-        u_new = u + delta
+        u_new = project(u + delta, data)
         cost_new, jtj_new, jte_new = core.vp_normal_equations(self.model, u_new, data.y, data.free,
                                                               data.stim, data.hrf_t, data.q)
         accept = active & (cost_new < cost) & ops.isfinite(cost_new)
@@ -181,6 +192,7 @@ class Adam:
         (_, cost), grad = self._grad(state.u, data.y, data.stim, data.hrf_t, data.q)
         grad = ops.where(ops.isfinite(grad), grad, 0.0) * data.free[None]
         u, m, v = self.update(state.u, state.m, state.v, state.steps, grad)
+        u = project(u, data)
         improved = cost < state.best * (1.0 - self.tol)
         stall = ops.where(improved, 0.0, state.stall + 1.0)
         return AdamState(ops.where(state.active[:, None], u, state.u), m, v, state.steps + 1.0,
@@ -227,18 +239,32 @@ def iterate(solver: Solver, u: Any, data: Data, carry: tuple = (), max_steps: in
     return state, steps
 
 
+def clip(u: np.ndarray, bounds: Bounds) -> np.ndarray:
+    """:func:`project` in numpy: ``u`` (units, K) inside ``bounds``."""
+    u = np.clip(u, bounds.lower, bounds.upper)
+    ecc = np.hypot(u[:, 0], u[:, 1])
+    u[:, :2] *= np.minimum(1.0, bounds.eccentricity / np.maximum(ecc, 1e-30))[:, None]
+    return u
+
+
 def refine_units(solver: Solver, prob: Problem, u0: np.ndarray, y: np.ndarray, free: np.ndarray,
-                 mem_gb: float, max_iter: int, progress: ProgressFn | None) -> tuple[np.ndarray, list[int]]:
+                 bounds: Bounds, mem_gb: float, max_iter: int,
+                 progress: ProgressFn | None) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """Refine internal parameters ``u0`` (units, K) of every unit with ``solver``, batch by batch.
+
+    Every step is projected into ``bounds``.
 
     Returns
     -------
     u : ndarray, shape (units, K)
+    moving : ndarray of bool, shape (units,)
+        Units still moving after ``max_iter`` steps (not converged).
     iterations : list of int
         The most steps any unit took, and the unit-steps computed (padding included).
     """
     dtype = prob.dtype
-    u, carry = u0.copy(), solver.start(len(u0))
+    u, carry = clip(u0, bounds), solver.start(len(u0))
+    limits = (tensor(bounds.lower, dtype), tensor(bounds.upper, dtype), tensor(bounds.eccentricity, dtype))
     still = np.ones(len(u0), dtype=bool)
     iterations = [0, 0]
     free_t = tensor(free, dtype)
@@ -252,7 +278,8 @@ def refine_units(solver: Solver, prob: Problem, u0: np.ndarray, y: np.ndarray, f
 
         def run(start: int, stop: int, size: int, todo: np.ndarray = todo, done: int = done) -> None:
             rows, k = todo[start:stop], stop - start
-            data = Data(tensor(pad(y[rows], size), dtype), free_t, prob.stim, prob.hrf_t, prob.q)
+            data = Data(tensor(pad(y[rows], size), dtype), free_t, prob.stim, prob.hrf_t, prob.q,
+                        *limits)
             state, steps = iterate(solver, tensor(pad(u[rows], size), dtype), data,
                                    tuple(tensor(pad(c[rows], size), dtype) for c in carry),
                                    min(round_length, max_iter - done))
@@ -265,4 +292,4 @@ def refine_units(solver: Solver, prob: Problem, u0: np.ndarray, y: np.ndarray, f
             iterations[1] += steps * size
 
         run_batches(todo.size, batch, run, "refine", progress, shrink=False)
-    return u, iterations
+    return u, still, iterations

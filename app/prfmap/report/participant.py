@@ -17,6 +17,7 @@ import numpy as np
 from nilearn import image
 
 from prfmap import __version__
+from prfmap.engine import catalog
 from prfmap.report import figures
 from prfmap.report.atlas import visual_areas
 from prfmap.report.context import ReportContext
@@ -83,6 +84,12 @@ class _Section:
         self.maps = _visual_field_maps(ctx.maps)
         self.r2 = self.maps.get("r2", np.full(self._n_units(), np.nan))
         self.good = np.isfinite(self.r2) & (self.r2 >= ctx.r2_threshold)
+        status = self.maps.get("status")
+        self.doubtful = np.zeros_like(self.good)
+        if status is not None:
+            codes = np.nan_to_num(status, nan=0.0).astype(np.int64)
+            self.doubtful = self.good & ((codes & catalog.DOUBTFUL_BITS) != 0)
+            self.good &= ~self.doubtful
         self.prefix = f"sub-{ctx.subject.removeprefix('sub-')}_{key}"
         self.anchor = key
         self.warnings = list(ctx.warnings)
@@ -98,7 +105,10 @@ class _Section:
 
     @property
     def threshold_text(self) -> str:
-        return f"shown: r² ≥ {self.ctx.r2_threshold:g}"
+        text = f"shown: r² ≥ {self.ctx.r2_threshold:g}"
+        if "status" in self.maps:
+            text += f", not flagged doubtful in the status map ({int(self.doubtful.sum())} left out)"
+        return text
 
     def _styles(self) -> list[tuple[MapStyle, np.ndarray]]:
         out = []

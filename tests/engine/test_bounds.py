@@ -1,0 +1,78 @@
+"""Bounded refinement, the fit-status bits and NaN where there is no signal, on every backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import TR, random_params
+
+from prfmap.engine import catalog, fit_prf, predict
+
+BITS = catalog.STATUS_BITS
+
+
+def flagged(result, name: str) -> np.ndarray:
+    return (result.status.astype(int) & BITS[name]) > 0
+
+
+def hard_units(stim, rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """Pure-noise units, then pRFs at the aperture's edge with strong noise: what runs away unbounded."""
+    n = 96
+    noise = rng.normal(0, 1, (n, stim.n_frames))
+    p = random_params("gauss", n, rng)
+    angle = rng.uniform(0, 2 * np.pi, n)
+    p["x"], p["y"] = 9.5 * np.cos(angle), 9.5 * np.sin(angle)
+    edge = predict(p, stim, TR) + rng.normal(0, 1.5, (n, stim.n_frames))
+    return np.vstack([noise, edge]), n
+
+
+@pytest.mark.parametrize("refine", ["lm", "sgd"])
+def test_every_written_estimate_is_inside_its_bounds(stim, refine):
+    data, _ = hard_units(stim, np.random.default_rng(3))
+    res = fit_prf(data, stim, TR, refine=refine, refine_r2_min=0.0, max_iter=30 if refine == "lm" else 150)
+    scales = {**stim.scales, "sigma": res.params["sigma"]}
+    maps = {**res.params, "r2": res.r2, "eccentricity": np.hypot(res.params["x"], res.params["y"])}
+    for key, values in maps.items():
+        low, high = catalog.PARAMETERS[key].bound.resolve(scales)
+        finite = np.isfinite(values)
+        inside = (values[finite] >= low - 1e-4 * np.abs(low)) & (values[finite] <= high * (1 + 1e-4))
+        assert np.all(inside), key
+    recorded = res.settings["bounds"]
+    assert recorded["x"] == pytest.approx([-2 * stim.scales["radius"], 2 * stim.scales["radius"]])
+    assert recorded["sigma"] == pytest.approx([stim.scales["pixel"], stim.scales["fov"]])
+    # units the bounds stopped are flagged, and only refined units can be
+    at, floor = flagged(res, "at_bound"), flagged(res, "size_at_floor")
+    assert (at | floor).any()
+    ecc = np.hypot(res.params["x"], res.params["y"])
+    on_edge = (ecc > recorded["eccentricity"][1] * (1 - 1e-3)) | (
+        res.params["sigma"] > recorded["sigma"][1] * (1 - 1e-3))
+    assert np.all(at[on_edge])
+    refined = ~flagged(res, "refinement_rejected")  # those keep the grid's point
+    assert np.all(floor[refined & (res.params["sigma"] < recorded["sigma"][0] * (1 + 1e-3))])
+    assert not np.any((at | floor) & flagged(res, "grid_only"))
+
+
+def test_no_signal_is_nan_in_every_parameter_and_r2(stim):
+    rng = np.random.default_rng(0)
+    p = random_params("gauss", 8, rng)
+    good = predict(p, stim, TR) + rng.normal(0, 0.2, (8, stim.n_frames))
+    bad = np.vstack([np.full(stim.n_frames, 3.0), np.full(stim.n_frames, np.nan),
+                     np.where(np.arange(stim.n_frames) == 5, np.inf, good[0])])
+    res = fit_prf(np.vstack([good, bad]), stim, TR)
+    for values in (*res.params.values(), res.r2, res.loss):
+        assert np.all(np.isnan(values[8:])) and np.all(np.isfinite(values[:8]))
+    assert np.all(flagged(res, "no_signal")[8:]) and not np.any(flagged(res, "no_signal")[:8])
+    assert np.all(res.params["amplitude"][:8] > 0)
+    assert set(res.maps()) >= {"status", "r2"}
+
+
+def test_units_below_refine_r2_min_are_flagged_grid_only(stim):
+    rng = np.random.default_rng(1)
+    p = random_params("gauss", 16, rng)
+    clean = predict(p, stim, TR) + rng.normal(0, 0.1, (16, stim.n_frames))
+    noise = rng.normal(0, 1, (16, stim.n_frames))
+    res = fit_prf(np.vstack([clean, noise]), stim, TR, refine_r2_min=0.3)
+    grid_only = flagged(res, "grid_only")
+    assert not grid_only[:16].any() and grid_only[16:].sum() >= 12
+    unrefined = fit_prf(np.vstack([clean, noise]), stim, TR, refine="none")
+    assert not np.any(flagged(unrefined, "grid_only") | flagged(unrefined, "at_bound"))
