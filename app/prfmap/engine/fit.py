@@ -58,11 +58,10 @@ class FitResult:
 def fit_prf(
     data: np.ndarray, stim: Stimulus, tr: float, model: str = "gauss", refine: str = "lm", *,
     nuisance: np.ndarray | None = None, hrf: str | HRF = "canonical", fit_hrf: bool = False,
-    grid: Mapping[str, np.ndarray] | None = None,
-    mem_gb: float | None = None, dtype: str = "float32", seed: int = 0,
-    fixed: Mapping[str, float] | None = None, max_iter: int | None = None, tol: float | None = None,
-    learning_rate: float = 0.05, refine_r2_min: float = 0.0, slice_time_ref: float = 0.5,
-    progress: ProgressFn | None = None, return_predictions: bool = False,
+    grid: Mapping[str, np.ndarray] | None = None, mem_gb: float | None = None, dtype: str = "float32",
+    seed: int = 0, fixed: Mapping[str, float] | None = None, max_iter: int | None = None,
+    tol: float | None = None, learning_rate: float = 0.05, refine_r2_min: float = 0.0,
+    slice_time_ref: float = 0.5, progress: ProgressFn | None = None, return_predictions: bool = False,
 ) -> FitResult:
     """Fit a pRF model to every unit: grid search, linear fit, then refinement.
 
@@ -83,14 +82,10 @@ def fit_prf(
         Regressors that preprocessing removed (high-pass basis, confounds, run constants); data and every
         prediction are projected onto their orthogonal complement (a constant is always included).
     hrf : {"canonical", "participant", "vertex"} or HRF
-        ``canonical`` (default): SPM's response for every unit; ``participant`` (the BIDS App's
-        default): one two-gamma response estimated from the best units of ``data``
-        (:func:`estimate_hrf`: give it all of a participant's units) and held fixed for all;
-        ``vertex``: the canonical response plus per-unit temporal and dispersion derivative weights;
-        an :class:`~prfmap.engine.hrf.HRF`: that response held fixed (e.g. a participant's HRF
-        estimated once for data fitted in chunks).
+        SPM's response; one estimated from the best units and held fixed (:func:`estimate_hrf`);
+        SPM's plus per-unit derivative weights; or the :class:`~prfmap.engine.hrf.HRF` given, fixed.
     fit_hrf : bool
-        Same as ``hrf="vertex"`` (kept for earlier callers).
+        Same as ``hrf="vertex"``.
     grid : dict, optional
         Grid of ``x``, ``y``, ``sigma`` (and model extras) points; default :func:`polar_grid`.
     mem_gb : float, optional
@@ -121,16 +116,10 @@ def fit_prf(
     """
     t_start = time.perf_counter()
     prf_model, refiner, dtype = get_model(model), catalog.get_refiner(refine), floatx(dtype)
-    data = _check_data(data, stim)
-    mem_gb = memory_budget(mem_gb)
+    data, mem_gb = _check_data(data, stim), memory_budget(mem_gb)
     free, fixed_values = free_mask(prf_model, fixed or {})
-    hrf_used, n_bases = _resolve_hrf("vertex" if fit_hrf else hrf, data, stim, tr, nuisance=nuisance,
-                                     slice_time_ref=slice_time_ref, mem_gb=mem_gb, dtype=dtype,
-                                     progress=progress)
-    prob = make_problem(prf_model, stim, tr, n_bases, nuisance, dtype, slice_time_ref, hrf_used)
-    units = project_units(prob, data)
-    timings = {"setup": time.perf_counter() - t_start}
-
+    prob, units, timings = _setup(prf_model, data, stim, tr, "vertex" if fit_hrf else hrf, nuisance,
+                                  slice_time_ref, mem_gb=mem_gb, dtype=dtype, progress=progress)
     u, grid_corr, grid_points = _grid_start(prob, stim, grid, fixed_values, units.y, mem_gb, progress,
                                             timings)
     u_grid, bounds = u.copy(), prob.model.bounds(stim.scales)
@@ -140,7 +129,7 @@ def fit_prf(
     final = partial(_final_fit, prob, units, shape=data.shape, mem_gb=mem_gb,
                     with_predictions=return_predictions, timings=timings)
     result = _checked_fit(final, u, u_grid, units.index, bounds, free, flags, prob.model.names)
-    result.settings = _settings(prob, refine, hrf_used, {
+    result.settings = _settings(prob, refine, {
         **refined, "fixed": {k: float(v) for k, v in fixed_values.items()}, "slice_time_ref": slice_time_ref,
         "grid_points": grid_points, "units": int(data.shape[0]), "units_fitted": int(units.index.size),
         "seed": int(seed), "bounds": _bounds_record(prob.model, bounds, free)})
@@ -190,6 +179,17 @@ def estimate_hrf(
         neural = to_numpy(model.neural(tensor(theta, prob.dtype), prob.stim, jacobian=False))[0]
         hrf = best_hrf(neural.astype(np.float64), units.y, q, tr, stim.run_lengths, slice_time_ref)[0]
     return hrf
+
+
+def _setup(model: PRFModel, data: np.ndarray, stim: Stimulus, tr: float, hrf: str | HRF,
+           nuisance: np.ndarray | None, slice_time_ref: float, *, dtype: str, **kwargs: Any,
+           ) -> tuple[Problem, Units, dict[str, float]]:
+    """The fit's problem (with the HRF resolved: estimated for ``participant``), its units, timings."""
+    t0 = time.perf_counter()
+    hrf, n_bases = _resolve_hrf(hrf, data, stim, tr, nuisance=nuisance, slice_time_ref=slice_time_ref,
+                                dtype=dtype, **kwargs)
+    prob = make_problem(model, stim, tr, n_bases, nuisance, dtype, slice_time_ref, hrf)
+    return prob, project_units(prob, data), {"setup": time.perf_counter() - t0}
 
 
 def _resolve_hrf(hrf: str | HRF, data: np.ndarray, stim: Stimulus, tr: float,
@@ -383,14 +383,14 @@ def describe_hrf(hrf: HRF, n_bases: int) -> str:
             f"maximum at {hrf.peak_s():g} s)")
 
 
-def _settings(prob: Problem, refine: str, hrf: HRF, options: dict[str, Any]) -> dict[str, Any]:
+def _settings(prob: Problem, refine: str, options: dict[str, Any]) -> dict[str, Any]:
     """The JSON-able record of a fit for sidecars: model, refiner, HRF, sizes, software and device."""
     backend = get_backend()
     return {
         "model": prob.model.name,
         "refine": refine,
-        "hrf": describe_hrf(hrf, prob.n_bases),
-        "hrf_model": {**hrf.describe(), "option": "vertex" if prob.n_bases == 3 else hrf.option},
+        "hrf": describe_hrf(prob.hrf, prob.n_bases),
+        "hrf_model": {**prob.hrf.describe(), "option": "vertex" if prob.n_bases == 3 else prob.hrf.option},
         "hrf_bases": list(HRF_BASES[:prob.n_bases]),
         "slice_time_ref": options["slice_time_ref"],
         "grid_points": options["grid_points"],

@@ -29,6 +29,8 @@ class Problem:
         Orthonormal nuisance basis (a constant first) projected out of data and predictions.
     dtype : str
     n_bases, pixels, frames : int
+    hrf : HRF
+        The response of the first basis (its derivatives follow when ``n_bases`` is 3).
     """
 
     model: PRFModel
@@ -39,6 +41,7 @@ class Problem:
     n_bases: int
     pixels: int
     frames: int
+    hrf: HRF = CANONICAL
 
 
 @dataclass(frozen=True)
@@ -81,12 +84,12 @@ def make_problem(model: PRFModel, stim: Stimulus, tr: float, n_bases: int, nuisa
     if dtype == "float64":
         get_backend().enable_float64()
     design, px, py = stim.stimulated
-    hrf = convolution_matrices(hrf_kernels(tr, n_bases, slice_time_ref, hrf=hrf), stim.run_lengths)
+    conv = convolution_matrices(hrf_kernels(tr, n_bases, slice_time_ref, hrf=hrf), stim.run_lengths)
     pixel_area = stim.pixel_size**2
     stim_t = (tensor(design.T, dtype), tensor(px, dtype), tensor(py, dtype), pixel_area)
-    return Problem(model, stim_t, tensor(np.transpose(hrf, (0, 2, 1)), dtype),
+    return Problem(model, stim_t, tensor(np.transpose(conv, (0, 2, 1)), dtype),
                    tensor(nuisance_basis(stim.n_frames, nuisance), dtype), dtype, n_bases,
-                   design.shape[1], stim.n_frames)
+                   design.shape[1], stim.n_frames, hrf)
 
 
 def project_units(prob: Problem, data: np.ndarray) -> Units:
