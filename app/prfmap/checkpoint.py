@@ -82,6 +82,7 @@ def _load_chunk(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]] | No
 
 def _chunk_arrays(result: Any, predictions: bool) -> dict[str, np.ndarray]:
     arrays = {f"param:{k}": np.asarray(v) for k, v in result.params.items()}
+    arrays |= {f"flag:{k}": np.asarray(v) for k, v in result.flags.items()}
     arrays["r2"], arrays["loss"] = np.asarray(result.r2), np.asarray(result.loss)
     arrays["status"] = np.asarray(result.status)
     if predictions:
@@ -95,6 +96,9 @@ def _merge(model: str, chunks: list[tuple[dict[str, np.ndarray], dict[str, Any]]
         k.partition(":")[2]: np.concatenate([c[0][k] for c in chunks])
         for k in first
         if k.startswith("param:")
+    }
+    flags = {
+        k.partition(":")[2]: np.concatenate([c[0][k] for c in chunks]) for k in first if k.startswith("flag:")
     }
     predictions = None
     if "predictions" in first:
@@ -112,7 +116,7 @@ def _merge(model: str, chunks: list[tuple[dict[str, np.ndarray], dict[str, Any]]
     r2 = np.concatenate([c[0]["r2"] for c in chunks])
     loss = np.concatenate([c[0]["loss"] for c in chunks])
     status = np.concatenate([c[0]["status"] for c in chunks])
-    return FitResult(model, params, r2, loss, timings, settings, predictions, status)
+    return FitResult(model, params, r2, loss, timings, settings, predictions, status, flags)
 
 
 def fit_chunked(

@@ -131,3 +131,16 @@ def test_chunked_fit_equals_one_fit_of_all_units(problem, tmp_path: Path, refine
     for k in whole.params:
         assert whole.params[k].tobytes() == chunked.params[k].tobytes(), k
     assert whole.r2.tobytes() == chunked.r2.tobytes()
+
+
+def test_chunked_fit_merges_the_per_unit_flags(problem, tmp_path: Path) -> None:
+    """``FitResult.flags`` survive the chunks: a DoG fit of Gaussian data flags its vanished surrounds."""
+    from prfmap.engine import fit_prf
+
+    data, stim = problem
+    whole = fit_prf(data, stim, 1.5, model="dog")
+    chunked = fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs={"model": "dog"})
+    flag = chunked.flags["surround_vanished"]
+    assert flag.dtype == bool and flag.shape == (150,) and not flag[3]
+    np.testing.assert_array_equal(flag, whole.flags["surround_vanished"])
+    assert flag.any()

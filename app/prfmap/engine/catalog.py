@@ -54,6 +54,11 @@ CENTRE_RADII = 2.0
 SURROUND_SCALE = (1.0, 20.0)
 """A surround or normalisation Gaussian is wider than the centre, and at most this many times wider."""
 
+SURROUND_VANISHED = 0.01
+"""A surround whose integral is below this fraction of the centre's (DoG ``amplitude_surround /
+amplitude``), or a normalisation pool that changes the denominator by less than this fraction (DN
+``amplitude_norm / baseline_norm``), has vanished: the fit is a Gaussian (``FitResult.flags``)."""
+
 
 @dataclass(frozen=True)
 class Limit:

@@ -132,3 +132,19 @@ def grid_score(y_unit: Any, grid_unit: Any) -> tuple[Any, Any]:
     """Best correlation and its grid index for unit-norm data (units, F) against grid (grid, F)."""
     corr = matmul(y_unit, ops.transpose(grid_unit))
     return ops.max(corr, axis=1), ops.argmax(corr, axis=1)
+
+
+def seed_score(model, theta, y_unit, stim, hrf_t, q):
+    """Each unit's best candidate: ``theta`` (units, C, K) against unit-norm data (units, F).
+
+    The candidates are scored as grid points are (:func:`grid_predictions`, correlation with the data).
+
+    Returns
+    -------
+    score : (units,) best correlation
+    index : (units,) its candidate
+    """
+    n_units, n_cand, k = tuple(ops.shape(theta))
+    pred = grid_predictions(model, ops.reshape(theta, (n_units * n_cand, k)), stim, hrf_t, q)
+    corr = ops.sum(ops.reshape(pred, (n_units, n_cand, -1)) * y_unit[:, None, :], axis=2)
+    return ops.max(corr, axis=1), ops.argmax(corr, axis=1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -22,7 +22,7 @@ from prfmap.engine.hrf import CANONICAL, HRF, HRF_BASES
 from prfmap.engine.models import Bounds, PRFModel, floatx, free_mask, get_model
 from prfmap.engine.participant_hrf import FEWEST_UNITS, HRF_PASSES, best_hrf, canonical_fallback, top_units
 from prfmap.engine.problem import Problem, Units, make_problem, project_units
-from prfmap.engine.search import grid_search
+from prfmap.engine.search import grid_search, seed_search
 from prfmap.engine.solvers import Adam, LevenbergMarquardt, Solver, refine_units
 from prfmap.engine.stimulus import Stimulus
 
@@ -31,7 +31,13 @@ __all__ = ["FitResult", "estimate_hrf", "fit_prf", "predict"]
 
 @dataclass
 class FitResult:
-    """Per-unit pRF parameters, goodness of fit, timings and settings of one fit."""
+    """Per-unit pRF parameters, goodness of fit, timings and settings of one fit.
+
+    ``flags`` holds per-unit booleans (False where a unit was not fitted): ``surround_vanished`` for
+    ``dog`` and ``dn``, where the surround or normalisation pool is too weak to act
+    (:data:`prfmap.engine.catalog.SURROUND_VANISHED`), so the fit is a Gaussian and its surround
+    parameters mean nothing.
+    """
 
     model: str
     params: dict[str, np.ndarray]
@@ -41,6 +47,7 @@ class FitResult:
     settings: dict[str, Any] = field(default_factory=dict)
     predictions: np.ndarray | None = None
     status: np.ndarray | None = None
+    flags: dict[str, np.ndarray] = field(default_factory=dict)
 
     def maps(self) -> dict[str, np.ndarray]:
         """Every parameter map under its BIDS file label, with ``r2``, ``polarangle``, ``eccentricity``
@@ -87,7 +94,10 @@ def fit_prf(
     fit_hrf : bool
         Same as ``hrf="vertex"``.
     grid : dict, optional
-        Grid of ``x``, ``y``, ``sigma`` (and model extras) points; default :func:`polar_grid`.
+        Grid of ``x``, ``y``, ``sigma`` points (default :func:`polar_grid`), searched with the Gaussian;
+        a model with extras (css, dog, dn) then seeds them per unit from a small grid of its own around
+        the unit's Gaussian start (``PRFModel.seed_grid``). A grid that also names extras (``n``...) is
+        searched with the model itself instead, without the per-unit seeding.
     mem_gb : float, optional
         Memory budget for tiles and batches (default 2 GB; at most 60 % of a GPU's free memory).
     dtype : {"float32", "float64"}
@@ -120,19 +130,30 @@ def fit_prf(
     free, fixed_values = free_mask(prf_model, fixed or {})
     prob, units, timings = _setup(prf_model, data, stim, tr, "vertex" if fit_hrf else hrf, nuisance,
                                   slice_time_ref, mem_gb=mem_gb, dtype=dtype, progress=progress)
-    u, grid_corr, grid_points = _grid_start(prob, stim, grid, fixed_values, units.y, mem_gb, progress,
-                                            timings)
+    grid = grid if grid is not None else polar_grid(stim)
+    seeded = bool(prf_model.seed_grid) and set(grid) <= {"x", "y", "sigma"}
+    first = replace(prob, model=get_model("gauss")) if seeded else prob
+    refine_options = {"mem_gb": mem_gb, "max_iter": max_iter, "tol": tol, "learning_rate": learning_rate,
+                      "refine_r2_min": refine_r2_min, "progress": progress, "timings": timings}
+    u, corr, grid_points = _grid_start(first, grid, fixed_values, units.y, mem_gb, progress, timings)
+    seed_candidates = 0
+    if seeded:
+        first_fixed = {k: v for k, v in fixed_values.items() if k in first.model.names}
+        _refine(first, refiner, u, units.y, corr, free_mask(first.model, first_fixed)[0],
+                first.model.bounds(stim.scales), **refine_options)
+        timings["refine_gauss"] = timings.pop("refine")
+        u, corr, seed_candidates = _seed_start(prob, first, u, float(np.min(grid["sigma"])), fixed_values,
+                                               units.y, mem_gb, progress, timings)
     u_grid, bounds = u.copy(), prob.model.bounds(stim.scales)
-    refined, flags = _refine(prob, refiner, u, units.y, grid_corr, free, bounds, mem_gb=mem_gb,
-                             max_iter=max_iter, tol=tol, learning_rate=learning_rate,
-                             refine_r2_min=refine_r2_min, progress=progress, timings=timings)
+    refined, flags = _refine(prob, refiner, u, units.y, corr, free, bounds, **refine_options)
     final = partial(_final_fit, prob, units, shape=data.shape, mem_gb=mem_gb,
                     with_predictions=return_predictions, timings=timings)
     result = _checked_fit(final, u, u_grid, units.index, bounds, free, flags, prob.model.names)
     result.settings = _settings(prob, refine, {
         **refined, "fixed": {k: float(v) for k, v in fixed_values.items()}, "slice_time_ref": slice_time_ref,
-        "grid_points": grid_points, "units": int(data.shape[0]), "units_fitted": int(units.index.size),
-        "seed": int(seed), "bounds": _bounds_record(prob.model, bounds, free)})
+        "grid_points": grid_points, "seed_candidates": seed_candidates, "units": int(data.shape[0]),
+        "units_fitted": int(units.index.size), "seed": int(seed),
+        "bounds": _bounds_record(prob.model, bounds, free)})
     timings["total"] = time.perf_counter() - t_start
     return result
 
@@ -212,17 +233,49 @@ def _check_data(data: np.ndarray, stim: Stimulus) -> np.ndarray:
     return data
 
 
-def _grid_start(prob: Problem, stim: Stimulus, grid: Mapping[str, np.ndarray] | None,
-                fixed: Mapping[str, float], y: np.ndarray, mem_gb: float, progress: ProgressFn | None,
+def _grid_start(prob: Problem, grid: Mapping[str, np.ndarray], fixed: Mapping[str, float], y: np.ndarray,
+                mem_gb: float, progress: ProgressFn | None,
                 timings: dict[str, float]) -> tuple[np.ndarray, np.ndarray, int]:
     """Each unit's starting internal parameters from the grid search, its grid correlation, the grid size."""
     t0 = time.perf_counter()
-    theta_grid = grid_theta(prob.model, grid if grid is not None else polar_grid(stim))
+    names = prob.model.names
+    theta_grid = grid_theta(prob.model, grid)
     for name, value in fixed.items():
-        theta_grid[:, prob.model.names.index(name)] = value
+        if name in names:
+            theta_grid[:, names.index(name)] = value
     theta0, grid_corr = grid_search(prob, y, theta_grid, mem_gb, progress, timings)
     timings["grid"] = time.perf_counter() - t0
     return prob.model.internal(theta0), grid_corr, int(theta_grid.shape[0])
+
+
+def _seed_start(prob: Problem, gauss: Problem, u_gauss: np.ndarray, sigma_floor: float,
+                fixed: Mapping[str, float], y: np.ndarray, mem_gb: float, progress: ProgressFn | None,
+                timings: dict[str, float]) -> tuple[np.ndarray, np.ndarray, int]:
+    """The seed search, as prfpy seeds its extended models from its Gaussian fit.
+
+    Around each unit's Gaussian fit ``u_gauss`` (internal parameters of ``gauss.model``), the model's
+    ``seed_grid`` of extras is scored as the grid is; the best candidate starts the refinement. A
+    Gaussian size below the grid's smallest (``sigma_floor``), which the data cannot resolve, is seeded
+    from that smallest size.
+
+    Returns
+    -------
+    u : (units, K) starting internal parameters
+    corr : (units,) their correlation with the data
+    candidates : int
+        Candidates per unit.
+    """
+    t0 = time.perf_counter()
+    model = prob.model
+    theta = to_numpy(gauss.model.natural(tensor(u_gauss, prob.dtype))[0]).astype(np.float64)
+    theta[:, 2] = np.maximum(theta[:, 2], sigma_floor)
+    start = model.from_report({**{k: theta[:, i] for i, k in enumerate(gauss.model.names)}, **fixed})
+    candidates = model.seed_candidates(start, keep=set(fixed))
+    for name, value in fixed.items():
+        candidates[:, :, model.names.index(name)] = value
+    theta0, corr = seed_search(prob, y, candidates, mem_gb, progress)
+    timings["seed"] = time.perf_counter() - t0
+    return model.internal(theta0), corr, int(candidates.shape[1])
 
 
 def _refine(prob: Problem, refiner: catalog.RefinerSpec, u: np.ndarray, y: np.ndarray, grid_corr: np.ndarray,
@@ -269,7 +322,10 @@ def _checked_fit(final: Callable[[np.ndarray], FitResult], u: np.ndarray, u_grid
     for name, on in _bound_flags(u, bounds, free, names).items():
         flags[name] = flags["refined"] & ~rejected & on
     flags["not_converged"] &= ~rejected
+    for name, on in result.flags.items():  # the model's own (surround_vanished)
+        flags[name] = on[index]
     _set_status(result, index, flags)
+    result.flags = {name: on & np.isfinite(result.r2) for name, on in result.flags.items()}
     return result
 
 
@@ -365,7 +421,8 @@ def _final_fit(prob: Problem, units: Units, u: np.ndarray, *, shape: tuple[int, 
     if fitted is not None:
         predictions = np.full(shape, np.nan)
         predictions[units.index] = fitted
-    return FitResult(model.name, params, r2, full(cost), timings, {}, predictions)
+    flags = {k: full(v, False).astype(bool) for k, v in model.flags(theta).items()}
+    return FitResult(model.name, params, r2, full(cost), timings, {}, predictions, flags=flags)
 
 
 def describe_hrf(hrf: HRF, n_bases: int) -> str:
@@ -394,6 +451,7 @@ def _settings(prob: Problem, refine: str, options: dict[str, Any]) -> dict[str, 
         "hrf_bases": list(HRF_BASES[:prob.n_bases]),
         "slice_time_ref": options["slice_time_ref"],
         "grid_points": options["grid_points"],
+        "seed_candidates": options["seed_candidates"],
         "refine_r2_min": options["refine_r2_min"],
         "units_refined": options["units_refined"],
         "iterations": options["iterations"],

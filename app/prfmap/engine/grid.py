@@ -43,21 +43,18 @@ def cartesian_grid(axes: Mapping[str, Sequence[float]]) -> dict[str, np.ndarray]
 
 
 def grid_theta(model: PRFModel, grid: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Natural internal parameters (points, K) for a grid, expanded over the model's extra grid axes."""
+    """Natural internal parameters (points, K) of a grid; parameters it does not name take their defaults."""
     grid = {k: np.asarray(v, dtype=np.float64) for k, v in grid.items()}
     missing = {"x", "y", "sigma"} - set(grid)
     if missing:
         raise ValueError(f"a grid needs x, y and sigma; missing {sorted(missing)}")
+    unknown = set(grid) - set(model.names)
+    if unknown:
+        raise ValueError(f"a grid of model {model.name!r} cannot name {sorted(unknown)}; "
+                         f"its parameters: {', '.join(model.names)}")
     lengths = {len(v) for v in grid.values()}
     if len(lengths) != 1:
         raise ValueError("all grid arrays must have the same length")
-    extras = {k: v for k, v in model.grid_extras.items() if k not in grid}
-    if extras:
-        n = lengths.pop()
-        combos = list(itertools.product(*extras.values()))
-        grid = {k: np.tile(v, len(combos)) for k, v in grid.items()} | {
-            name: np.repeat([c[i] for c in combos], n) for i, name in enumerate(extras)
-        }
     cols = []
     for p in model.params:
         value = grid.get(p.name, p.default)

@@ -8,7 +8,8 @@ autodiff. Amplitudes (and HRF-derivative weights) are linear and are solved for,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -20,6 +21,7 @@ from prfmap.engine.core_ops import at_least, matmul
 
 EPS = 1e-12
 MAX_SCALE = catalog.SURROUND_SCALE[1]  # largest surround / normalisation size relative to the centre
+LOGIT_LIMIT = 15.0  # |internal| of a sigmoid transform: its natural value stays strictly inside its range
 
 
 @dataclass(frozen=True)
@@ -53,10 +55,10 @@ def from_internal(u: Any, transform: str) -> tuple[Any, Any]:
         v = ops.exp(ops.clip(u, -30.0, 30.0))
         return v, v
     if transform == "scale":
-        v = ops.sigmoid(u)
+        v = ops.sigmoid(ops.clip(u, -LOGIT_LIMIT, LOGIT_LIMIT))
         return 1.0 + (MAX_SCALE - 1.0) * v, (MAX_SCALE - 1.0) * v * (1.0 - v)
     if transform == "sigmoid":
-        v = ops.sigmoid(u)
+        v = ops.sigmoid(ops.clip(u, -LOGIT_LIMIT, LOGIT_LIMIT))
         return v, v * (1.0 - v)
     raise ValueError(transform)
 
@@ -103,11 +105,16 @@ class Bounds(NamedTuple):
 
 
 class PRFModel:
-    """Base class: a named model with internal parameters and a neural response."""
+    """Base class: a named model with internal parameters and a neural response.
+
+    A model with parameters beyond the Gaussian's ``x, y, sigma`` lists in ``seed_grid`` the values of
+    those extras (internal names) tried for each unit around its Gaussian grid start (the seed search of
+    ``fit_prf``); a ``sigma`` entry multiplies the unit's Gaussian size.
+    """
 
     name: str = ""
     params: tuple[Param, ...] = ()
-    grid_extras: dict[str, tuple[float, ...]] = {}
+    seed_grid: Mapping[str, tuple[float, ...]] = {}
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -151,6 +158,36 @@ class PRFModel:
         """Reported (snake_case) parameters from natural internal parameters and the amplitude."""
         return {"x": theta[:, 0], "y": theta[:, 1], "sigma": theta[:, 2]}
 
+    def surround_strength(self, theta: np.ndarray) -> np.ndarray | None:
+        """The surround's (or normalisation pool's) weight relative to the centre, per unit; None if none."""
+        return None
+
+    def flags(self, theta: np.ndarray) -> dict[str, np.ndarray]:
+        """Per-unit boolean flags of natural parameters (units, K).
+
+        ``surround_vanished`` (models with a surround or normalisation pool): its relative weight is below
+        :data:`prfmap.engine.catalog.SURROUND_VANISHED`, so the fit is a Gaussian and the surround's size
+        means nothing.
+        """
+        strength = self.surround_strength(theta)
+        return {} if strength is None else {"surround_vanished": strength < catalog.SURROUND_VANISHED}
+
+    def seed_candidates(self, theta: np.ndarray, keep: Collection[str] = ()) -> np.ndarray:
+        """Starting points (units, C, K) around each unit's natural parameters ``theta`` (units, K).
+
+        The Cartesian product of :attr:`seed_grid`, leaving the parameters named in ``keep`` (fixed ones)
+        as they are in ``theta``; one candidate per unit (``theta`` itself) when nothing is left to try.
+        """
+        axes = {k: v for k, v in self.seed_grid.items() if k not in keep}
+        if not axes:
+            return theta[:, None, :].copy()
+        combos = np.array(list(itertools.product(*axes.values())), dtype=np.float64)
+        out = np.repeat(theta[:, None, :], len(combos), axis=1)
+        for i, name in enumerate(axes):
+            k = self.names.index(name)
+            out[:, :, k] = out[:, :, k] * combos[:, i] if name == "sigma" else combos[:, i]
+        return out
+
     def from_report(self, params: dict[str, np.ndarray]) -> np.ndarray:
         """Natural internal parameters (units, K) from reported parameters."""
         n = len(np.atleast_1d(params["x"]))
@@ -178,7 +215,16 @@ class CSSModel(GaussModel):
 
     name = "css"
     params = GaussModel.params + (Param("n", "sigmoid", 0.5),)
-    grid_extras = {"n": (0.25, 0.5, 0.8)}
+    seed_grid = {"n": (0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),  # 1: the Gaussian, a dead end
+                 "sigma": (0.8, 0.85, 0.9, 0.95, 1.0, 1.05)}
+
+    def seed_candidates(self, theta, keep=()):
+        """As the base class; a Gaussian size σ becomes σ·√n (Kay et al. 2013: a CSS pRF of size σ and
+        exponent n responds like a Gaussian of size σ/√n), unless ``sigma`` is kept."""
+        out = super().seed_candidates(theta, keep)
+        if "sigma" not in keep:
+            out[:, :, 2] *= np.sqrt(out[:, :, 3])
+        return out
 
     def neural(self, theta, stim, jacobian):
         s = super().neural(theta, stim, jacobian)
@@ -201,6 +247,8 @@ class DoGModel(GaussModel):
     name = "dog"
     params = GaussModel.params + (Param("surround_scale", "scale", 3.0),
                                   Param("surround_ratio", "exp", 0.1))
+    seed_grid = {"surround_scale": (1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0),
+                 "surround_ratio": (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)}
 
     def neural(self, theta, stim, jacobian):
         design_t, px, py, area = stim
@@ -219,6 +267,10 @@ class DoGModel(GaussModel):
             -rho * s[3] * sigma[:, None],
             -s[0],
         ])
+
+    def surround_strength(self, theta):
+        """The surround's integral relative to the centre's (``amplitude_surround / amplitude``)."""
+        return theta[:, 4]
 
     def report(self, theta, amplitude):
         return {**super().report(theta, amplitude), "sigma_surround": theta[:, 2] * theta[:, 3],
@@ -246,6 +298,8 @@ class DNModel(GaussModel):
                                   Param("amplitude_norm", "exp", 1.0),
                                   Param("activation_ratio", "exp", 0.5),
                                   Param("baseline_norm", "exp", 1.0))
+    seed_grid = {"norm_scale": (1.5, 2.5, 4.0, 6.0), "amplitude_norm": (0.1, 0.3, 1.0, 3.0),
+                 "activation_ratio": (0.1, 0.3, 1.0)}
 
     def neural(self, theta, stim, jacobian):
         design_t, px, py, area = stim
@@ -270,6 +324,10 @@ class DNModel(GaussModel):
             1.0 / q - 1.0 / d,
             -num / (q * q) + beta / (d * d),
         ])
+
+    def surround_strength(self, theta):
+        """``amplitude_norm / baseline_norm``: the most the pool changes the denominator, relatively."""
+        return theta[:, 4] / theta[:, 6]
 
     def report(self, theta, amplitude):
         return {**super().report(theta, amplitude), "sigma_norm": theta[:, 2] * theta[:, 3],

@@ -1,4 +1,5 @@
-"""The grid search: predictions of every grid point, then each unit's best correlation among them."""
+"""The grid search: predictions of every grid point, then each unit's best correlation among them; and the
+seed search: each unit's best among a few candidates of its own (a model's extras around its grid start)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,25 @@ from functools import partial
 
 import numpy as np
 
-from prfmap.engine import core
-from prfmap.engine.batching import ProgressFn, budget_rows, compiled, pad, padded_size, tiles
+from prfmap.engine import catalog, core
+from prfmap.engine.batching import (
+    MIN_BATCH,
+    ProgressFn,
+    budget_rows,
+    compiled,
+    pad,
+    padded_size,
+    run_batches,
+    tiles,
+)
 from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.problem import Problem
+
+
+def unit_norm(y: np.ndarray) -> np.ndarray:
+    """Rows of ``y`` scaled to unit norm (zero rows stay zero)."""
+    norm = np.linalg.norm(y, axis=1, keepdims=True)
+    return np.divide(y, norm, out=np.zeros_like(y), where=norm > 0)
 
 
 def grid_predictions(prob: Problem, theta_grid: np.ndarray, mem_gb: float) -> np.ndarray:
@@ -39,8 +55,7 @@ def best_grid_points(prob: Problem, y_proj: np.ndarray, grid_unit: np.ndarray, m
     dtype = prob.dtype
     item = np.dtype(dtype).itemsize
     n_grid = grid_unit.shape[0]
-    norm = np.linalg.norm(y_proj, axis=1, keepdims=True)
-    y_unit = np.divide(y_proj, norm, out=np.zeros_like(y_proj), where=norm > 0)
+    y_unit = unit_norm(y_proj)
     n_units = y_unit.shape[0]
     g_block = min(n_grid, budget_rows(mem_gb / 4, prob.frames * item, hi=16384))
     u_tile = min(padded_size(n_units), budget_rows(mem_gb / 2, g_block * item * 2, hi=16384))
@@ -75,3 +90,34 @@ def grid_search(prob: Problem, y_proj: np.ndarray, theta_grid: np.ndarray, mem_g
     best_idx, best = best_grid_points(prob, y_proj, grid_unit, mem_gb, progress)
     timings["grid_scoring"] = time.perf_counter() - t0
     return theta_grid[best_idx], best
+
+
+def seed_search(prob: Problem, y_proj: np.ndarray, candidates: np.ndarray, mem_gb: float,
+                progress: ProgressFn | None) -> tuple[np.ndarray, np.ndarray]:
+    """Each unit's best-correlated candidate (natural parameters) and that correlation.
+
+    Parameters
+    ----------
+    candidates : ndarray, shape (units, C, K)
+        Natural parameters tried for each unit (:meth:`PRFModel.seed_candidates`), scored as the grid
+        is: projected, unit-norm canonical-HRF predictions correlated with the unit's projected data.
+    """
+    dtype = prob.dtype
+    n_units, n_cand, _ = candidates.shape
+    item = np.dtype(dtype).itemsize
+    n_gauss = catalog.MODELS[prob.model.name].gaussians
+    per_unit = n_cand * item * (prob.pixels * (n_gauss + 1) + prob.frames * 4)
+    y_unit = unit_norm(y_proj)
+    score_fn = compiled(("seed_score", prob.model, dtype), partial(core.seed_score, prob.model))
+    best, best_idx = np.empty(n_units), np.zeros(n_units, dtype=np.int64)
+
+    def run(start: int, stop: int, batch: int) -> None:
+        theta = pad(candidates[start:stop], batch)
+        theta[stop - start:] = candidates[:1]
+        score, idx = score_fn(tensor(theta, dtype), tensor(pad(y_unit[start:stop], batch), dtype),
+                              prob.stim, prob.hrf_t, prob.q)
+        k = stop - start
+        best[start:stop], best_idx[start:stop] = to_numpy(score)[:k], to_numpy(idx)[:k]
+
+    run_batches(n_units, budget_rows(mem_gb / 2, per_unit, lo=MIN_BATCH, hi=4096), run, "seed", progress)
+    return candidates[np.arange(n_units), np.minimum(best_idx, n_cand - 1)], best
