@@ -90,7 +90,7 @@ def test_pybids_indexes_outputs_as_a_derivative_dataset(demo) -> None:
     assert "*_boldmap.*" in (out / ".bidsignore").read_text().split()
     layout = BIDSLayout(out, validate=False, is_derivative=True)
     maps = layout.get(subject="01", task="prf", space="fsaverage5", extension=".func.gii")
-    assert len(maps) == 2 * (len(GAUSS_LABELS) + 1)  # and cvr2: the demo has two runs
+    assert len(maps) == 2 * (len(GAUSS_LABELS) + 2)  # cvr2 (the demo has two runs) and status
     assert {f.get_entities()["hemi"] for f in maps} == {"L", "R"}
     assert {f.get_entities()["suffix"] for f in maps} == {"boldmap"}
     from prfmap.derivatives import PYBIDS_CONFIG

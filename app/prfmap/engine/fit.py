@@ -130,30 +130,19 @@ def fit_prf(
     free, fixed_values = free_mask(prf_model, fixed or {})
     prob, units, timings = _setup(prf_model, data, stim, tr, "vertex" if fit_hrf else hrf, nuisance,
                                   slice_time_ref, mem_gb=mem_gb, dtype=dtype, progress=progress)
-    grid = grid if grid is not None else polar_grid(stim)
-    seeded = bool(prf_model.seed_grid) and set(grid) <= {"x", "y", "sigma"}
-    first = replace(prob, model=get_model("gauss")) if seeded else prob
     refine_options = {"mem_gb": mem_gb, "max_iter": max_iter, "tol": tol, "learning_rate": learning_rate,
                       "refine_r2_min": refine_r2_min, "progress": progress, "timings": timings}
-    u, corr, grid_points = _grid_start(first, grid, fixed_values, units.y, mem_gb, progress, timings)
-    seed_candidates = 0
-    if seeded:
-        first_fixed = {k: v for k, v in fixed_values.items() if k in first.model.names}
-        _refine(first, refiner, u, units.y, corr, free_mask(first.model, first_fixed)[0],
-                first.model.bounds(stim.scales), **refine_options)
-        timings["refine_gauss"] = timings.pop("refine")
-        u, corr, seed_candidates = _seed_start(prob, first, u, float(np.min(grid["sigma"])), fixed_values,
-                                               units.y, mem_gb, progress, timings)
-    u_grid, bounds = u.copy(), prob.model.bounds(stim.scales)
+    u, corr, starts = _start(prob, refiner, grid if grid is not None else polar_grid(stim), fixed_values,
+                             units.y, stim, refine_options)
+    u_start, bounds = u.copy(), prob.model.bounds(stim.scales)
     refined, flags = _refine(prob, refiner, u, units.y, corr, free, bounds, **refine_options)
-    final = partial(_final_fit, prob, units, shape=data.shape, mem_gb=mem_gb,
-                    with_predictions=return_predictions, timings=timings)
-    result = _checked_fit(final, u, u_grid, units.index, bounds, free, flags, prob.model.names)
+    result = _checked_fit(partial(_final_fit, prob, units, shape=data.shape, mem_gb=mem_gb, timings=timings,
+                                  with_predictions=return_predictions),
+                          u, u_start, units.index, bounds, free, flags, prob.model.names)
     result.settings = _settings(prob, refine, {
-        **refined, "fixed": {k: float(v) for k, v in fixed_values.items()}, "slice_time_ref": slice_time_ref,
-        "grid_points": grid_points, "seed_candidates": seed_candidates, "units": int(data.shape[0]),
-        "units_fitted": int(units.index.size), "seed": int(seed),
-        "bounds": _bounds_record(prob.model, bounds, free)})
+        **refined, **starts, "fixed": {k: float(v) for k, v in fixed_values.items()},
+        "slice_time_ref": slice_time_ref, "units": int(data.shape[0]), "units_fitted": int(units.index.size),
+        "seed": int(seed), "bounds": _bounds_record(prob.model, bounds, free)})
     timings["total"] = time.perf_counter() - t_start
     return result
 
@@ -223,6 +212,30 @@ def _resolve_hrf(hrf: str | HRF, data: np.ndarray, stim: Stimulus, tr: float,
     if hrf == "participant":
         return estimate_hrf(data, stim, tr, **kwargs), 1
     return HRF(option=hrf), 3 if hrf == "vertex" else 1
+
+
+def _start(prob: Problem, refiner: catalog.RefinerSpec, grid: Mapping[str, np.ndarray],
+           fixed: Mapping[str, float], y: np.ndarray, stim: Stimulus,
+           refine_options: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """Each unit's starting internal parameters and their correlation with its data.
+
+    The grid search; for a model with extras to seed (and a grid of x, y, sigma alone), the grid
+    search and refinement of the Gaussian, then each unit's best candidate of the model's extras.
+    Also the grid's and the seed candidates' sizes, for the settings.
+    """
+    mem_gb, progress, timings = (refine_options[k] for k in ("mem_gb", "progress", "timings"))
+    seeded = bool(prob.model.seed_grid) and set(grid) <= {"x", "y", "sigma"}
+    first = replace(prob, model=get_model("gauss")) if seeded else prob
+    u, corr, grid_points = _grid_start(first, grid, fixed, y, mem_gb, progress, timings)
+    if not seeded:
+        return u, corr, {"grid_points": grid_points, "seed_candidates": 0}
+    first_fixed = {k: v for k, v in fixed.items() if k in first.model.names}
+    _refine(first, refiner, u, y, corr, free_mask(first.model, first_fixed)[0],
+            first.model.bounds(stim.scales), **refine_options)
+    timings["refine_gauss"] = timings.pop("refine")
+    u, corr, candidates = _seed_start(prob, first, u, float(np.min(grid["sigma"])), fixed, y, mem_gb,
+                                      progress, timings)
+    return u, corr, {"grid_points": grid_points, "seed_candidates": candidates}
 
 
 def _check_data(data: np.ndarray, stim: Stimulus) -> np.ndarray:
