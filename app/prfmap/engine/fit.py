@@ -89,10 +89,8 @@ def fit_prf(
         Regressors that preprocessing removed (high-pass basis, confounds, run constants); data and every
         prediction are projected onto their orthogonal complement (a constant is always included).
     hrf : {"canonical", "participant", "vertex"} or HRF
-        SPM's response; one estimated from the best units and held fixed (:func:`estimate_hrf`);
-        SPM's plus per-unit derivative weights; or the :class:`~prfmap.engine.hrf.HRF` given, fixed.
-    fit_hrf : bool
-        Same as ``hrf="vertex"``.
+        SPM's response; one estimated from the best units, held fixed (:func:`estimate_hrf`); SPM's
+        plus per-unit derivative weights (``fit_hrf=True`` too); or the given HRF, held fixed.
     grid : dict, optional
         Grid of ``x``, ``y``, ``sigma`` points (default :func:`polar_grid`), searched with the Gaussian;
         a model with extras (css, dog, dn) then seeds them per unit from a small grid of its own around
@@ -124,12 +122,11 @@ def fit_prf(
     -------
     FitResult
     """
-    t_start = time.perf_counter()
-    prf_model, refiner, dtype = get_model(model), catalog.get_refiner(refine), floatx(dtype)
-    data, mem_gb = _check_data(data, stim), memory_budget(mem_gb)
-    free, fixed_values = free_mask(prf_model, fixed or {})
-    prob, units, timings = _setup(prf_model, data, stim, tr, "vertex" if fit_hrf else hrf, nuisance,
-                                  slice_time_ref, mem_gb=mem_gb, dtype=dtype, progress=progress)
+    t_start, prf_model, refiner = time.perf_counter(), get_model(model), catalog.get_refiner(refine)
+    data, mem_gb, dtype = _check_data(data, stim), memory_budget(mem_gb), floatx(dtype)
+    prob, units, timings, (free, fixed_values) = _setup(
+        prf_model, data, stim, tr, "vertex" if fit_hrf else hrf, nuisance, slice_time_ref, fixed,
+        mem_gb=mem_gb, dtype=dtype, progress=progress)
     refine_options = {"mem_gb": mem_gb, "max_iter": max_iter, "tol": tol, "learning_rate": learning_rate,
                       "refine_r2_min": refine_r2_min, "progress": progress, "timings": timings}
     u, corr, starts = _start(prob, refiner, grid if grid is not None else polar_grid(stim), fixed_values,
@@ -192,14 +189,16 @@ def estimate_hrf(
 
 
 def _setup(model: PRFModel, data: np.ndarray, stim: Stimulus, tr: float, hrf: str | HRF,
-           nuisance: np.ndarray | None, slice_time_ref: float, *, dtype: str, **kwargs: Any,
-           ) -> tuple[Problem, Units, dict[str, float]]:
-    """The fit's problem (with the HRF resolved: estimated for ``participant``), its units, timings."""
+           nuisance: np.ndarray | None, slice_time_ref: float, fixed: Mapping[str, float] | None, *,
+           dtype: str, **kwargs: Any) -> tuple[Problem, Units, dict[str, float], tuple[np.ndarray, dict]]:
+    """The fit's problem (with the HRF resolved: estimated for ``participant``), its units, timings,
+    and the mask of free parameters with the values of the fixed ones (:func:`free_mask`)."""
     t0 = time.perf_counter()
     hrf, n_bases = _resolve_hrf(hrf, data, stim, tr, nuisance=nuisance, slice_time_ref=slice_time_ref,
                                 dtype=dtype, **kwargs)
     prob = make_problem(model, stim, tr, n_bases, nuisance, dtype, slice_time_ref, hrf)
-    return prob, project_units(prob, data), {"setup": time.perf_counter() - t0}
+    return (prob, project_units(prob, data), {"setup": time.perf_counter() - t0},
+            free_mask(model, fixed or {}))
 
 
 def _resolve_hrf(hrf: str | HRF, data: np.ndarray, stim: Stimulus, tr: float,
