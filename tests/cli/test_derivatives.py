@@ -71,6 +71,19 @@ def test_map_sidecar_content() -> None:
                    "PeakDispersion": 1.0, "TimeToPeak": 6.1, "EstimatedFromUnits": 200}
 
 
+def test_sidecars_state_bounds_and_the_status_bits() -> None:
+    settings = {"model": "gauss", "bounds": {"sigma": [0.2, 20.0]}}
+    sigma = map_sidecar("sigma", "gauss", settings, {})
+    assert sigma["Bounds"] == "1 × pixel <= sigma <= 1 × fov"
+    assert sigma["FitSettings"]["bounds"]["sigma"] == [0.2, 20.0]
+    assert "desc-status" in sigma["FitStatus"] and "NaN" in sigma["FitStatus"]
+    assert "Bounds" not in map_sidecar("baseline", "gauss", settings, {})  # unbounded
+    status = map_sidecar("status", "gauss", settings, {})
+    assert set(status["Levels"]) == {str(bit) for bit in catalog.STATUS_FLAGS}
+    assert status["Levels"]["1"].startswith("no_signal: ") and status["Units"] == "1"
+    assert catalog.DOUBTFUL_BITS == 4 + 8 + 16 + 64
+
+
 def test_dataset_description_container(monkeypatch) -> None:
     monkeypatch.setenv("PRFMAP_CONTAINER", "docker")
     monkeypatch.setenv("PRFMAP_CONTAINER_IMAGE", "prfmap:0.1.0-jax")
