@@ -16,11 +16,11 @@ from prfmap.engine.backend import get_backend, select_backend
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
 _LAZY = {
-    "FitResult": "prfmap.engine.fit",
+    "FitResult": "prfmap.engine.result",
     "fit_prf": "prfmap.engine.fit",
     "estimate_hrf": "prfmap.engine.fit",
     "HRF": "prfmap.engine.hrf",
-    "predict": "prfmap.engine.fit",
+    "predict": "prfmap.engine.prediction",
     "cartesian_grid": "prfmap.engine.grid",
     "polar_grid": "prfmap.engine.grid",
     "spm_hrf": "prfmap.engine.hrf",

@@ -1,0 +1,73 @@
+"""``predict``: BOLD time courses of given pRF parameters, through the fit's own model and HRF."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import partial
+from typing import Any
+
+import numpy as np
+from keras import ops
+
+from prfmap.engine import core
+from prfmap.engine.batching import compiled
+from prfmap.engine.core_ops import tensor, to_numpy
+from prfmap.engine.hrf import CANONICAL, HRF
+from prfmap.engine.models import PRFModel, floatx, get_model
+from prfmap.engine.problem import make_problem
+from prfmap.engine.stimulus import Stimulus
+
+__all__ = ["predict"]
+
+
+def predict(
+    params: Mapping[str, np.ndarray],
+    stim: Stimulus,
+    tr: float,
+    model: str = "gauss",
+    *,
+    dtype: str = "float32",
+    slice_time_ref: float = 0.5,
+    hrf: HRF = CANONICAL,
+) -> np.ndarray:
+    """Predicted BOLD time courses (units, frames) for given pRF parameters.
+
+    Parameters
+    ----------
+    params : dict
+        Reported parameters (``x``, ``y``, ``sigma``, ``amplitude``, ``baseline`` and the model's extras),
+        scalars or (units,) arrays; optional per-unit HRF weights ``hrf_deriv`` and ``hrf_disp``.
+    stim : Stimulus
+    tr : float
+    model : str
+        A model of :data:`prfmap.engine.catalog.MODELS`.
+    dtype : {"float32", "float64"}
+    slice_time_ref : float
+    hrf : HRF
+        The response (its derivatives weighted by ``hrf_deriv``, ``hrf_disp``); the fit's is
+        ``HRF.from_record(result.settings["hrf_model"])``.
+
+    Returns
+    -------
+    ndarray, shape (units, frames)
+    """
+    prf_model = get_model(model)
+    dtype = floatx(dtype)
+    arrays = {k: np.atleast_1d(np.asarray(v, dtype=np.float64)) for k, v in params.items()}
+    n = max(len(v) for v in arrays.values())
+    arrays = {k: np.broadcast_to(v, (n,)) for k, v in arrays.items()}
+    arrays.setdefault("amplitude", np.ones(n))
+    theta = prf_model.from_report(arrays)
+    weights = np.stack([np.ones(n), arrays.get("hrf_deriv", np.zeros(n)),
+                        arrays.get("hrf_disp", np.zeros(n))], axis=1)
+    weights *= arrays["amplitude"][:, None]
+    prob = make_problem(prf_model, stim, tr, 3, None, dtype, slice_time_ref, hrf)
+    fn = compiled(("predict", prf_model, dtype), partial(_predict_tensor, prf_model))
+    out = fn(tensor(theta, dtype), tensor(weights, dtype), prob.stim, prob.hrf_t)
+    return to_numpy(out).astype(np.float64) + arrays.get("baseline", np.zeros(n))[:, None]
+
+
+def _predict_tensor(model: PRFModel, theta: Any, weights: Any, stim: tuple, hrf_t: Any) -> Any:
+    neural = model.neural(theta, stim, jacobian=False)
+    regs = core.hrf_regressors(neural, hrf_t)[0]  # (bases, units, frames)
+    return ops.sum(ops.transpose(weights)[:, :, None] * regs, axis=0)
