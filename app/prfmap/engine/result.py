@@ -94,15 +94,15 @@ def final_fit(prob: Problem, units: Units, u: np.ndarray, *, shape: tuple[int, i
     return FitResult(model.name, params, r2, full(cost), timings, {}, predictions, flags=flags)
 
 
-def checked_fit(final: Callable[[np.ndarray], FitResult], u: np.ndarray, u_grid: np.ndarray,
+def checked_fit(final: Callable[[np.ndarray], FitResult], u: np.ndarray, u_start: np.ndarray,
                  index: np.ndarray, bounds: Bounds, free: np.ndarray,
                  flags: dict[str, np.ndarray], names: tuple[str, ...]) -> FitResult:
-    """``final(u)``, with the grid start instead where the refinement left the valid range, and the
-    status of every unit."""
+    """``final(u)``, with the unit's start (grid point or seed) instead where the refinement left the
+    valid range, and the status of every unit."""
     result = final(u)
     rejected = flags["refined"] & ~_valid(result, index)
-    if rejected.any():  # back to the grid estimate, which correlates positively with the data
-        u[rejected] = u_grid[rejected]
+    if rejected.any():  # back to the start, chosen for its positive correlation with the data
+        u[rejected] = u_start[rejected]
         result = final(u)
     flags["refinement_rejected"] = rejected
     for name, on in _bound_flags(u, bounds, free, names).items():
