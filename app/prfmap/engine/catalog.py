@@ -257,7 +257,8 @@ STATUS_FLAGS: dict[int, tuple[str, str]] = {
         "the best fit may lie beyond the bound"),
     8: ("not_converged", "the refinement used all its iterations without converging"),
     16: ("refinement_rejected", "the refinement ended outside the model's valid range (amplitude not "
-         "positive or a non-finite cost): the start (grid point or seed) and its linear fit are written instead"),
+         "positive or a non-finite cost): the start (grid point or seed) and its linear fit are "
+         "written instead"),
     32: ("surround_vanished", "the surround or normalisation pool of a DoG or DN fit vanished: the "
          "fit is that of a Gaussian and its extra parameters are not estimates"),
     64: ("not_reproducible", "the held-out runs' correlation with the fold predictions is not "
