@@ -14,8 +14,9 @@ from prfmap.report.legends import MapStyle, draw_colour_bar, draw_colour_wheel
 
 
 def to_image(values: np.ndarray, mask: np.ndarray, affine: np.ndarray) -> nib.Nifti1Image:
-    """A 3-D image of (units,) in-mask values (C order), NaN outside the mask."""
-    volume = np.full(mask.shape, np.nan, dtype=np.float32)
+    """A 3-D image of (units,) in-mask values (C order), 0 outside the mask (nilearn warns on stderr
+    about every non-finite value it draws)."""
+    volume = np.zeros(mask.shape, dtype=np.float32)
     volume[mask] = values
     return nib.Nifti1Image(volume, affine)
 
