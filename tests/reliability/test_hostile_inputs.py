@@ -207,6 +207,8 @@ SIDECARS = st.one_of(
 @settings(max_examples=20, deadline=None, phases=NO_SHRINK, suppress_health_check=list(HealthCheck),
           derandomize=DERANDOMIZE)
 @given(events=st.one_of(st.none(), EVENTS), sidecar=st.one_of(st.none(), SIDECARS))
+@example(events="onset\tduration\ttrial_type\tstim_file\n", sidecar="4")  # CI found it: pybids' TypeError
+@example(events=None, sidecar="[1, 2]")
 def test_hostile_events_and_sidecars(tmp_path_factory: pytest.TempPathFactory, small_bids: Path,
                                      events: str | None, sidecar: str | None) -> None:  # fmt: skip
     root = tmp_path_factory.mktemp("copy") / "bids"

@@ -129,6 +129,11 @@ def _layout(bids_dir: Path, derivative_paths: list[Path], work_dir: Path | None)
         full = getattr(err, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "disk is full" in msg
         if work_dir is not None and full:
             raise OSError(errno.ENOSPC, "No space left on device", str(kwargs["database_path"])) from None
+        if isinstance(err, TypeError):  # pybids meets a JSON sidecar that is not an object
+            raise BadDataError(
+                f"pybids cannot index {bids_dir} or its derivatives: a JSON sidecar is not a JSON "
+                f"object ({one_line(err)}); every .json sidecar must hold {{...}}"
+            ) from None
         if not isinstance(err, (ValueError, OSError)):
             raise
         raise MissingInputError(
