@@ -203,7 +203,7 @@ def combine(
     on = stacks[threshold_on]
     ok = np.isfinite(on) & (on >= r2_threshold)
     if "status" in stacks:  # doubtful estimates (catalog.DOUBTFUL) do not contribute
-        ok &= (np.nan_to_num(stacks["status"], nan=0.0).astype(np.int64) & catalog.DOUBTFUL_BITS) == 0
+        ok &= ~catalog.doubtful(stacks["status"])
     for label in ("polarangle", "eccentricity", "sigma"):
         ok &= np.isfinite(stacks[label])
     count = ok.sum(axis=0)

@@ -198,7 +198,7 @@ class FittedGroup:
 def mark_not_reproducible(status: np.ndarray, z: np.ndarray) -> np.ndarray:
     """``status`` with the ``not_reproducible`` bit set on fitted units whose held-out correlation
     ``z`` (``CrossValidation.z``) is not significant (:func:`prfmap.crossval.reproducible`)."""
-    codes = np.nan_to_num(status, nan=0.0).astype(np.int64)
+    codes = catalog.status_codes(status)
     fitted = (codes & catalog.STATUS_BITS["no_signal"]) == 0
     z = np.where(fitted, z, np.nan)
     codes[fitted & ~reproducible(z)] |= catalog.STATUS_BITS["not_reproducible"]

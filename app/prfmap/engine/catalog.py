@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
+
 UNITS = {
     "deg": "degrees of visual angle",
     "%": "percent signal change",
@@ -278,6 +280,16 @@ DOUBTFUL = ("at_bound", "not_converged", "refinement_rejected", "not_reproducibl
 
 DOUBTFUL_BITS = sum(STATUS_BITS[name] for name in DOUBTFUL)
 """The bits of :data:`DOUBTFUL` together (a unit is doubtful when ``status & DOUBTFUL_BITS``)."""
+
+
+def status_codes(status: Any) -> np.ndarray:
+    """A status map (float, as written; NaN read as 0) as integer bit codes."""
+    return np.nan_to_num(np.asarray(status, dtype=np.float64), nan=0.0).astype(np.int64)
+
+
+def doubtful(status: Any) -> np.ndarray:
+    """Per unit: the status map has a bit of :data:`DOUBTFUL`."""
+    return (status_codes(status) & DOUBTFUL_BITS) != 0
 
 DERIVED = ("r2", "polar_angle", "eccentricity")
 """Parameters every fit reports besides a model's own (``FitResult.maps()`` adds them)."""

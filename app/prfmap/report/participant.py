@@ -87,8 +87,7 @@ class _Section:
         status = self.maps.get("status")
         self.doubtful = np.zeros_like(self.good)
         if status is not None:
-            codes = np.nan_to_num(status, nan=0.0).astype(np.int64)
-            self.doubtful = self.good & ((codes & catalog.DOUBTFUL_BITS) != 0)
+            self.doubtful = self.good & catalog.doubtful(status)
             self.good &= ~self.doubtful
         self.prefix = f"sub-{ctx.subject.removeprefix('sub-')}_{key}"
         self.anchor = key
