@@ -40,7 +40,7 @@ def test_defaults_are_filled_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert config.outputs.report and not config.outputs.save_predictions
     assert config.fit.engine_kwargs() == {
         "model": "gauss", "refine": "lm", "refine_r2_min": 0.1, "hrf": "participant", "seed": 0
-    }  # fmt: skip
+    }
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.fit.model = "css"  # type: ignore[misc]
 
@@ -54,7 +54,7 @@ def test_options_reach_their_sections(tmp_path: Path) -> None:
         "--derivatives", f"smooth={tmp_path / 'smooth'}", "--bids-filter-file", flt, "--mem-gb", "3",
         "--confounds", "trans_*", "--model", "dog", "--random-seed", "7", "--no-report", "-w", "work",
         "--slice-time-ref", "start",
-    )  # fmt: skip
+    )
     assert config.inputs.participant_labels == ("01", "02") and config.inputs.runs == (2,)
     assert config.inputs.derivatives == (("smooth", tmp_path / "smooth"),)
     assert dict(config.inputs.bids_filter) == {"acquisition": "mb4", "echo": None}

@@ -61,7 +61,7 @@ def test_plans_group_runs_by_task_and_space(plan: FitPlan) -> None:
     plans = plan_fits(runs, "css")
     assert [(p.name, len(p.runs)) for p in plans] == [
         ("task-prf_space-T1w_model-css", 2), ("task-wedges_space-T1w_model-css", 1)
-    ]  # fmt: skip
+    ]
 
 
 def test_load_group_drops_dummy_scans_and_averages_runs(bids: Path, plan: FitPlan, tmp_path: Path) -> None:

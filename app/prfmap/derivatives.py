@@ -32,7 +32,7 @@ BIDS_VERSION = "1.9.0"
 BIDSIGNORE_LINES = (
     "*.html", "/sub-*/figures", "/group", "/logs", "*_boldmap.*",
     "*_bold.func.gii", "*_bold.dtseries.nii", "*hemi-*bold.json", "*den-*bold.json",
-)  # fmt: skip
+)
 """What the BIDS specification (and so the validator) does not cover yet: the reports and their
 figures, the group level, the logs, the maps (``boldmap``), and surface (GIFTI) and CIFTI time
 series with their sidecars (as fMRIPrep's own ``.bidsignore``)."""

@@ -249,7 +249,7 @@ def _group_name(key: OutputKey, hemi: str, param: str | None, stat: str) -> str:
     entities = {
         "task": key.task, "hemi": hemi, "space": key.space, "res": key.res, "den": key.den,
         "model": key.model, "stat": stat, "desc": param,
-    }  # fmt: skip
+    }
     return bids_name(entities, MAP_SUFFIX, ".func.gii")
 
 

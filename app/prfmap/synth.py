@@ -69,7 +69,7 @@ FMRIPREP_BIDSIGNORE = (
     "*.html", "logs/", "figures/", "*_xfm.*", "*.surf.gii", "*_boldref.nii.gz",
     "*_bold.func.gii", "*_mixing.tsv", "*_AROMAnoiseICs.csv", "*_timeseries.tsv",
     "*_bold.dtseries.nii", "*hemi-*bold.json", "*den-*bold.json", "*.shape.gii",
-)  # fmt: skip
+)
 """fMRIPrep's own .bidsignore (what the specification does not cover yet), plus the surface and
 CIFTI series and the fsnative surface shapes (sulcal depth) the current validator does not know
 either, with their sidecars."""

@@ -251,7 +251,7 @@ def run_participant(
     logger.info(
         "sub-%s: %d run(s) in %d fit(s): %s",
         subject, len(runs), len(plans), ", ".join(p.name for p in plans),
-    )  # fmt: skip
+    )
     with make_progress() as progress:
         fitted = [fit_group(load_group(plan, config, progress), config, progress) for plan in plans]
     check_stop("after fitting every chunk, before writing outputs", how_to_resume(config))
@@ -365,13 +365,13 @@ def load_group(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedGro
             first = dataclasses.replace(read, data=read.data[:, :0], confounds=None)
             _log_resampling(run, read.aperture)
             check_memory(plan, config, read.data.shape[0], read.data.shape[1] - read.dummy_scans,
-                         read.aperture.design[0].size)  # fmt: skip
+                         read.aperture.design[0].size)
         else:
             _check_alike(run, read, plan.runs[0], first)
         preprocessed.append(preprocess_run(
             read.data, run.tr, dummy_scans=read.dummy_scans, high_pass_hz=config.preprocessing.high_pass_hz,
             confounds=read.confounds, source=run.bold_files[0].name,
-        ))  # fmt: skip
+        ))
         repaired = preprocessed[-1].repair.message(run.name)
         if repaired:
             logger.warning(repaired)
@@ -383,7 +383,7 @@ def load_group(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedGro
     logger.info(
         "%s: %d run(s), %d stimulus sequence(s) → %d units × %d frames",
         plan.name, len(plan.runs), len(designs), *combined.data.shape,
-    )  # fmt: skip
+    )
     aperture = first.aperture
     return LoadedGroup(
         plan=plan,
@@ -439,12 +439,12 @@ def _read_run(run: RunInput, config: Config) -> _Run:
     aperture = load_aperture(
         run.stim_file, tr=run.tr, fov_deg=config.inputs.stimulus_fov_deg,
         frame_index=run.stim_file_index, resample=True,
-    )  # fmt: skip
+    )
     prep = config.preprocessing
     dummy, confounds = run_confounds(
         run.confounds, data.shape[1], columns=prep.confounds, dummy_scans=prep.dummy_scans,
         run=run.name, bold=" and ".join(p.name for p in run.bold_files),
-    )  # fmt: skip
+    )
     return _Run(data, geometry, aperture, dummy, confounds)
 
 
@@ -455,7 +455,7 @@ def _log_resampling(run: RunInput, aperture: Aperture) -> None:
             "aperture %s: %d × %d pixels area-averaged to %d × %d (%.3f° each, the grid's "
             "smallest pRF size)", Path(run.stim_file).name, *aperture.source_shape, rows, cols,
             aperture.fov_deg / (cols - 1),
-        )  # fmt: skip
+        )
 
 
 def _check_alike(run: RunInput, read: _Run, first_run: RunInput, first: _Run) -> None:
@@ -497,7 +497,7 @@ def check_memory(plan: FitPlan, config: Config, units: int, volumes: int, pixels
     )
     if execution.mem_gb_auto:
         logger.warning("%s, more than the default --mem-gb %.2f GB; it may run out of memory", what,
-                       execution.mem_gb)  # fmt: skip
+                       execution.mem_gb)
         return
     raise UsageError(f"--mem-gb {execution.mem_gb:g} is too small: {what}; pass --mem-gb {minimum:g} or more")
 
@@ -534,7 +534,7 @@ def fit_group(loaded: LoadedGroup, config: Config, progress: ProgressFn) -> Fitt
         "%s: fitted %d units in %.1f s, median r² %.3f",
         plan.name, int(fitted.sum()), seconds,
         float(np.nanmedian(r2[fitted])) if fitted.any() else float("nan"),
-    )  # fmt: skip
+    )
     return FittedGroup(loaded, result, seconds, warnings, cross_validate_group(loaded, config, progress))
 
 
@@ -604,10 +604,10 @@ def cross_validate_group(loaded: LoadedGroup, config: Config, progress: Progress
         loaded.runs, [run.stimulus_key for run in plan.runs], loaded.designs, fov_deg=loaded.fov_deg,
         fit=fit_fold, predict=engine_predictor(loaded.tr, config.fit.model,
                                                slice_time_ref=loaded.slice_time.fraction),
-    )  # fmt: skip
+    )
     logger.info("%s: cvr2 from %d leave-one-run-out folds in %.1f s, median %.3f", plan.name,
                 len(cv.folds), sum(cv.seconds), float(np.nanmedian(cv.cvr2)) if np.isfinite(cv.cvr2).any()
-                else float("nan"))  # fmt: skip
+                else float("nan"))
     return cv
 
 

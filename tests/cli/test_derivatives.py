@@ -20,7 +20,7 @@ from prfmap.io.atomic import write_if_absent, write_json_atomic
 
 def key(**kw) -> OutputKey:
     base = dict(subject="01", session=None, task="bar", space="fsaverage5", den=None, res=None,
-                model="gauss")  # fmt: skip
+                model="gauss")
     return OutputKey(**{**base, **kw})
 
 

@@ -30,7 +30,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     bids = synthesise(root / "bids", subjects=1, runs=2, space="fsaverage5")
     out = root / "out"
     code = main([str(bids), str(out), "participant", "--backend", "jax",
-                 "--work-dir", str(root / "work")])  # fmt: skip
+                 "--work-dir", str(root / "work")])
     assert code == 0
     return bids, out
 
@@ -63,7 +63,7 @@ def test_gifti_outputs_load_with_nibabel_and_nilearn(demo) -> None:
             assert sidecar["FitSettings"]["backend"] == "jax"
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
         "dataset_description.json", "logs", "sub-01", "sub-01.html"
-    ]  # fmt: skip
+    ]
     assert not list(out.glob(".prfmap-staging-*"))
 
 
@@ -119,7 +119,7 @@ def test_backends_give_the_same_maps(demo, backend: str, tmp_path: Path) -> None
     proc = run_prfmap(
         bids, out, "participant", "--backend", backend, "--no-report",
         "--work-dir", tmp_path / "work", backend=backend,
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     sidecar = next((out / "sub-01" / "func").glob("*hemi-L*desc-x_boldmap.json"))
     assert json.loads(sidecar.read_text())["FitSettings"]["backend"] == backend
@@ -157,7 +157,7 @@ def test_cifti_and_volume_inputs(space: str, tmp_path: Path) -> None:
     bids = synthesise(tmp_path / "bids", space=space, small=True, noise=DEFAULT_NOISE / 2)
     out = tmp_path / "out"
     code = main([str(bids), str(out), "participant", "--no-report", "--save-predictions",
-                 "--work-dir", str(tmp_path / "work")])  # fmt: skip
+                 "--work-dir", str(tmp_path / "work")])
     assert code == 0
     acc = accuracy(bids, out)
     assert acc["fitted"] >= 0.95, acc

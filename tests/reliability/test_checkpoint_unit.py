@@ -31,7 +31,7 @@ def problem():
     rng = np.random.default_rng(0)
     n = 150
     params = {"x": rng.uniform(-3, 3, n), "y": rng.uniform(-3, 3, n), "sigma": rng.uniform(0.5, 2, n),
-              "amplitude": np.ones(n), "baseline": np.zeros(n)}  # fmt: skip
+              "amplitude": np.ones(n), "baseline": np.zeros(n)}
     data = predict(params, stim, 1.5) + rng.normal(0, 0.05, (n, 40))
     data[3] = np.nan
     return data, stim
@@ -78,7 +78,7 @@ def test_stop_signal_ends_the_fit_at_once_keeping_saved_chunks(problem, tmp_path
 
     with stop_on_signal("run it again"), pytest.raises(StopRequested) as info:
         fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=KWARGS, progress=progress,
-                    how_to_resume="run it again")  # fmt: skip
+                    how_to_resume="run it again")
     assert info.value.exit_code == 143 and calls[-1] == ("chunks", 1)
     assert "stopped by SIGTERM" in str(info.value) and "run it again" in str(info.value)
     assert len(_chunks(tmp_path)) == 1

@@ -62,14 +62,14 @@ def damaged(draw: st.DrawFn, original: bytes) -> bytes:
 
 def run_input(kind: str, bold, mask=None) -> RunInput:
     return RunInput(subject="01", session=None, task="prf", run=1, space="x", den=None, kind=kind,
-                    bold=bold, mask=mask, tr=1.5, events=None, confounds=None, stim_file=None)  # fmt: skip
+                    bold=bold, mask=mask, tr=1.5, events=None, confounds=None, stim_file=None)
 
 
 def _gifti_bytes(n: int = 30, frames: int = 6) -> bytes:
     rng = np.random.default_rng(0)
     img = nib.GiftiImage(darrays=[nib.gifti.GiftiDataArray(rng.normal(size=n).astype(np.float32),
                                                            intent="NIFTI_INTENT_TIME_SERIES")
-                                  for _ in range(frames)])  # fmt: skip
+                                  for _ in range(frames)])
     return img.to_bytes()
 
 
@@ -123,7 +123,7 @@ def test_damaged_cifti(tmp_path_factory: pytest.TempPathFactory, data: st.DataOb
 @FAST
 @given(st.data(), st.booleans())
 def test_damaged_nifti_or_mask(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject,
-                               gzipped: bool) -> None:  # fmt: skip
+                               gzipped: bool) -> None:
     folder = tmp_path_factory.mktemp("nii")
     ext = ".nii.gz" if gzipped else ".nii"
     bold, mask = folder / f"bold{ext}", folder / f"mask{ext}"
@@ -146,15 +146,15 @@ aperture_arrays = st.one_of(
     ),
     hnp.arrays(np.float64, hnp.array_shapes(min_dims=3, max_dims=3, min_side=1, max_side=4),
                elements=st.sampled_from([0.0, 1.0, 0.5, np.nan, np.inf, -1.0, 2.0])),
-)  # fmt: skip
+)
 
 
 @FAST
 @given(aperture_arrays, st.sampled_from([".npy", ".nii.gz"]),
        st.sampled_from([None, "{}", "[1]", "not json", '{"RepetitionTime": -1}',
-                        '{"SamplingFrequency": "fast"}', '{"FieldOfViewDeg": 0}']))  # fmt: skip
+                        '{"SamplingFrequency": "fast"}', '{"FieldOfViewDeg": 0}']))
 def test_hostile_apertures(tmp_path_factory: pytest.TempPathFactory, array: np.ndarray, ext: str,
-                           sidecar: str | None) -> None:  # fmt: skip
+                           sidecar: str | None) -> None:
     folder = tmp_path_factory.mktemp("ap")
     path = folder / f"stïm file{ext}"
     if ext == ".npy":
@@ -186,7 +186,7 @@ def small_bids(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from prfmap.synth import SynthConfig, make_synthetic_dataset
 
     return make_synthetic_dataset(tmp_path_factory.mktemp("ds") / "bids dïr",
-                                  SynthConfig(space="T1w", small=True, runs=1))  # fmt: skip
+                                  SynthConfig(space="T1w", small=True, runs=1))
 
 
 EVENTS = st.one_of(
@@ -195,13 +195,13 @@ EVENTS = st.one_of(
                                        "", "n/a", "x\ty"]), min_size=1, max_size=5),
              min_size=0, max_size=5).map(
         lambda rows: "onset\tduration\ttrial_type\tstim_file\n" + "\n".join("\t".join(r) for r in rows)),
-)  # fmt: skip
+)
 SIDECARS = st.one_of(
     st.text(max_size=80),
     st.dictionaries(st.sampled_from(["RepetitionTime", "TaskName", "SliceTiming"]),
                     st.one_of(st.none(), st.floats(allow_nan=True), st.text(max_size=5), st.integers()),
                     max_size=3).map(json.dumps),
-)  # fmt: skip
+)
 
 
 @settings(max_examples=20, deadline=None, phases=NO_SHRINK, suppress_health_check=list(HealthCheck),
@@ -210,7 +210,7 @@ SIDECARS = st.one_of(
 @example(events="onset\tduration\ttrial_type\tstim_file\n", sidecar="4")  # CI found it: pybids' TypeError
 @example(events=None, sidecar="[1, 2]")
 def test_hostile_events_and_sidecars(tmp_path_factory: pytest.TempPathFactory, small_bids: Path,
-                                     events: str | None, sidecar: str | None) -> None:  # fmt: skip
+                                     events: str | None, sidecar: str | None) -> None:
     root = tmp_path_factory.mktemp("copy") / "bids"
     shutil.copytree(small_bids, root)
     func = root / "sub-01" / "func"

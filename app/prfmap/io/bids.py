@@ -407,7 +407,7 @@ def find_runs(inputs: InputsConfig, *, work_dir: str | os.PathLike | None = None
         f for f in bold
         if _kind_of(f.get_entities()["extension"]) != "volume"
         or f.get_entities().get("desc") == "preproc"
-    ]  # fmt: skip
+    ]
     where = ", ".join(str(p) for p in roots)
     if not bold:
         raise NoFilesSelectedError(_nothing_selected(layout, filters, where))
@@ -540,7 +540,7 @@ def _brain_mask(layout: BIDSLayout, ents: Mapping[str, Any], bold: Path) -> Path
         layout, ents, suffix="mask", desc="brain", space=ents["space"],
         extension=[".nii.gz", ".nii"], res=ents.get("res", Query.NONE),
         den=ents.get("den", Query.NONE),
-    )  # fmt: skip
+    )
     if mask is None:
         raise MissingInputError(
             f"no brain mask (*_desc-brain_mask.nii.gz) next to {bold.name}; fMRIPrep writes "

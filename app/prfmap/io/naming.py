@@ -13,11 +13,11 @@ from collections.abc import Mapping
 ENTITY_ORDER = (
     "sub", "ses", "task", "acq", "ce", "rec", "dir", "run", "echo",
     "hemi", "space", "res", "den", "model", "stat", "desc",
-)  # fmt: skip
+)
 LONG_NAMES = {
     "subject": "sub", "session": "ses", "acquisition": "acq", "ceagent": "ce",
     "reconstruction": "rec", "direction": "dir",
-}  # fmt: skip
+}
 """pybids' long entity names → the keys used in file names."""
 
 
