@@ -7,7 +7,7 @@ from conftest import TR, random_params
 from prfmap.engine import HRF, estimate_hrf, fit_prf, predict
 from prfmap.engine.hrf import hrf_kernels
 from prfmap.engine.participant_hrf import top_units
-from prfmap.synth_model import unit_kernels
+from prfmap.synth.model import unit_kernels
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,9 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 import pytest
+
 from headless_chromium import render
 from page_checks import check_page
-
 from prfmap.derivatives import OutputKey
 from prfmap.errors import BadDataError, ExitCode, MissingInputError
 from prfmap.group import combine, find_participant_maps, run_group

@@ -46,7 +46,7 @@ elif which == "figure":
     from prfmap.report.figures import save
     save(plt.figure(), out / "figure.png")
 elif which == "checkpoint":
-    from prfmap.checkpoint import _save_chunk
+    from prfmap.participant.checkpoint import _save_chunk
     _save_chunk(out / "chunk-00000-of-00001.npz", {"r2": np.ones(1000)}, {"units": [0, 1000]})
 """
 

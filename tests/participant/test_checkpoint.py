@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from helpers import chunked_env
-from prfmap.checkpoint import fit_chunked
-from prfmap.memory import chunk_units, default_mem_gb, engine_mem_gb
-from prfmap.signals import StopRequested, check_stop, stop_on_signal
+from prfmap.participant.checkpoint import fit_chunked
+from prfmap.runtime.memory import chunk_units, default_mem_gb, engine_mem_gb
+from prfmap.runtime.signals import StopRequested, check_stop, stop_on_signal
 
 KWARGS = {"model": "gauss", "refine": "none", "seed": 0}
 
@@ -53,7 +53,7 @@ def test_chunks_are_saved_reused_and_merged(problem, tmp_path: Path, caplog) -> 
     assert first.settings["units"] == 150 and first.settings["units_fitted"] == 149
     assert np.isnan(first.params["x"][3]) and np.isfinite(first.params["x"][:3]).all()
     _chunks(tmp_path)[1].write_bytes(_chunks(tmp_path)[1].read_bytes()[:100])  # a torn file
-    caplog.set_level("INFO", logger="prfmap.checkpoint")
+    caplog.set_level("INFO", logger="prfmap.participant.checkpoint")
     again = fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=KWARGS)
     assert "1 chunk(s) fitted, 2 reused" in caplog.text and "unreadable checkpoint" in caplog.text
     for k in first.params:
@@ -101,7 +101,7 @@ def test_stop_signal_ends_the_fit_at_once_keeping_saved_chunks(problem, tmp_path
 
 STUCK = """
 import os, signal, sys, time
-from prfmap.signals import StopRequested, stop_on_signal
+from prfmap.runtime.signals import StopRequested, stop_on_signal
 with stop_on_signal("try again"):
     try:
         print(time.time(), flush=True)

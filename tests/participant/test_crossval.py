@@ -1,4 +1,4 @@
-"""Cross-validated r² (prfmap.crossval): folds, the definition, and cvr2 on synthetic participants."""
+"""Cross-validated r² (prfmap.participant.crossval): folds, the definition, cvr2 on synthetic data."""
 
 from __future__ import annotations
 
@@ -11,16 +11,19 @@ from scipy.stats import pearsonr, spearmanr
 
 from prfmap.cli.config import build_config
 from prfmap.cli.parser import build_parser
-from prfmap.crossval import Fold, cross_validate, leave_one_run_out, reproducible
 from prfmap.derivatives import OutputKey
 from prfmap.engine import FitResult, catalog
 from prfmap.errors import BadDataError
 from prfmap.group import combine, run_group
 from prfmap.io.bids import find_runs
 from prfmap.io.geometry import GiftiGeometry
-from prfmap.preprocess import PreprocessedRun, dct_basis
+from prfmap.participant.crossval import Fold, cross_validate, leave_one_run_out, reproducible
+from prfmap.participant.fit import fit_loaded, mark_not_reproducible
+from prfmap.participant.load import load_fit
+from prfmap.participant.outputs import write_outcome
+from prfmap.participant.plan import plan_fits
+from prfmap.participant.preprocess import PreprocessedRun, dct_basis
 from prfmap.synth import SynthConfig, load_truth, make_synthetic_dataset
-from prfmap.workflow import fit_group, load_group, mark_not_reproducible, plan_fits, write_group
 
 N, FRAMES, TR = 60, 120, 1.5
 
@@ -175,7 +178,7 @@ def _fit_participant(root: Path, out: Path, *options: str):
         )
     )
     (plan,) = plan_fits(find_runs(config.inputs, work_dir=out / "work"), config.fit.model)
-    fitted = fit_group(load_group(plan, config, lambda *a: None), config, lambda *a: None)
+    fitted = fit_loaded(load_fit(plan, config, lambda *a: None), config, lambda *a: None)
     return config, fitted
 
 
@@ -215,7 +218,7 @@ def test_cvr2_is_zero_when_the_second_run_is_noise(participants):
 
 def test_cvr2_maps_and_their_definition_are_written(participants, tmp_path):
     _, config, fitted = participants["normal"]
-    files = write_group(fitted, config, tmp_path)
+    files = write_outcome(fitted, config, tmp_path)
     names = {p.name for p in files}
     stem = "sub-01_task-prf_space-T1w_model-gauss_desc-cvr2_boldmap"
     assert f"{stem}.nii.gz" in names
@@ -281,8 +284,8 @@ def test_the_group_level_can_threshold_on_cvr2(tmp_path):
 def test_the_api_for_held_out_validations_gives_the_maps_cvr2(participants):
     """What a validation script calls (fit_prf and engine_predictor on the loaded runs) gives the
     cvr2 the participant level writes."""
-    from prfmap.crossval import engine_predictor
     from prfmap.engine import fit_prf
+    from prfmap.participant.crossval import engine_predictor
 
     _, config, fitted = participants["normal"]
     loaded = fitted.loaded

@@ -16,17 +16,11 @@ from prfmap.config import Config
 from prfmap.errors import BadDataError, MissingInputError
 from prfmap.io.bids import find_runs
 from prfmap.io.timing import SliceTimeReference
+from prfmap.participant.fit import fit_loaded
+from prfmap.participant.load import load_fit
+from prfmap.participant.outputs import report_context, write_outcome
+from prfmap.participant.plan import FitPlan, checkpoint_dir, how_to_resume, plan_fits
 from prfmap.synth import SynthConfig, load_truth, make_synthetic_dataset
-from prfmap.workflow import (
-    FitPlan,
-    checkpoint_dir,
-    fit_group,
-    how_to_resume,
-    load_group,
-    plan_fits,
-    report_context,
-    write_group,
-)
 
 DUMMY = 2
 
@@ -65,9 +59,9 @@ def test_plans_group_runs_by_task_and_space(plan: FitPlan) -> None:
     ]
 
 
-def test_load_group_drops_dummy_scans_and_averages_runs(bids: Path, plan: FitPlan, tmp_path: Path) -> None:
+def test_load_fit_drops_dummy_scans_and_averages_runs(bids: Path, plan: FitPlan, tmp_path: Path) -> None:
     calls = []
-    loaded = load_group(plan, configure(bids, tmp_path / "out"), lambda *a: calls.append(a))
+    loaded = load_fit(plan, configure(bids, tmp_path / "out"), lambda *a: calls.append(a))
     frames = nib.load(bids / "stimuli" / "bars.nii.gz").shape[-1]
     truth = load_truth(bids, "01")
     assert loaded.combined.data.shape == (truth["x"].size, frames) == (loaded.geometry.n_units, frames)
@@ -81,28 +75,28 @@ def test_load_group_drops_dummy_scans_and_averages_runs(bids: Path, plan: FitPla
         loaded.tr = 2.0  # type: ignore[misc]
 
 
-def test_load_group_checks_frames_against_volumes_once(bids: Path, plan: FitPlan, tmp_path: Path) -> None:
+def test_load_fit_checks_frames_against_volumes_once(bids: Path, plan: FitPlan, tmp_path: Path) -> None:
     config = configure(bids, tmp_path / "out", "--dummy-scans", "0")
     frames = nib.load(bids / "stimuli" / "bars.nii.gz").shape[-1]
     with pytest.raises(BadDataError) as info:
-        load_group(plan, config, no_progress)
+        load_fit(plan, config, no_progress)
     message = str(info.value)
     assert f"bars.nii.gz has {frames} frames" in message
     assert f"has {frames + DUMMY} volumes after 0 dummy scans" in message and "_bold.nii.gz" in message
 
 
-def test_load_group_needs_the_confounds_it_is_asked_for(bids: Path, plan: FitPlan, tmp_path: Path) -> None:
+def test_load_fit_needs_the_confounds_it_is_asked_for(bids: Path, plan: FitPlan, tmp_path: Path) -> None:
     config = configure(bids, tmp_path / "out", "--confounds", "trans_x")
     without = FitPlan(plan.key, tuple(dataclasses.replace(r, confounds=None) for r in plan.runs))
     with pytest.raises(MissingInputError, match="--confounds given but sub-01_task-prf_run-1 has no"):
-        load_group(without, config, no_progress)
+        load_fit(without, config, no_progress)
 
 
 def test_fit_write_and_report_stages(bids: Path, plan: FitPlan, tmp_path: Path) -> None:
     out, work = tmp_path / "out", tmp_path / "work"
     config = configure(bids, out, "--refine", "none", "--work-dir", str(work), "--save-predictions")
-    loaded = load_group(plan, config, no_progress)
-    fitted = fit_group(loaded, config, no_progress)
+    loaded = load_fit(plan, config, no_progress)
+    fitted = fit_loaded(loaded, config, no_progress)
     n_units = loaded.geometry.n_units
     assert fitted.result.params["sigma"].shape == fitted.result.r2.shape == (n_units,)
     assert fitted.result.predictions.shape == loaded.combined.data.shape
@@ -111,7 +105,7 @@ def test_fit_write_and_report_stages(bids: Path, plan: FitPlan, tmp_path: Path) 
     assert how_to_resume(config).endswith("with the same --work-dir to resume from the saved chunks")
 
     stage = tmp_path / "stage"
-    files = write_group(fitted, config, stage)
+    files = write_outcome(fitted, config, stage)
     names = {p.name for p in files}
     stem = "sub-01_task-prf_space-T1w_model-gauss"
     assert {f"{stem}_desc-{p}_boldmap.nii.gz" for p in ("x", "sigma", "r2")} <= names
@@ -140,18 +134,18 @@ def test_the_slice_time_reference_comes_from_the_sidecars(bids: Path, plan: FitP
     # prfmap-synth's default: sampled per slice, SliceTiming in the raw sidecars, not corrected
     raw = json.loads((bids / "sub-01/func/sub-01_task-prf_run-1_bold.json").read_text())
     slice_timing = raw["SliceTiming"]
-    loaded = load_group(plan, configure(bids, tmp_path / "a"), no_progress)
+    loaded = load_fit(plan, configure(bids, tmp_path / "a"), no_progress)
     assert loaded.slice_time.rule == "slice_timing_mean"
     assert loaded.slice_time.fraction == pytest.approx(np.mean(slice_timing) / 1.5)
-    loaded = load_group(plan, configure(bids, tmp_path / "b", "--slice-time-ref", "middle"), no_progress)
+    loaded = load_fit(plan, configure(bids, tmp_path / "b", "--slice-time-ref", "middle"), no_progress)
     assert (loaded.slice_time.rule, loaded.slice_time.fraction) == ("option", 0.5)
     # runs whose sidecars disagree are not averaged under one reference
     other = dataclasses.replace(plan.runs[1], slice_time=SliceTimeReference(0.0, "no_information"))
     mixed = FitPlan(plan.key, (plan.runs[0], other))
     with pytest.raises(BadDataError, match="imply different slice-time references .* --slice-time-ref"):
-        load_group(mixed, configure(bids, tmp_path / "c"), no_progress)
+        load_fit(mixed, configure(bids, tmp_path / "c"), no_progress)
     assert (
-        load_group(
+        load_fit(
             mixed, configure(bids, tmp_path / "d", "--slice-time-ref", "0.2"), no_progress
         ).slice_time.fraction
         == 0.2
@@ -175,7 +169,7 @@ def test_each_sampling_gets_its_reference_without_options(
     )
     config = configure(root, tmp_path / "out")
     (plan,) = plan_fits(find_runs(config.inputs, work_dir=tmp_path / "work"), "gauss")
-    loaded = load_group(plan, config, no_progress)
+    loaded = load_fit(plan, config, no_progress)
     assert (loaded.slice_time.fraction, loaded.slice_time.rule) == (fraction, rule)
 
 
@@ -195,7 +189,7 @@ def test_non_finite_frames_are_repaired_or_refused_never_dropped_silently(
     config = configure(root, tmp_path / "out")
     (plan,) = plan_fits(find_runs(config.inputs, work_dir=tmp_path / "work"), "gauss")
     with caplog.at_level("WARNING", logger="prfmap"):
-        loaded = load_group(plan, config, no_progress)
+        loaded = load_fit(plan, config, no_progress)
     expected = (
         "sub-01_task-prf_run-1: 2 unit(s) with non-finite frames repaired by linear "
         "interpolation (3 frame(s) in all, at most 2 in one unit); 1 unit(s) refused (NaN in "
@@ -220,13 +214,13 @@ def test_participant_hrf_is_estimated_per_fit_and_fold_and_recorded(
         str(tmp_path / "work"),
     )
     with caplog.at_level("INFO", logger="prfmap"):
-        fitted = fit_group(load_group(plan, config, no_progress), config, no_progress)
+        fitted = fit_loaded(load_fit(plan, config, no_progress), config, no_progress)
     # once for the fit of both runs, once per leave-one-run-out fold from its training run
     assert sum("participant HRF from" in r.getMessage() for r in caplog.records) == 3
     record = fitted.result.settings["hrf_model"]
     assert record["option"] == "participant" and record["units"] >= 20
     assert fitted.result.settings["hrf"].startswith("participant-level two-gamma")
-    files = write_group(fitted, config, tmp_path / "stage")
+    files = write_outcome(fitted, config, tmp_path / "stage")
     sidecar = json.loads(next(p for p in files if p.name.endswith("desc-sigma_boldmap.json")).read_text())
     assert sidecar["HRF"]["Option"] == "participant" and sidecar["FitSettings"]["hrf_model"] == record
     assert sidecar["HRF"]["TimeToPeak"] == record["peak_s"]

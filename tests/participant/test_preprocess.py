@@ -6,17 +6,9 @@ import numpy as np
 import pytest
 
 from prfmap.errors import BadDataError, MissingInputError, UsageError
-from prfmap.preprocess import (
-    FrameRepair,
-    PreprocessedRun,
-    combine_runs,
-    dct_basis,
-    dummy_scans_from_confounds,
-    preprocess_run,
-    read_confounds,
-    repair_nonfinite,
-    select_confounds,
-)
+from prfmap.participant.confounds import dummy_scans_from_confounds, read_confounds, select_confounds
+from prfmap.participant.preprocess import PreprocessedRun, combine_runs, dct_basis, preprocess_run
+from prfmap.participant.repair import FrameRepair, repair_nonfinite
 
 
 def test_dct_basis_matches_spm_definition():

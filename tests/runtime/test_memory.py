@@ -1,4 +1,4 @@
-"""prfmap.memory: the host memory prfmap may use (psutil, bounded by the cgroup limit)."""
+"""prfmap.runtime.memory: the host memory prfmap may use (psutil, bounded by the cgroup limit)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from prfmap.memory import _cgroup_limit, available_host_bytes
+from prfmap.runtime.memory import _cgroup_limit, available_host_bytes
 
 MEMINFO = Path("/proc/meminfo")
 SLACK = 64 * 2**20

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from prfmap.progress import Progress, make_progress
+from prfmap.runtime.progress import Progress, make_progress
 
 
 class Terminal(io.StringIO):
@@ -29,7 +29,7 @@ def test_log_lines_are_periodic_when_not_on_a_terminal(caplog: pytest.LogCapture
     clock = Clock()
     progress = Progress(stream=io.StringIO(), interval_s=10.0, clock=clock)
     assert not progress.terminal
-    with caplog.at_level(logging.INFO, logger="prfmap.progress"):
+    with caplog.at_level(logging.INFO, logger="prfmap.runtime.progress"):
         for done in range(101):
             clock.now = done * 1.0
             progress("grid", done, 100)
@@ -44,7 +44,7 @@ def test_log_lines_are_periodic_when_not_on_a_terminal(caplog: pytest.LogCapture
 
 def test_bar_on_a_terminal(caplog: pytest.LogCaptureFixture) -> None:
     stream = Terminal()
-    with caplog.at_level(logging.INFO, logger="prfmap.progress"), make_progress(stream=stream) as p:
+    with caplog.at_level(logging.INFO, logger="prfmap.runtime.progress"), make_progress(stream=stream) as p:
         assert p.terminal
         for done in range(5):
             p("load runs", done, 4)
@@ -59,7 +59,7 @@ def test_bar_on_a_terminal(caplog: pytest.LogCaptureFixture) -> None:
 def test_disabled_is_silent(caplog: pytest.LogCaptureFixture) -> None:
     stream = Terminal()
     progress = make_progress(enabled=False, stream=stream)
-    with caplog.at_level(logging.INFO, logger="prfmap.progress"):
+    with caplog.at_level(logging.INFO, logger="prfmap.runtime.progress"):
         progress("grid", 1, 2)
     progress.close()
     assert stream.getvalue() == "" and not caplog.records

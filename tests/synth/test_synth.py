@@ -12,17 +12,12 @@ from prfmap.cli.synth import main
 from prfmap.io.aperture import load_aperture
 from prfmap.io.bids import find_inputs
 from prfmap.io.bold import load_bold
-from prfmap.preprocess import dummy_scans_from_confounds, preprocess_run, read_confounds
-from prfmap.synth import (
-    CLEAN,
-    SynthConfig,
-    bar_apertures,
-    gaussian_overlap,
-    hrf_kernel,
-    load_truth,
-    make_synthetic_dataset,
-)
-from prfmap.synth_model import unit_kernels
+from prfmap.participant.confounds import dummy_scans_from_confounds, read_confounds
+from prfmap.participant.preprocess import preprocess_run
+from prfmap.synth.config import CLEAN, SynthConfig
+from prfmap.synth.dataset import load_truth, make_synthetic_dataset
+from prfmap.synth.model import unit_kernels
+from prfmap.synth.response import bar_apertures, gaussian_overlap, hrf_kernel
 
 
 def test_bar_apertures_follow_the_screen_convention():
@@ -318,7 +313,7 @@ def test_seed_reproducible_and_dummy_scans(tmp_path):
 
 def test_engine_recovers_the_truth(tmp_path):
     from prfmap.engine import Stimulus, fit_prf
-    from prfmap.preprocess import combine_runs
+    from prfmap.participant.preprocess import combine_runs
 
     root = tmp_path / "bids"
     make_synthetic_dataset(root, SynthConfig(space="fsLR", small=True, runs=2, noise=0.3))

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from prfmap.io.validator import validate_dataset
-from prfmap.synth import SPACES, SynthConfig, make_synthetic_dataset
+from prfmap.synth.config import SPACES, SynthConfig
+from prfmap.synth.dataset import make_synthetic_dataset
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

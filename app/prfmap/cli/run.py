@@ -19,7 +19,7 @@ from prfmap.engine.backend import select_backend
 from prfmap.errors import ExitCode, PrfmapError, UsageError, one_line, output_error
 from prfmap.io.atomic import write_json_atomic
 from prfmap.io.validator import check_bids_dir
-from prfmap.signals import StopRequested
+from prfmap.runtime.signals import StopRequested
 
 logger = logging.getLogger("prfmap.cli.run")  # not __name__: "__main__" under python -m
 PACKAGE_LOGGER = logging.getLogger("prfmap")
@@ -109,7 +109,7 @@ def _run_level(config: Config, command: list[str]) -> None:
             check_bids_dir(config.inputs.bids_dir)
         _select_backend(config.execution)
         # Imported here: it imports Keras, which must not load before the backend is selected.
-        from prfmap.workflow import run_participant_level
+        from prfmap.participant.level import run_participant_level
 
         run_participant_level(config, command)
         return

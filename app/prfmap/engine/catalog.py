@@ -241,7 +241,7 @@ PARAMETERS: dict[str, Parameter] = {
             "cvr2",
             "1",
             "cross-validated variance explained: each run predicted by a fit of the "
-            "others, one gain over all held-out runs, signed (prfmap.crossval)",
+            "others, one gain over all held-out runs, signed (prfmap.participant.crossval)",
             Bound(Limit(-1.0), Limit(1.0)),
         ),
         Parameter(

@@ -26,7 +26,7 @@ import numpy as np
 from prfmap import __version__
 from prfmap.engine import FitResult, Stimulus, backend_info, fit_prf
 from prfmap.io.atomic import atomic_path, write_text_atomic
-from prfmap.signals import check_stop
+from prfmap.runtime.signals import check_stop
 
 logger = logging.getLogger(__name__)
 SUMMED_SETTINGS = ("units", "units_fitted", "units_refined", "unit_iterations")
@@ -167,7 +167,7 @@ def fit_chunked(
 
     Raises
     ------
-    prfmap.signals.StopRequested
+    prfmap.runtime.signals.StopRequested
         When SIGTERM/SIGINT arrived; raised after the chunk being fitted was saved.
     """
     kwargs = dict(fit_kwargs)

@@ -24,7 +24,7 @@ validation.
 
 Use (the workflow passes checkpointed fits; any fit and predictor work)::
 
-    from prfmap.crossval import cross_validate, engine_predictor
+    from prfmap.participant.crossval import cross_validate, engine_predictor
     cv = cross_validate(runs, keys, designs, fov_deg=20.0,
                         fit=lambda train, stim, fold: fit_prf(train.data, stim, tr,
                                                               nuisance=train.nuisance, **kwargs),
@@ -43,7 +43,7 @@ from scipy.linalg import orth
 from scipy.stats import norm
 
 from prfmap.engine import HRF, FitResult, Stimulus, predict
-from prfmap.preprocess import CombinedData, PreprocessedRun, combine_runs
+from prfmap.participant.preprocess import CombinedData, PreprocessedRun, combine_runs
 
 DEFINITION = (
     "cross-validated variance explained: with R >= 2 runs, fold i fits all runs but run i (same "

@@ -10,125 +10,17 @@ very same regressors out of the model predictions.
 
 from __future__ import annotations
 
-import fnmatch
-import os
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from nilearn.signal import clean, create_cosine_drift
 from scipy.linalg import block_diag
 
-from prfmap.errors import BadDataError, MissingInputError, UsageError, one_line
-
-NON_STEADY_PREFIX = "non_steady_state_outlier"
-MAX_REPAIR_FRACTION = 0.05
-"""A unit with non-finite frames is repaired when at most this fraction of its frames are..."""
-MAX_REPAIR_GAP_S = 4.0
-"""...and no stretch of consecutive non-finite frames is longer than this many seconds (less than
-the HRF's 5-s width, so the interpolated frames lie on a response that changes little between
-their neighbours); otherwise it is refused (NaN in every map)."""
-
-
-@dataclass(frozen=True)
-class FrameRepair:
-    """What became of the units with some non-finite frames (NaN or inf) in one run.
-
-    Units whose frames are all non-finite have no signal and are counted nowhere.
-
-    Attributes
-    ----------
-    repaired_units, repaired_frames : int
-        Units repaired by linear interpolation over time, and their interpolated frames.
-    most_frames : int
-        The most frames interpolated in one unit.
-    refused_units : int
-        Units with too many non-finite frames, or too long a gap: NaN rows.
-    """
-
-    repaired_units: int = 0
-    repaired_frames: int = 0
-    most_frames: int = 0
-    refused_units: int = 0
-
-    def __add__(self, other: FrameRepair) -> FrameRepair:
-        return FrameRepair(
-            self.repaired_units + other.repaired_units,
-            self.repaired_frames + other.repaired_frames,
-            max(self.most_frames, other.most_frames),
-            self.refused_units + other.refused_units,
-        )
-
-    def message(self, run: str) -> str | None:
-        """One line for the log and the report; None when no unit had non-finite frames."""
-        parts = []
-        if self.repaired_units:
-            parts.append(
-                f"{self.repaired_units} unit(s) with non-finite frames repaired by linear "
-                f"interpolation ({self.repaired_frames} frame(s) in all, at most {self.most_frames} "
-                "in one unit)"
-            )
-        if self.refused_units:
-            parts.append(
-                f"{self.refused_units} unit(s) refused (NaN in every map): more than "
-                f"{MAX_REPAIR_FRACTION:.0%} of their frames non-finite or a gap over "
-                f"{MAX_REPAIR_GAP_S:g} s"
-            )
-        return f"{run}: " + "; ".join(parts) if parts else None
-
-
-def repair_nonfinite(block: np.ndarray, tr: float) -> tuple[np.ndarray, FrameRepair]:
-    """Interpolate a few non-finite frames of each unit, or refuse the unit.
-
-    A unit (row) is repaired when at most :data:`MAX_REPAIR_FRACTION` of its frames are non-finite
-    and no gap of consecutive ones lasts longer than :data:`MAX_REPAIR_GAP_S`: each such frame is
-    linearly interpolated between its finite neighbours in time (the nearest finite value at the
-    ends). Otherwise the unit is refused: its row becomes all NaN. Rows without a finite frame are
-    left as they are (no signal).
-
-    Parameters
-    ----------
-    block : ndarray
-        (units, frames) raw BOLD.
-    tr : float
-        Repetition time, seconds.
-
-    Returns
-    -------
-    tuple
-        The repaired (units, frames) float64 array and the :class:`FrameRepair` counts.
-    """
-    y = np.asarray(block, dtype=np.float64)
-    bad = ~np.isfinite(y)
-    counts = bad.sum(axis=1)
-    n = y.shape[1]
-    partial = np.flatnonzero((counts > 0) & (counts < n))
-    if partial.size == 0:
-        return y, FrameRepair()
-    y = y.copy()
-    max_gap = max(1, int(np.floor(MAX_REPAIR_GAP_S / tr + 1e-9)))
-    frames = np.arange(n)
-    repaired: list[int] = []
-    refused = 0
-    for row in partial:
-        missing = bad[row]
-        if counts[row] > MAX_REPAIR_FRACTION * n or _longest_run(missing) > max_gap:
-            y[row] = np.nan
-            refused += 1
-            continue
-        y[row, missing] = np.interp(frames[missing], frames[~missing], y[row, ~missing])
-        repaired.append(int(counts[row]))
-    return y, FrameRepair(len(repaired), int(sum(repaired)), max(repaired, default=0), refused)
-
-
-def _longest_run(mask: np.ndarray) -> int:
-    """Length of the longest stretch of True in a 1-D bool array."""
-    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
-    starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-    return int((stops - starts).max(initial=0))
+from prfmap.errors import BadDataError
+from prfmap.participant.confounds import check_confound_rows
+from prfmap.participant.repair import FrameRepair, repair_nonfinite
 
 
 @dataclass(frozen=True)
@@ -277,7 +169,7 @@ def preprocess_run(
     if confounds is not None:
         conf = np.asarray(confounds, dtype=np.float64)
         conf = conf.reshape(conf.shape[0], -1)
-        _check_confound_rows(conf.shape[0], n_vol)
+        check_confound_rows(conf.shape[0], n_vol)
         conf = conf[dummy_scans:]
         means = np.nanmean(np.where(np.isfinite(conf), conf, np.nan), axis=0)
         conf = np.where(np.isfinite(conf), conf, np.nan_to_num(means)[None, :])
@@ -292,16 +184,6 @@ def preprocess_run(
         out[start:stop] = _percent_signal_change(block, nuisance)
         repair = repair + counts
     return PreprocessedRun(out, nuisance, dummy_scans, source, repair)
-
-
-def _check_confound_rows(rows: int, n_volumes: int, source: str = "") -> None:
-    """Confounds must have one row per volume of the run (dummy scans included)."""
-    if rows != n_volumes:
-        where = f" in {source}" if source else ""
-        raise BadDataError(
-            f"confounds have {rows} rows{where} but the run has {n_volumes} volumes; use the "
-            "run's own desc-confounds_timeseries.tsv"
-        )
 
 
 def _block_rows(n_frames: int, block_bytes: int = 2**26) -> int:
@@ -438,137 +320,3 @@ def _frames_message(aperture: str, frames: int, runs: Sequence[PreprocessedRun])
         f"the aperture {aperture} has {frames} frames but its runs have {n} volumes after dummy "
         f"scans{detail}; they must be equal (check the aperture or --dummy-scans)"
     )
-
-
-def run_confounds(
-    path: str | os.PathLike | None,
-    n_volumes: int,
-    *,
-    columns: Sequence[str] = (),
-    dummy_scans: int | None = None,
-    run: str = "the run",
-    bold: str = "the BOLD",
-) -> tuple[int, np.ndarray | None]:
-    """A run's dummy scans and the confound columns to regress out, from its confounds file.
-
-    Parameters
-    ----------
-    path : path-like or None
-        fMRIPrep's ``desc-confounds_timeseries.tsv`` of the run, if any.
-    n_volumes : int
-        Volumes of the BOLD run (dummy scans included).
-    columns : sequence of str
-        Confound names or patterns (``--confounds``); empty for none.
-    dummy_scans : int or None
-        Volumes to drop (``--dummy-scans``); None counts fMRIPrep's non-steady-state outliers.
-    run, bold : str
-        The run's name and its BOLD file name(s), for messages.
-
-    Returns
-    -------
-    tuple
-        The dummy scans, and the (volumes, k) confounds or None.
-
-    Raises
-    ------
-    BadDataError
-        The table's rows differ from the volumes, or the dummy scans leave no volume.
-    MissingInputError
-        ``columns`` are given but the run has no confounds file.
-    UsageError
-        A column matches nothing.
-    """
-    table = None
-    if (columns or dummy_scans is None) and path is not None:
-        table = read_confounds(path)
-        _check_confound_rows(len(table), n_volumes, Path(path).name)
-    if dummy_scans is None:
-        dummy_scans = dummy_scans_from_confounds(table) if table is not None else 0
-    if dummy_scans >= n_volumes:
-        raise BadDataError(f"{dummy_scans} dummy scans leave no volume of {bold}")
-    if not columns:
-        return dummy_scans, None
-    if table is None:
-        raise MissingInputError(f"--confounds given but {run} has no desc-confounds_timeseries.tsv")
-    return dummy_scans, select_confounds(table, columns, str(path))
-
-
-def read_confounds(path: str | os.PathLike) -> pd.DataFrame:
-    """Read fMRIPrep's ``desc-confounds_timeseries.tsv`` (``n/a`` → NaN).
-
-    Raises
-    ------
-    MissingInputError
-        The file does not exist.
-    BadDataError
-        It cannot be parsed.
-    """
-    if not os.path.isfile(path):
-        raise MissingInputError(f"confounds file {path} does not exist")
-    try:
-        return pd.read_csv(path, sep="\t", na_values=["n/a"])
-    except (OSError, ValueError, pd.errors.ParserError) as err:
-        raise BadDataError(f"cannot read confounds {path} ({one_line(err)}); fix it") from None
-
-
-def select_confounds(table: pd.DataFrame, columns: Sequence[str], path: str = "") -> np.ndarray:
-    """Pick confound columns by name or shell pattern (``motion_outlier*``).
-
-    Parameters
-    ----------
-    table : pandas.DataFrame
-        From :func:`read_confounds`.
-    columns : sequence of str
-        Names or ``fnmatch`` patterns.
-    path : str
-        File name for messages.
-
-    Returns
-    -------
-    ndarray
-        (volumes, k) float64, NaN kept (``preprocess_run`` fills them).
-
-    Raises
-    ------
-    UsageError
-        A name matches no column.
-    """
-    chosen: list[str] = []
-    for col in columns:
-        hits = (
-            fnmatch.filter(table.columns, col)
-            if any(c in col for c in "*?[")
-            else ([col] if col in table.columns else [])
-        )
-        if not hits:
-            raise UsageError(
-                f"--confounds: no column {col!r} in {os.path.basename(path) or 'the confounds'}; "
-                f"columns are e.g. {', '.join(list(table.columns)[:8])}"
-            )
-        chosen.extend(h for h in hits if h not in chosen)
-    values = table[chosen].apply(pd.to_numeric, errors="coerce")
-    return values.to_numpy(dtype=np.float64)
-
-
-def dummy_scans_from_confounds(table: pd.DataFrame) -> int:
-    """Number of initial non-steady-state volumes that fMRIPrep flagged.
-
-    fMRIPrep adds one ``non_steady_state_outlier_XX`` (or ``non_steady_state_outlierXX``)
-    column per flagged volume, 1 at that volume. The count is the number of leading
-    volumes up to the last flagged one.
-
-    Parameters
-    ----------
-    table : pandas.DataFrame
-        From :func:`read_confounds`.
-
-    Returns
-    -------
-    int
-        0 when no such column exists.
-    """
-    cols = [c for c in table.columns if str(c).startswith(NON_STEADY_PREFIX)]
-    if not cols:
-        return 0
-    flagged = np.flatnonzero(np.nan_to_num(table[cols].to_numpy(dtype=float)).any(axis=1) != 0)
-    return int(flagged.max()) + 1 if flagged.size else 0

