@@ -10,6 +10,7 @@ import numpy as np
 
 from prfmap.derivatives.naming import MAP_SUFFIX, OutputKey, sidecar_of
 from prfmap.derivatives.sidecars import map_sidecar, with_reference
+from prfmap.engine.settings import FitSettings
 from prfmap.io.atomic import write_json_atomic
 from prfmap.io.geometry import UnitGeometry
 
@@ -19,7 +20,7 @@ def write_map_files(
     key: OutputKey,
     geometry: UnitGeometry,
     maps: Mapping[str, np.ndarray],
-    settings: Mapping[str, Any],
+    settings: FitSettings | None,
     provenance: Mapping[str, Any],
     reference_dir: Path | None = None,
 ) -> list[Path]:

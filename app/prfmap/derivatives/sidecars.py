@@ -8,6 +8,7 @@ from typing import Any
 
 from prfmap.derivatives.naming import OutputKey
 from prfmap.engine import catalog
+from prfmap.engine.settings import FitSettings
 from prfmap.io.references import spatial_reference
 
 POLAR_ANGLE_CONVENTION = (
@@ -39,7 +40,7 @@ def with_reference(
 
 
 def map_sidecar(
-    param: str | None, model: str, settings: Mapping[str, Any], provenance: Mapping[str, Any]
+    param: str | None, model: str, settings: FitSettings | None, provenance: Mapping[str, Any]
 ) -> dict[str, Any]:
     """JSON sidecar of one parameter map (or of a CIFTI file holding all of them).
 
@@ -49,9 +50,9 @@ def map_sidecar(
         Parameter label; None for a file holding every parameter (CIFTI dscalar).
     model : str
         Model name.
-    settings : mapping
+    settings : FitSettings or None
         ``FitResult.settings`` (model, refine, HRF, grid, iterations, dtype, backend, versions,
-        device).
+        device), written as ``FitSettings``.
     provenance : mapping
         Inputs, preprocessing, stimulus, timings and software versions of the fit; merged
         into the sidecar as is.
@@ -85,16 +86,16 @@ def map_sidecar(
     sidecar["VisualFieldCoordinates"] = VISUAL_FIELD_CONVENTION
     sidecar["PolarAngleConvention"] = POLAR_ANGLE_CONVENTION
     sidecar["HRF"] = {
-        "Description": settings.get("hrf", "SPM canonical two-gamma (nilearn spm_hrf)"),
-        **hrf_record(settings.get("hrf_model")),
+        "Description": settings.hrf if settings else "SPM canonical two-gamma (nilearn spm_hrf)",
+        **hrf_record(settings.hrf_model if settings else None),
     }
-    sidecar["FitSettings"] = dict(settings)
+    sidecar["FitSettings"] = settings.to_dict() if settings else {}
     sidecar.update({k: v for k, v in provenance.items() if k != "MapNames"})
     return sidecar
 
 
 def hrf_record(record: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The sidecar's account of a fit's HRF (``FitResult.settings["hrf_model"]``) in BIDS-style keys."""
+    """The sidecar's account of a fit's HRF (``FitSettings.hrf_model``) in BIDS-style keys."""
     if not record:
         return {}
     return {

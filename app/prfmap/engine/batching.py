@@ -4,7 +4,8 @@ out-of-memory recovery."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from functools import partial
 
 import numpy as np
 
@@ -22,14 +23,28 @@ logger = logging.getLogger(__name__)
 _COMPILED: dict[tuple, Callable] = {}
 
 
-def compiled(key: tuple, fn: Callable) -> Callable:
-    """``fn`` compiled once per process and key (shapes seen before run without re-tracing).
+def compiled(kernel: Callable, *static: Hashable) -> Callable:
+    """``kernel`` with its leading arguments ``static`` bound, compiled once per process.
 
-    The key must name everything ``fn`` depends on besides its arguments; with ``PRFMAP_COMPILE=0``
-    ``fn`` itself is returned.
+    Parameters
+    ----------
+    kernel : callable
+        A traceable function of the engine (``core.finalize``, ``solvers.iterate_loop``, a solver's
+        ``step``...).
+    *static : hashable
+        Its leading arguments that are not tensors (a model, a frozen solver): bound to it, and with
+        ``kernel`` the compile key, so nothing the compiled function depends on besides its tensor
+        arguments can be left out of the key. Shapes seen before run without re-tracing.
+
+    Returns
+    -------
+    callable
+        The compiled function; with ``PRFMAP_COMPILE=0`` the bound, uncompiled one.
     """
+    fn = partial(kernel, *static)
     if not compile_enabled():
         return fn
+    key = (kernel, *static)
     if key not in _COMPILED:
         _COMPILED[key] = get_backend().compile_fun(fn)
     return _COMPILED[key]

@@ -12,6 +12,7 @@ from keras import ops
 
 from prfmap.engine.core_ops import at_least, matmul
 from prfmap.engine.models import PRFModel
+from prfmap.engine.stimulus import StimulusTensors
 
 TINY = 1e-20
 
@@ -53,7 +54,7 @@ def linear_fit(a: Any, y: Any) -> tuple[Any, Any]:
     return beta, gram
 
 
-def vp_cost(model: PRFModel, u: Any, y: Any, stim: tuple, hrf_t: Any, q: Any) -> Any:
+def vp_cost(model: PRFModel, u: Any, y: Any, stim: StimulusTensors, hrf_t: Any, q: Any) -> Any:
     """Per-unit residual sum of squares with the linear weights solved for (variable projection)."""
     theta, _ = model.natural(u)
     neural = model.neural(theta, stim, jacobian=False)
@@ -63,14 +64,16 @@ def vp_cost(model: PRFModel, u: Any, y: Any, stim: tuple, hrf_t: Any, q: Any) ->
     return ops.sum(resid * resid, axis=1)
 
 
-def vp_objective(model: PRFModel, u: Any, y: Any, stim: tuple, hrf_t: Any, q: Any) -> tuple[Any, Any]:
+def vp_objective(
+    model: PRFModel, u: Any, y: Any, stim: StimulusTensors, hrf_t: Any, q: Any
+) -> tuple[Any, Any]:
     """The batch's summed variable-projection cost, which gradient solvers minimise, and each unit's."""
     cost = vp_cost(model, u, y, stim, hrf_t, q)
     return ops.sum(cost), cost
 
 
 def vp_normal_equations(
-    model: PRFModel, u: Any, y: Any, free: Any, stim: tuple, hrf_t: Any, q: Any
+    model: PRFModel, u: Any, y: Any, free: Any, stim: StimulusTensors, hrf_t: Any, q: Any
 ) -> tuple[Any, Any, Any]:
     """Cost, Gauss–Newton matrix and gradient of the variable-projection residual (Kaufman's Jacobian).
 

@@ -8,6 +8,7 @@ autodiff. Amplitudes (and HRF-derivative weights) are linear and are solved for,
 
 from __future__ import annotations
 
+import importlib
 import itertools
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from keras import ops
 
 from prfmap.engine import catalog
 from prfmap.engine.core_ops import at_least, matmul
+from prfmap.engine.stimulus import StimulusTensors
 
 EPS = 1e-12
 MAX_SCALE = catalog.SURROUND_SCALE[1]  # largest surround / normalisation size relative to the centre
@@ -63,43 +65,34 @@ def from_internal(u: Any, transform: str) -> tuple[Any, Any]:
     raise ValueError(transform)
 
 
-def gaussian_responses(
-    x: Any,
-    y: Any,
-    sigma: Any,
-    design_t: Any,
-    px: Any,
-    py: Any,
-    pixel_area: float,
-    with_derivatives: bool,
-) -> Any:
+def gaussian_responses(x: Any, y: Any, sigma: Any, stim: StimulusTensors, with_derivatives: bool) -> Any:
     """Stimulus-summed unit-integral Gaussians and their derivatives in x, y and sigma.
 
     Parameters
     ----------
     x, y, sigma : tensor, shape (units,)
-    design_t : tensor, shape (pixels, frames)
-    px, py : tensor, shape (pixels,)
-    pixel_area : float
-        Area of one pixel in deg², so that the response does not depend on aperture resolution.
+        Centres and sizes, degrees.
+    stim : StimulusTensors
+        The stimulated pixels (their area makes the response independent of the resolution).
     with_derivatives : bool
+        Also the derivatives.
 
     Returns
     -------
     tensor, shape (1 or 4, units, frames)
         The response, then its derivatives in x, y and sigma.
     """
-    dx = px[None, :] - x[:, None]
-    dy = py[None, :] - y[:, None]
+    dx = stim.x[None, :] - x[:, None]
+    dy = stim.y[None, :] - y[:, None]
     r2 = dx * dx + dy * dy
     s2 = (sigma * sigma)[:, None]
-    g = ops.exp(-0.5 * r2 / s2) * (pixel_area / (2.0 * np.pi)) / s2
+    g = ops.exp(-0.5 * r2 / s2) * (stim.pixel_area / (2.0 * np.pi)) / s2
     if with_derivatives:
         sig = sigma[:, None]
         g = ops.stack([g, g * dx / s2, g * dy / s2, g * (r2 / (s2 * sig) - 2.0 / sig)])
     else:
         g = g[None]
-    return matmul(g, design_t)
+    return matmul(g, stim.design)
 
 
 class Bounds(NamedTuple):
@@ -154,7 +147,7 @@ class PRFModel:
             low[k], high[k] = lo, hi
         return Bounds(low, high, float(catalog.PARAMETERS["eccentricity"].bound.resolve(scales)[1]))
 
-    def neural(self, theta: Any, stim: tuple[Any, Any, Any, float], jacobian: bool) -> Any:
+    def neural(self, theta: Any, stim: StimulusTensors, jacobian: bool) -> Any:
         """Neural time course (1 + K if jacobian, units, frames): response, then d/d theta_k."""
         raise NotImplementedError
 
@@ -209,8 +202,7 @@ class GaussModel(PRFModel):
     params = (Param("x", "identity", 0.0), Param("y", "identity", 0.0), Param("sigma", "exp", 1.0))
 
     def neural(self, theta, stim, jacobian):
-        design_t, px, py, area = stim
-        return gaussian_responses(theta[:, 0], theta[:, 1], theta[:, 2], design_t, px, py, area, jacobian)
+        return gaussian_responses(theta[:, 0], theta[:, 1], theta[:, 2], stim, jacobian)
 
 
 class CSSModel(GaussModel):
@@ -257,10 +249,9 @@ class DoGModel(GaussModel):
     }
 
     def neural(self, theta, stim, jacobian):
-        design_t, px, py, area = stim
         x, y, sigma, scale, ratio = (theta[:, k] for k in range(5))
-        c = gaussian_responses(x, y, sigma, design_t, px, py, area, jacobian)
-        s = gaussian_responses(x, y, sigma * scale, design_t, px, py, area, jacobian)
+        c = gaussian_responses(x, y, sigma, stim, jacobian)
+        s = gaussian_responses(x, y, sigma * scale, stim, jacobian)
         rho = ratio[:, None]
         out = c[0] - rho * s[0]
         if not jacobian:
@@ -318,10 +309,9 @@ class DNModel(GaussModel):
     }
 
     def neural(self, theta, stim, jacobian):
-        design_t, px, py, area = stim
         x, y, sigma, scale, c, beta, d = (theta[:, k] for k in range(7))
-        sc = gaussian_responses(x, y, sigma, design_t, px, py, area, jacobian)
-        sn = gaussian_responses(x, y, sigma * scale, design_t, px, py, area, jacobian)
+        sc = gaussian_responses(x, y, sigma, stim, jacobian)
+        sn = gaussian_responses(x, y, sigma * scale, stim, jacobian)
         c, beta, d = c[:, None], beta[:, None], d[:, None]
         q = c * sn[0] + d
         num = sc[0] + beta
@@ -365,34 +355,76 @@ class DNModel(GaussModel):
         return theta
 
 
-MODELS: dict[str, PRFModel] = {m.name: m for m in (GaussModel(), CSSModel(), DoGModel(), DNModel())}
-"""The numerical side of every model of :data:`prfmap.engine.catalog.MODELS`, by name."""
+_INSTANCES: dict[str, PRFModel] = {}
+"""One instance per model name: the engine's compiled functions are keyed by it."""
 
 
 def reported_parameters(model: PRFModel) -> tuple[str, ...]:
-    """The keys a fit of ``model`` reports, in order: ``model.report``'s, then amplitude and baseline."""
+    """The keys a fit of a model reports, in order: ``model.report``'s, then amplitude and baseline.
+
+    Parameters
+    ----------
+    model : PRFModel
+
+    Returns
+    -------
+    tuple of str
+    """
     theta = np.ones((1, len(model.params)))
     return tuple(model.report(theta, np.ones(1))) + ("amplitude", "baseline")
 
 
-def register_model(model: PRFModel) -> PRFModel:
-    """Add ``model`` to :data:`MODELS`; its catalogue entry must exist and list what it reports."""
-    spec = catalog.get_model_spec(model.name)
-    reported = reported_parameters(model)
-    if reported != spec.parameters:
-        raise ValueError(
-            f"model {model.name!r} reports {reported}, its catalogue entry lists {spec.parameters}"
-        )
-    MODELS[model.name] = model
-    return model
+def implementation(spec: catalog.ModelSpec) -> type[PRFModel]:
+    """The :class:`PRFModel` subclass a catalogue entry names (imported when given as a path).
+
+    Parameters
+    ----------
+    spec : ModelSpec
+
+    Returns
+    -------
+    type
+    """
+    found = spec.implementation
+    if isinstance(found, str):
+        module, _, name = found.partition(":")
+        found = getattr(importlib.import_module(module), name)
+    if not (isinstance(found, type) and issubclass(found, PRFModel)):
+        raise ValueError(f"model {spec.name!r}: its implementation {found!r} is not a PRFModel subclass")
+    return found
 
 
 def get_model(name: str) -> PRFModel:
-    """Return the model called ``name`` (a key of :data:`MODELS`)."""
-    try:
-        return MODELS[name]
-    except KeyError:
-        raise ValueError(f"unknown model {name!r}; choose from {', '.join(MODELS)}") from None
+    """The model registered as ``name`` in :data:`prfmap.engine.catalog.MODELS`, ready to fit.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`prfmap.engine.catalog.MODELS`.
+
+    Returns
+    -------
+    PRFModel
+        One instance per name and class (the compile key of the engine's functions).
+
+    Raises
+    ------
+    ValueError
+        No such model, or its class reports other parameters than its catalogue entry lists.
+    """
+    spec = catalog.get_model_spec(name)
+    cls = implementation(spec)
+    model = _INSTANCES.get(name)
+    if type(model) is not cls:
+        model = cls()
+        reported = reported_parameters(model)
+        if model.name != name or reported != spec.parameters:
+            raise ValueError(
+                f"model {name!r}: {cls.__name__} (name {model.name!r}) reports {reported}, its catalogue "
+                f"entry lists {spec.parameters}"
+            )
+        _INSTANCES[name] = model
+    return model
 
 
 def model_parameters(name: str) -> tuple[str, ...]:
@@ -421,4 +453,4 @@ def floatx(dtype: str) -> str:
     return dtype
 
 
-__all__ = ["MODELS", "PRFModel", "free_mask", "get_model", "model_parameters", "register_model"]
+__all__ = ["PRFModel", "free_mask", "get_model", "model_parameters", "reported_parameters"]

@@ -11,7 +11,7 @@ from prfmap.engine.backend import get_backend
 from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.hrf import CANONICAL, HRF, convolution_matrices, hrf_kernels
 from prfmap.engine.models import PRFModel
-from prfmap.engine.stimulus import Stimulus
+from prfmap.engine.stimulus import Stimulus, StimulusTensors
 
 
 @dataclass(frozen=True)
@@ -21,8 +21,8 @@ class Problem:
     Attributes
     ----------
     model : PRFModel
-    stim : tuple
-        ``(design (pixels, frames), x (pixels,), y (pixels,), pixel area)`` of the stimulated pixels.
+    stim : StimulusTensors
+        The stimulated pixels' apertures and coordinates.
     hrf_t : tensor, shape (bases, frames, frames)
         Transposed per-TR convolution matrices of the HRF bases.
     q : tensor, shape (frames, k)
@@ -34,7 +34,7 @@ class Problem:
     """
 
     model: PRFModel
-    stim: tuple
+    stim: StimulusTensors
     hrf_t: Any
     q: Any
     dtype: str
@@ -94,7 +94,7 @@ def make_problem(
     design, px, py = stim.stimulated
     conv = convolution_matrices(hrf_kernels(tr, n_bases, slice_time_ref, hrf=hrf), stim.run_lengths)
     pixel_area = stim.pixel_size**2
-    stim_t = (tensor(design.T, dtype), tensor(px, dtype), tensor(py, dtype), pixel_area)
+    stim_t = StimulusTensors(tensor(design.T, dtype), tensor(px, dtype), tensor(py, dtype), pixel_area)
     return Problem(
         model,
         stim_t,

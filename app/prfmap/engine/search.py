@@ -4,7 +4,6 @@ seed search: each unit's best among a few candidates of its own (a model's extra
 from __future__ import annotations
 
 import time
-from functools import partial
 
 import numpy as np
 
@@ -35,7 +34,7 @@ def grid_predictions(prob: Problem, theta_grid: np.ndarray, mem_gb: float) -> np
     item = np.dtype(dtype).itemsize
     n_grid = theta_grid.shape[0]
     g_tile = min(n_grid, budget_rows(mem_gb / 2, prob.pixels * item * 3, hi=4096))
-    predict_fn = compiled(("grid_pred", prob.model, dtype), partial(core.grid_predictions, prob.model))
+    predict_fn = compiled(core.grid_predictions, prob.model)
     preds = []
     for start, stop in tiles(n_grid, g_tile):
         theta = pad(theta_grid[start:stop], g_tile)
@@ -61,7 +60,7 @@ def best_grid_points(
     n_units = y_unit.shape[0]
     g_block = min(n_grid, budget_rows(mem_gb / 4, prob.frames * item, hi=16384))
     u_tile = min(padded_size(n_units), budget_rows(mem_gb / 2, g_block * item * 2, hi=16384))
-    score_fn = compiled(("grid_score", dtype), core.grid_score)
+    score_fn = compiled(core.grid_score)
     best = np.full(n_units, -np.inf)
     best_idx = np.zeros(n_units, dtype=np.int64)
     grid_blocks = [(tensor(pad(grid_unit[a:b], g_block), dtype), a) for a, b in tiles(n_grid, g_block)]
@@ -85,19 +84,16 @@ def grid_search(
     theta_grid: np.ndarray,
     mem_gb: float,
     progress: ProgressFn | None,
-    timings: dict[str, float],
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each unit's best grid point (natural parameters) and its correlation with the unit's data.
-
-    ``timings`` gains ``grid_predictions`` and ``grid_scoring`` (seconds).
-    """
+) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
+    """Each unit's best grid point (natural parameters), its correlation with the unit's data, and
+    the seconds of ``grid_predictions`` and ``grid_scoring``."""
     t0 = time.perf_counter()
     grid_unit = grid_predictions(prob, theta_grid, mem_gb)
-    timings["grid_predictions"] = time.perf_counter() - t0
+    timings = {"grid_predictions": time.perf_counter() - t0}
     t0 = time.perf_counter()
     best_idx, best = best_grid_points(prob, y_proj, grid_unit, mem_gb, progress)
     timings["grid_scoring"] = time.perf_counter() - t0
-    return theta_grid[best_idx], best
+    return theta_grid[best_idx], best, timings
 
 
 def seed_search(
@@ -117,7 +113,7 @@ def seed_search(
     n_gauss = catalog.MODELS[prob.model.name].gaussians
     per_unit = n_cand * item * (prob.pixels * (n_gauss + 1) + prob.frames * 4)
     y_unit = unit_norm(y_proj)
-    score_fn = compiled(("seed_score", prob.model, dtype), partial(core.seed_score, prob.model))
+    score_fn = compiled(core.seed_score, prob.model)
     best, best_idx = np.empty(n_units), np.zeros(n_units, dtype=np.int64)
 
     def run(start: int, stop: int, batch: int) -> None:

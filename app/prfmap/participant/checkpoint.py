@@ -25,11 +25,11 @@ import numpy as np
 
 from prfmap import __version__
 from prfmap.engine import FitResult, Stimulus, backend_info, fit_prf
+from prfmap.engine.settings import FitSettings
 from prfmap.io.atomic import atomic_path, write_text_atomic
 from prfmap.runtime.signals import check_stop
 
 logger = logging.getLogger(__name__)
-SUMMED_SETTINGS = ("units", "units_fitted", "units_refined", "unit_iterations")
 CHECKPOINT_FORMAT = 2  # 2: chunks hold the per-unit fit status
 
 
@@ -103,12 +103,8 @@ def _merge(model: str, chunks: list[tuple[dict[str, np.ndarray], dict[str, Any]]
     predictions = None
     if "predictions" in first:
         predictions = np.concatenate([c[0]["predictions"] for c in chunks])
-    settings = dict(chunks[0][1]["settings"])
-    for name in SUMMED_SETTINGS:
-        if name in settings:
-            settings[name] = int(sum(c[1]["settings"].get(name, 0) for c in chunks))
-    settings["iterations"] = int(max(c[1]["settings"].get("iterations", 0) for c in chunks))
-    settings["chunks"], settings["chunk_units"] = len(chunks), int(chunk)
+    first_settings, *others = (FitSettings.from_dict(c[1]["settings"]) for c in chunks)
+    settings = first_settings.merged(others, chunk)
     timings: dict[str, float] = {}
     for _, meta in chunks:
         for k, v in meta["timings"].items():
@@ -262,7 +258,7 @@ def _fit_chunk(
     """Fit units ``start:stop`` and save them atomically; returns the saved arrays and metadata."""
     t0 = time.perf_counter()
     result = fit_prf(data[start:stop], stim, tr, progress=progress, **kwargs)
-    meta = {"units": [start, stop], "settings": result.settings, "timings": result.timings}
+    meta = {"units": [start, stop], "settings": result.settings.to_dict(), "timings": result.timings}
     meta = json.loads(json.dumps(meta, default=str))
     arrays = _chunk_arrays(result, bool(kwargs.get("return_predictions")))
     _save_chunk(path, arrays, meta)

@@ -42,7 +42,7 @@ import numpy as np
 from scipy.linalg import orth
 from scipy.stats import norm
 
-from prfmap.engine import HRF, FitResult, Stimulus, predict
+from prfmap.engine import HRF, FitResult, Stimulus, catalog, predict
 from prfmap.participant.preprocess import CombinedData, PreprocessedRun, combine_runs
 
 DEFINITION = (
@@ -230,12 +230,12 @@ def engine_predictor(
     tr: float, model: str, *, slice_time_ref: float = 0.5, chunk: int = PREDICT_CHUNK
 ) -> PredictFn:
     """A ``predict`` for :func:`cross_validate`: :func:`prfmap.engine.predict` on a fold fit's
-    parameters and HRF (``settings["hrf_model"]``), ``chunk`` units at a time (the last chunk
+    parameters and HRF (``settings.hrf_model``), ``chunk`` units at a time (the last chunk
     padded, so one compiled shape serves all); NaN rows where the fit has no finite parameters."""
 
     def predict_fold(result: FitResult, stim: Stimulus) -> np.ndarray:
         params = {k: np.asarray(v, dtype=np.float64) for k, v in result.params.items()}
-        hrf = HRF.from_record(result.settings.get("hrf_model"))
+        hrf = HRF.from_record(result.settings.hrf_model if result.settings is not None else None)
         n = len(next(iter(params.values())))
         finite = np.all([np.isfinite(v) for v in params.values()], axis=0)
         safe = {k: np.where(finite, v, _neutral(k)) for k, v in params.items()}
@@ -253,15 +253,7 @@ def engine_predictor(
 
 def _neutral(key: str) -> float:
     """A valid stand-in for a parameter of a unit without a fit (its prediction is discarded)."""
-    return {
-        "sigma": 1.0,
-        "n": 0.5,
-        "sigma_surround": 2.0,
-        "sigma_norm": 2.0,
-        "amplitude_norm": 1.0,
-        "baseline_activation": 1.0,
-        "baseline_norm": 1.0,
-    }.get(key, 0.0)
+    return catalog.PARAMETERS[key].neutral
 
 
 def _padded(values: np.ndarray, size: int, fill: float) -> np.ndarray:

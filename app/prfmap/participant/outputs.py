@@ -32,7 +32,7 @@ def write_outcome(fitted: FitOutcome, config: Config, folder: Path) -> tuple[Pat
     provenance = provenance_of(fitted, config)
     func = key.func_dir(folder)
     reference_dir = config.inputs.fmriprep_dir
-    written = write_map_files(func, key, geometry, maps, dict(result.settings), provenance, reference_dir)
+    written = write_map_files(func, key, geometry, maps, result.settings, provenance, reference_dir)
     if config.outputs.save_predictions and result.predictions is not None:
         series = {
             f"{key.model}prediction": (result.predictions, "fitted model time series"),
@@ -120,8 +120,8 @@ def report_context(
         dummy_scans=max(loaded.dummy_scans, default=0),
         design=loaded.combined.design,
         fov_deg=loaded.fov_deg,
-        settings={
-            **dict(result.settings),
+        settings=result.settings,
+        extra_settings={
             "slice_time_reference": loaded.slice_time.describe(loaded.tr),
             "variance_explained": variance_explained(fitted, config),
         },

@@ -411,6 +411,7 @@ class _Section:
                 f"Aperture frames evenly spaced over the {frames} frames the model saw ({height}×{width} "
                 f"pixels, field of view {fov} wide, x right, y up).",
             )
+        recorded = {**(ctx.settings.to_dict() if ctx.settings else {}), **ctx.extra_settings}
         timings = [(k, f"{v:.2f} s") for k, v in ctx.timings.items()]
         if "total" not in ctx.timings:
             timings.append(("total", f"{sum(ctx.timings.values()):.2f} s"))
@@ -418,7 +419,7 @@ class _Section:
             "summary_rows": rows,
             "stimulus": stimulus,
             "inputs": [relative_path(p, bases) for p in ctx.inputs],
-            "settings_rows": dict_rows(ctx.settings) or [("settings", "not recorded")],
+            "settings_rows": dict_rows(recorded) or [("settings", "not recorded")],
             "backend_rows": dict_rows(ctx.backend) or [("backend", "unknown")],
             "timing_rows": timings,
             "outputs": list(ctx.outputs),
