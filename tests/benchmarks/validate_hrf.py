@@ -81,7 +81,7 @@ def measure(loaded, runs, combined, truth, option: str) -> dict:
 
     def fit_fold(training, fold_stim, fold):
         fitted = fit_prf(training.data, fold_stim, tr, nuisance=training.nuisance, **kwargs)
-        fold_hrfs.append(fitted.settings["hrf_model"])
+        fold_hrfs.append(fitted.settings.hrf_model)
         return fitted
 
     cv = cross_validate(
@@ -108,7 +108,7 @@ def measure(loaded, runs, combined, truth, option: str) -> dict:
         ),
         "median_cvr2_prf": round(float(np.median(cv.cvr2[both])), 4),
         "median_r2_prf": round(float(np.nanmedian(result.r2[prf])), 4),
-        "hrf_model": result.settings["hrf_model"],
+        "hrf_model": result.settings.hrf_model,
         "fold_hrf_peaks_s": [h["peak_s"] for h in fold_hrfs],
         "seconds": {"fit": round(fit_s, 1), "cross_validation": round(sum(cv.seconds), 1)},
     }

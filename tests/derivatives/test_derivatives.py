@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 from pathlib import Path
 
 import pytest
 
+from helpers import fit_settings
 from prfmap.derivatives import (
     OutputKey,
     dataset_description,
@@ -53,7 +55,7 @@ def test_param_labels_drop_underscores() -> None:
 
 
 def test_map_sidecar_content() -> None:
-    settings = {"model": "gauss", "refine": "lm", "hrf": "spm canonical", "backend": "jax"}
+    settings = fit_settings(hrf="spm canonical")
     side = map_sidecar("polarangle", "gauss", settings, {"Device": "cpu", "Timings": {"fit": 1.0}})
     assert side["Parameter"] == "polarangle" and side["Units"] == "deg"
     assert "counter-clockwise" in side["PolarAngleConvention"]
@@ -65,7 +67,7 @@ def test_map_sidecar_content() -> None:
     assert set(cifti["Parameters"]) == {"x", "sigmasurround"}
     assert "MapNames" not in cifti
     record = {"option": "participant", "delay_s": 7.1, "dispersion": 1.0, "peak_s": 6.1, "units": 200}
-    hrf = map_sidecar("x", "gauss", {**settings, "hrf_model": record}, {})["HRF"]
+    hrf = map_sidecar("x", "gauss", dataclasses.replace(settings, hrf_model=record), {})["HRF"]
     assert hrf == {
         "Description": "spm canonical",
         "Option": "participant",

