@@ -1,5 +1,7 @@
-"""The ``prfmap`` console script: parse, build the configuration, set up the backend and logs, run a
-level, exit."""
+"""The ``prfmap`` console script.
+
+Parse, build the configuration, set up the backend and logs, run a level, exit.
+"""
 
 from __future__ import annotations
 
@@ -79,8 +81,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _leave_now(code: int) -> None:
-    """End a stopped command at once: the frameworks' shutdown (joining their thread pools) can take
-    longer than the 2 s a stop signal is given, and everything worth keeping is already on disk."""
+    """End a stopped command at once.
+
+    The frameworks' shutdown (joining their thread pools) can take longer than the 2 s a stop signal is given,
+    and everything worth keeping is already on disk.
+    """
     _close_handlers()
     sys.stdout.flush()
     sys.stderr.flush()

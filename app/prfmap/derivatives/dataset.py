@@ -88,8 +88,10 @@ def write_dataset_files(
 
 
 def ensure_lines(path: Path, lines: Sequence[str]) -> None:
-    """Create ``path`` with ``lines``, or append those it lacks (an output folder written by an
-    older prfmap); concurrent writers compute the same content, each write is atomic."""
+    """Create ``path`` with ``lines``, or append those it lacks (an output folder written by an older prfmap).
+
+    Concurrent writers compute the same content, each write is atomic.
+    """
     if write_if_absent(path, "\n".join(lines) + "\n"):
         return
     present = path.read_text().splitlines()
@@ -114,9 +116,12 @@ def bids_uri(path: str | Path, links: Mapping[str, Path]) -> str:
 
 
 def relative_link(root: str | Path, output_dir: str | Path) -> str:
-    """A ``DatasetLinks`` value: the linked dataset's root relative to the output dataset
-    (``../..`` for ``bids_dir`` from ``bids_dir/derivatives/prfmap``), so the link survives moving
-    both together; a ``file://`` URI only where no relative path exists (another drive)."""
+    """A ``DatasetLinks`` value.
+
+    The linked dataset's root relative to the output dataset (``../..`` for ``bids_dir`` from
+    ``bids_dir/derivatives/prfmap``), so the link survives moving both together; a ``file://`` URI only where
+    no relative path exists (another drive).
+    """
     root, output_dir = Path(root).absolute(), Path(output_dir).absolute()
     try:
         return Path(os.path.relpath(root, output_dir)).as_posix()
@@ -125,8 +130,11 @@ def relative_link(root: str | Path, output_dir: str | Path) -> str:
 
 
 def source_datasets(links: Mapping[str, Path]) -> list[dict[str, str]]:
-    """``SourceDatasets`` of ``dataset_description.json``: a BIDS URI per linked dataset, with the
-    version its own description gives (derivatives: ``GeneratedBy[0].Version``)."""
+    """``SourceDatasets`` of ``dataset_description.json``.
+
+    A BIDS URI per linked dataset, with the version its own description gives (derivatives:
+    ``GeneratedBy[0].Version``).
+    """
     sources = []
     for name, path in links.items():
         entry = {"URL": f"bids:{name}:"}

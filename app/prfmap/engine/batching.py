@@ -1,5 +1,7 @@
-"""How the engine cuts its work into compiled calls: tiles, padding, memory budgets, the compile cache and
-out-of-memory recovery."""
+"""How the engine cuts its work into compiled calls.
+
+Tiles, padding, memory budgets, the compile cache and out-of-memory recovery.
+"""
 
 from __future__ import annotations
 

@@ -216,8 +216,11 @@ class CSSModel(GaussModel):
     }
 
     def seed_candidates(self, theta, keep=()):
-        """As the base class; a Gaussian size σ becomes σ·√n (Kay et al. 2013: a CSS pRF of size σ and
-        exponent n responds like a Gaussian of size σ/√n), unless ``sigma`` is kept."""
+        """As the base class.
+
+        A Gaussian size σ becomes σ·√n (Kay et al. 2013: a CSS pRF of size σ and exponent n responds like a
+        Gaussian of size σ/√n), unless ``sigma`` is kept.
+        """
         out = super().seed_candidates(theta, keep)
         if "sigma" not in keep:
             out[:, :, 2] *= np.sqrt(out[:, :, 3])

@@ -87,8 +87,11 @@ def make_problem(
     slice_time_ref: float,
     hrf: HRF = CANONICAL,
 ) -> Problem:
-    """The tensors of one fit: stimulated pixels, convolution matrices of ``hrf`` (and, with
-    ``n_bases`` 3, of its temporal and dispersion derivatives) and nuisance basis."""
+    """The tensors of one fit.
+
+    Stimulated pixels, convolution matrices of ``hrf`` (and, with ``n_bases`` 3, of its temporal and
+    dispersion derivatives) and nuisance basis.
+    """
     if dtype == "float64":
         get_backend().enable_float64()
     design, px, py = stim.stimulated

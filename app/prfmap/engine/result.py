@@ -40,8 +40,11 @@ class FitResult:
     flags: dict[str, np.ndarray] = field(default_factory=dict)
 
     def maps(self) -> dict[str, np.ndarray]:
-        """Every parameter map under its BIDS file label, with ``r2``, ``polarangle``, ``eccentricity``
-        and the fit ``status`` (:data:`prfmap.engine.catalog.STATUS_FLAGS`)."""
+        """Every parameter map under its BIDS file label.
+
+        With ``r2``, ``polarangle``, ``eccentricity`` and the fit ``status``
+        (:data:`prfmap.engine.catalog.STATUS_FLAGS`).
+        """
         derived = {
             "r2": self.r2,
             "polar_angle": np.degrees(np.arctan2(self.params["y"], self.params["x"])),
@@ -185,25 +188,26 @@ def checked_fit(
     flags: Mapping[str, np.ndarray],
     names: tuple[str, ...],
 ) -> CheckedFit:
-    """``final(u)``, with the unit's start instead where the refinement left the valid range; every
-    unit's status.
+    """``final(u)``, with the unit's start instead where the refinement left the valid range.
+
+    Every unit's status.
 
     Parameters
     ----------
     final : callable
-        ``final(u) -> FinalFit`` (:func:`final_fit` with its problem bound).
+    ``final(u) -> FinalFit`` (:func:`final_fit` with its problem bound).
     u, u_start : ndarray, shape (units, K)
-        Refined and starting (grid point or seed) internal parameters of the fitted units.
+    Refined and starting (grid point or seed) internal parameters of the fitted units.
     index : ndarray of int
-        Which units of the data they are.
+    Which units of the data they are.
     bounds : Bounds
-        The refinement's bounds.
+    The refinement's bounds.
     free : ndarray, shape (K,)
-        1 for each fitted internal parameter.
+    1 for each fitted internal parameter.
     flags : mapping
-        The refinement's per-unit flags (``refined``, ``not_converged``, ``grid_only``).
+    The refinement's per-unit flags (``refined``, ``not_converged``, ``grid_only``).
     names : tuple of str
-        The model's internal parameter names.
+    The model's internal parameter names.
 
     Returns
     -------
@@ -238,9 +242,12 @@ def _valid(result: FinalFit, index: np.ndarray) -> np.ndarray:
 def _bound_flags(
     u: np.ndarray, bounds: Bounds, free: np.ndarray, names: tuple[str, ...]
 ) -> dict[str, np.ndarray]:
-    """Per unit: ``size_at_floor`` where sigma ended on (within 1e-4 of) its lower bound, the
-    resolution floor; ``at_bound`` where another fitted internal parameter, or the centre's
-    eccentricity, ended on one of its bounds."""
+    """Per unit.
+
+    ``size_at_floor`` where sigma ended on (within 1e-4 of) its lower bound, the resolution floor;
+    ``at_bound`` where another fitted internal parameter, or the centre's eccentricity, ended on one of its
+    bounds.
+    """
     near = np.zeros((2,) + u.shape, dtype=bool)
     for side, limit in enumerate((bounds.lower, bounds.upper)):
         finite = np.isfinite(limit) & (free > 0)

@@ -1,5 +1,8 @@
-"""The grid search: predictions of every grid point, then each unit's best correlation among them; and the
-seed search: each unit's best among a few candidates of its own (a model's extras around its grid start)."""
+"""The grid search: predictions of every grid point, then each unit's best correlation among them.
+
+And the seed search: each unit's best among a few candidates of its own (a model's extras around its grid
+start).
+"""
 
 from __future__ import annotations
 
@@ -85,8 +88,10 @@ def grid_search(
     mem_gb: float,
     progress: ProgressFn | None,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
-    """Each unit's best grid point (natural parameters), its correlation with the unit's data, and
-    the seconds of ``grid_predictions`` and ``grid_scoring``."""
+    """Each unit's best grid point (natural parameters) and its correlation with the unit's data.
+
+    Also the seconds of ``grid_predictions`` and ``grid_scoring``.
+    """
     t0 = time.perf_counter()
     grid_unit = grid_predictions(prob, theta_grid, mem_gb)
     timings = {"grid_predictions": time.perf_counter() - t0}

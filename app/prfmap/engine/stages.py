@@ -182,8 +182,10 @@ def _grid_start(
     mem_gb: float,
     progress: ProgressFn | None,
 ) -> tuple[np.ndarray, np.ndarray, int, dict[str, float]]:
-    """Each unit's starting internal parameters from the grid search, its grid correlation, the grid
-    size, and the seconds of the search's parts."""
+    """Each unit's starting internal parameters from the grid search.
+
+    Also its grid correlation, the grid size, and the seconds of the search's parts.
+    """
     t0 = time.perf_counter()
     names = prob.model.names
     theta_grid = grid_theta(prob.model, grid)

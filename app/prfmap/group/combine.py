@@ -90,6 +90,7 @@ def statistics_for(threshold_on: str) -> dict[str, tuple[str, str, str]]:
 
 
 def stack(sets: list[ParticipantMaps], label: str, hemi: str) -> np.ndarray:
+    """Every participant's (hemisphere's) map of a label as rows, NaN where a participant lacks it."""
     arrays = []
     for s in sets:
         values = s.maps.get(label, {}).get(hemi)

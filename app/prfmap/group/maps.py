@@ -67,6 +67,7 @@ PYBIDS_CONFIGS = ["bids", "derivatives", PYBIDS_CONFIG]
 
 
 def output_key(entities: dict[str, str]) -> OutputKey | None:
+    """The fit a map belongs to, from its file entities; None for a file that is not a prfmap map."""
     required = ("subject", "task", "space", "model")
     if any(k not in entities for k in required):
         return None
@@ -82,6 +83,7 @@ def output_key(entities: dict[str, str]) -> OutputKey | None:
 
 
 def sidecar_fov(path: Path) -> float | None:
+    """The stimulus field of view a map's sidecar records, if any."""
     sidecar = path.with_name(path.name.split(".")[0] + ".json")
     try:
         fov = json.loads(sidecar.read_text()).get("Stimulus", {}).get("FieldOfViewDeg")
@@ -91,6 +93,7 @@ def sidecar_fov(path: Path) -> float | None:
 
 
 def read_gifti_map(path: Path) -> np.ndarray:
+    """One map of a GIFTI file as a (vertices,) array."""
     values = read_gifti(path)
     if values.ndim != 2 or values.shape[1] != 1:
         raise BadDataError(f"{path} holds {values.shape[1]} maps, not one; re-run the participant level")
@@ -98,6 +101,7 @@ def read_gifti_map(path: Path) -> np.ndarray:
 
 
 def read_cifti_maps(path: Path) -> dict[str, dict[str, np.ndarray]]:
+    """The maps of a CIFTI dscalar per label and hemisphere, on the fsLR 32k vertices."""
     maps, geometry = read_dscalar(path)
     surface = geometry.surface()
     return {name: surface.split(values) for name, values in maps.items()}

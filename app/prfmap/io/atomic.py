@@ -128,8 +128,10 @@ def write_if_absent(path: str | os.PathLike[str], text: str) -> bool:
 
 
 def jsonable(value: Any) -> Any:
-    """``value`` with NumPy scalars, paths, tuples and sets turned into JSON types (anything else
-    that JSON does not know, such as a NumPy array of several values, into its string)."""
+    """``value`` with NumPy scalars, paths, tuples and sets turned into JSON types.
+
+    Anything else that JSON does not know, such as a NumPy array of several values, becomes its string.
+    """
     if isinstance(value, Mapping):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set):

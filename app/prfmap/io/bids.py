@@ -299,7 +299,7 @@ def _group_bold(files: list[BIDSFile]) -> dict[tuple, list[BIDSFile]]:
     return groups
 
 
-def find_inputs(
+def find_inputs(  # noqa: PLR0913 - its keyword-only options are the command line's
     bids_dir: str | os.PathLike,
     output_dir: str | os.PathLike | None = None,
     *,
@@ -473,8 +473,10 @@ def _nothing_selected(layout: BIDSLayout, filters: Mapping[str, Any], where: str
 
 
 def _make_run(layout: BIDSLayout, inputs: InputsConfig, files: list[BIDSFile]) -> RunInput | None:
-    """The run of one BOLD file (both hemisphere files for GIFTI); None when its task names no
-    aperture and no task was asked for explicitly."""
+    """The run of one BOLD file (both hemisphere files for GIFTI).
+
+    None when its task names no aperture and no task was asked for explicitly.
+    """
     ents = files[0].get_entities()
     kind = _kind_of(ents["extension"])
     path0 = Path(files[0].path)

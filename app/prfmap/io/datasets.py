@@ -131,7 +131,7 @@ def read_bids_filter(value: Mapping[str, Any] | str | os.PathLike) -> dict[str, 
     return dict(entities)
 
 
-def inputs_config(
+def inputs_config(  # noqa: PLR0913 - its keyword-only options are the command line's
     bids_dir: str | os.PathLike,
     *,
     derivatives: Derivatives = None,

@@ -178,6 +178,7 @@ class GiftiGeometry(UnitGeometry):
 
     @property
     def n_units(self) -> int:
+        """Units of the geometry (vertices, grayordinates or in-mask voxels)."""
         return int(sum(self.hemis.values()))
 
     def surface(self) -> SurfaceLayout:
@@ -193,6 +194,7 @@ class GiftiGeometry(UnitGeometry):
         return out
 
     def write_maps(self, maps, path_for, meta=None):
+        """Write (units,) maps; see :meth:`UnitGeometry.write_maps`."""
         labels = list(maps)
         stacked = self._check(np.stack([np.ravel(maps[k]) for k in labels], axis=1), "maps")
         written = []
@@ -211,6 +213,7 @@ class GiftiGeometry(UnitGeometry):
         return written
 
     def write_series(self, data, path_for, tr, meta=None):
+        """Write (units, frames) series; see :meth:`UnitGeometry.write_series`."""
         data = self._check(data, "series")
         written = []
         for hemi, part in self.split(data).items():
@@ -245,11 +248,14 @@ class CiftiGeometry(UnitGeometry):
 
     @property
     def n_units(self) -> int:
+        """Units of the geometry (vertices, grayordinates or in-mask voxels)."""
         return len(self.brain_models)
 
     def surface(self) -> SurfaceLayout:
-        """The cortical grayordinates on their fsLR meshes (the subcortical ones, which follow the
-        cortex, have no vertex and are left out)."""
+        """The cortical grayordinates on their fsLR meshes.
+
+        The subcortical ones, which follow the cortex, have no vertex and are left out.
+        """
         hemis: dict[str, int] = {}
         vertices: dict[str, np.ndarray] = {}
         n_vertices: dict[str, int] = {}
@@ -265,6 +271,7 @@ class CiftiGeometry(UnitGeometry):
         return SurfaceLayout(hemis=hemis, vertices=vertices, n_vertices=n_vertices)
 
     def write_maps(self, maps, path_for, meta=None):
+        """Write (units,) maps; see :meth:`UnitGeometry.write_maps`."""
         labels = list(maps)
         stacked = self._check(np.stack([np.ravel(maps[k]) for k in labels], axis=1), "maps")
         meta_list = [{str(k): str(v) for k, v in (meta or {}).items()} for _ in labels]
@@ -274,6 +281,7 @@ class CiftiGeometry(UnitGeometry):
         return [_save(img, path_for(None))]
 
     def write_series(self, data, path_for, tr, meta=None):
+        """Write (units, frames) series; see :meth:`UnitGeometry.write_series`."""
         data = self._check(data, "series")
         series = nib.cifti2.SeriesAxis(start=0.0, step=float(tr), size=data.shape[1], unit="second")
         img = nib.cifti2.Cifti2Image(data.T.copy(), header=(series, self.brain_models))
@@ -304,6 +312,7 @@ class VolumeGeometry(UnitGeometry):
 
     @property
     def n_units(self) -> int:
+        """Units of the geometry (vertices, grayordinates or in-mask voxels)."""
         return int(self.mask.sum())
 
     def _image(self, values: np.ndarray, tr: float | None = None) -> nib.Nifti1Image:
@@ -322,6 +331,7 @@ class VolumeGeometry(UnitGeometry):
         return img
 
     def write_maps(self, maps, path_for, meta=None):
+        """Write (units,) maps; see :meth:`UnitGeometry.write_maps`."""
         labels = list(maps)
         stacked = self._check(np.stack([np.ravel(maps[k]) for k in labels], axis=1), "maps")
         img = self._image(stacked)
@@ -330,6 +340,7 @@ class VolumeGeometry(UnitGeometry):
         return [_save(img, path_for(None))]
 
     def write_series(self, data, path_for, tr, meta=None):
+        """Write (units, frames) series; see :meth:`UnitGeometry.write_series`."""
         data = self._check(data, "series")
         return [_save(self._image(data, tr=tr), path_for(None))]
 

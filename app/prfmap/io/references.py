@@ -91,8 +91,10 @@ def _native(
     fmriprep_dir: str | Path | None,
     dataset: str,
 ) -> str | None:
-    """A BIDS URI of the participant's own file: the one fMRIPrep wrote (session-specific first,
-    then the participant's), else the name fMRIPrep gives it."""
+    """A BIDS URI of the participant's own file.
+
+    The one fMRIPrep wrote (session-specific first, then the participant's), else the name fMRIPrep gives it.
+    """
     if not subject:
         return None
     root = Path(fmriprep_dir) if fmriprep_dir else None

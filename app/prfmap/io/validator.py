@@ -151,26 +151,25 @@ def _issues(report: dict, dataset: str) -> list[Issue]:
 
 
 def check_bids_dir(bids_dir: str | Path, *, validator: str | None = None) -> ValidationResult | None:
-    """Validate the input dataset as BIDS Apps do before reading it (``--skip-bids-validation``
-    turns it off).
+    """Validate the input dataset as BIDS Apps do before reading it (``--skip-bids-validation`` turns it off).
 
     Parameters
     ----------
     bids_dir : str or Path
-        The raw dataset (its ``derivatives/`` are not validated).
+    The raw dataset (its ``derivatives/`` are not validated).
     validator : str, optional
-        The program to run (default: :func:`find_validator`).
+    The program to run (default: :func:`find_validator`).
 
     Returns
     -------
     ValidationResult or None
-        The result when the dataset passed (warnings allowed); None when no validator is
-        installed or it could not run (logged; prfmap goes on, as without validation).
+    The result when the dataset passed (warnings allowed); None when no validator is
+    installed or it could not run (logged; prfmap goes on, as without validation).
 
     Raises
     ------
     NotBIDSError
-        The validator found errors (exit 16); the message names the first ones.
+    The validator found errors (exit 16); the message names the first ones.
     """
     program = validator or find_validator()
     if program is None:

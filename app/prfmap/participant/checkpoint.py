@@ -115,7 +115,7 @@ def _merge(model: str, chunks: list[tuple[dict[str, np.ndarray], dict[str, Any]]
     return FitResult(model, params, r2, loss, timings, settings, predictions, status, flags)
 
 
-def fit_chunked(
+def fit_chunked(  # noqa: PLR0913 - keyword-only: what a chunked fit needs and what tells it apart
     data: np.ndarray,
     stim: Stimulus,
     tr: float,

@@ -101,8 +101,11 @@ class CrossValidation:
 
 
 def reproducible(z: np.ndarray, alpha: float = FAMILY_ALPHA) -> np.ndarray:
-    """Units whose held-out correlation is significant: ``z`` above the one-sided Bonferroni limit
-    ``Φ⁻¹(1 − alpha / n)`` over the ``n`` units with a finite ``z``."""
+    """Units whose held-out correlation is significant.
+
+    ``z`` above the one-sided Bonferroni limit ``Φ⁻¹(1 − alpha / n)`` over the ``n`` units with a finite
+    ``z``.
+    """
     finite = np.isfinite(z)
     limit = norm.isf(alpha / max(int(finite.sum()), 1))
     return finite & (np.where(finite, z, -np.inf) >= limit)
@@ -229,9 +232,12 @@ def _scores(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def engine_predictor(
     tr: float, model: str, *, slice_time_ref: float = 0.5, chunk: int = PREDICT_CHUNK
 ) -> PredictFn:
-    """A ``predict`` for :func:`cross_validate`: :func:`prfmap.engine.predict` on a fold fit's
-    parameters and HRF (``settings.hrf_model``), ``chunk`` units at a time (the last chunk
-    padded, so one compiled shape serves all); NaN rows where the fit has no finite parameters."""
+    """A ``predict`` for :func:`cross_validate`.
+
+    :func:`prfmap.engine.predict` on a fold fit's parameters and HRF (``settings.hrf_model``), ``chunk`` units
+    at a time (the last chunk padded, so one compiled shape serves all); NaN rows where the fit has no finite
+    parameters.
+    """
 
     def predict_fold(result: FitResult, stim: Stimulus) -> np.ndarray:
         params = {k: np.asarray(v, dtype=np.float64) for k, v in result.params.items()}

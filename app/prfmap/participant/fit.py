@@ -74,8 +74,11 @@ class FitOutcome:
 
 
 def mark_not_reproducible(status: np.ndarray, z: np.ndarray) -> np.ndarray:
-    """``status`` with the ``not_reproducible`` bit set on fitted units whose held-out correlation
-    ``z`` (``CrossValidation.z``) is not significant (:func:`prfmap.participant.crossval.reproducible`)."""
+    """``status`` with the ``not_reproducible`` bit set where the held-out correlation is not significant.
+
+    Set on fitted units whose ``z`` (``CrossValidation.z``) fails
+    :func:`prfmap.participant.crossval.reproducible`.
+    """
     codes = catalog.status_codes(status)
     fitted = (codes & catalog.STATUS_BITS["no_signal"]) == 0
     z = np.where(fitted, z, np.nan)
@@ -84,8 +87,10 @@ def mark_not_reproducible(status: np.ndarray, z: np.ndarray) -> np.ndarray:
 
 
 def fit_loaded(loaded: LoadedFit, config: Config, progress: ProgressFn) -> FitOutcome:
-    """Fit the combined data chunk by chunk, reusing the checkpoints of an interrupted run; then,
-    with two or more runs, the leave-one-run-out folds of ``cvr2`` the same way."""
+    """Fit the combined data chunk by chunk, reusing the checkpoints of an interrupted run.
+
+    Then, with two or more runs, the leave-one-run-out folds of ``cvr2`` the same way.
+    """
     plan, combined = loaded.plan, loaded.combined
     stim = Stimulus(combined.design, fov_deg=loaded.fov_deg, run_lengths=combined.run_lengths)
     keep = config.outputs.keep_predictions
@@ -122,8 +127,10 @@ def _checkpointed_fit(
     keep: bool,
     **identity: Any,
 ) -> FitResult:
-    """``fit_chunked`` of combined runs with the configuration's fit options; ``identity`` adds
-    what else tells this fit's checkpoints apart (a fold's held-out run)."""
+    """``fit_chunked`` of combined runs with the configuration's fit options.
+
+    ``identity`` adds what else tells this fit's checkpoints apart (a fold's held-out run).
+    """
     execution = config.execution
     fit_kwargs = {
         **config.fit.engine_kwargs(),
@@ -165,8 +172,10 @@ def participant_hrf(
     name: str,
     progress: ProgressFn,
 ) -> HRF:
-    """The HRF of ``--hrf participant``, estimated once from all units of ``data`` (the combined
-    runs of the fit, or of one cross-validation fold's training runs) before the chunked fit."""
+    """The HRF of ``--hrf participant``, estimated once from all units of ``data`` before the chunked fit.
+
+    ``data`` holds the combined runs of the fit, or of one cross-validation fold's training runs.
+    """
     start = time.perf_counter()
     hrf = estimate_hrf(
         data.data,
@@ -191,8 +200,10 @@ def participant_hrf(
 
 
 def cross_validate_fit(loaded: LoadedFit, config: Config, progress: ProgressFn) -> CrossValidation | None:
-    """``cvr2`` of every unit (:mod:`prfmap.participant.crossval`): each run predicted by a
-    checkpointed fit of the others; None with fewer than two runs or ``--no-cvr2``."""
+    """``cvr2`` of every unit (:mod:`prfmap.participant.crossval`).
+
+    Each run predicted by a checkpointed fit of the others; None with fewer than two runs or ``--no-cvr2``.
+    """
     plan = loaded.plan
     if not config.outputs.cvr2 or len(loaded.runs) < 2:
         if config.outputs.cvr2:

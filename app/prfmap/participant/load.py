@@ -181,13 +181,15 @@ def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
 
 
 def slice_time_of(plan: FitPlan, config: Config) -> SliceTimeReference:
-    """The slice-time reference of a plan's runs: ``--slice-time-ref``, else the one their
-    sidecars imply (:mod:`prfmap.io.timing`), logged with the rule that chose it.
+    """The slice-time reference of a plan's runs.
+
+    ``--slice-time-ref``, else the one their sidecars imply (:mod:`prfmap.io.timing`), logged with the rule
+    that chose it.
 
     Raises
     ------
     BadDataError
-        The runs' sidecars imply different references (without ``--slice-time-ref``).
+    The runs' sidecars imply different references (without ``--slice-time-ref``).
     """
     if config.fit.slice_time_ref is not None:
         chosen = SliceTimeReference(config.fit.slice_time_ref, "option")
@@ -274,8 +276,10 @@ def _check_alike(run: RunInput, read: _Run, first_run: RunInput, first: _Run) ->
 
 
 def check_memory(plan: FitPlan, config: Config, units: int, volumes: int, pixels: int) -> None:
-    """Refuse an explicit ``--mem-gb`` below what a plan must hold (estimated from its first run);
-    warn when the default is below it."""
+    """Refuse an explicit ``--mem-gb`` below what a plan must hold (estimated from its first run).
+
+    Warn when the default is below it.
+    """
     execution = config.execution
     predictions = config.outputs.keep_predictions
     n_stimuli = len({run.stimulus_key for run in plan.runs})

@@ -1,5 +1,6 @@
-"""Preprocessing of BOLD runs: dummy scans, DCT high-pass, percent signal change, confounds,
-and averaging or concatenating runs.
+"""Preprocessing of BOLD runs.
+
+Dummy scans, DCT high-pass, percent signal change, confounds, and averaging or concatenating runs.
 
 nilearn does the signal work: ``nilearn.signal.create_cosine_drift`` builds the DCT high-pass basis
 (SPM's ``spm_dctmtx``) and ``nilearn.signal.clean`` converts to percent signal change and projects
@@ -192,8 +193,10 @@ def _block_rows(n_frames: int, block_bytes: int = 2**26) -> int:
 
 
 def _percent_signal_change(block: np.ndarray, nuisance: np.ndarray) -> np.ndarray:
-    """Percent signal change of (rows, frames) raw data with ``nuisance`` (and the mean)
-    projected out, by ``nilearn.signal.clean``; rows that cannot be used are NaN."""
+    """Percent signal change of (rows, frames) raw data with ``nuisance`` (and the mean) projected out.
+
+    By ``nilearn.signal.clean``; rows that cannot be used are NaN.
+    """
     y = np.asarray(block, dtype=np.float64)
     finite = np.isfinite(y).all(axis=1)
     mean = np.where(finite, np.nan_to_num(y).mean(axis=1), np.nan)

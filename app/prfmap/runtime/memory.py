@@ -19,8 +19,11 @@ MIN_CHUNK, MAX_CHUNK = 256, 16384
 
 
 def available_host_bytes() -> int:
-    """Memory this process may still use: psutil's available memory (on Linux ``MemAvailable``),
-    bounded by a cgroup limit (SLURM, containers), which psutil does not read."""
+    """Memory this process may still use.
+
+    Psutil's available memory (on Linux ``MemAvailable``), bounded by a cgroup limit (SLURM, containers),
+    which psutil does not read.
+    """
     available = int(psutil.virtual_memory().available)
     limit = _cgroup_limit()
     return min(available, limit) if limit else available
@@ -43,8 +46,11 @@ def default_mem_gb() -> float:
 
 
 def engine_mem_gb(mem_gb: float) -> float:
-    """The engine's tile budget: a quarter of ``mem_gb`` (the engine also keeps within a GPU's free memory,
-    :func:`prfmap.engine.batching.memory_budget`)."""
+    """The engine's tile budget.
+
+    A quarter of ``mem_gb`` (the engine also keeps within a GPU's free memory,
+    :func:`prfmap.engine.batching.memory_budget`).
+    """
     return max(ENGINE_SHARE * mem_gb, MIN_ENGINE_GB)
 
 

@@ -64,8 +64,10 @@ def _message(signum: int, where: str, how_to_resume: str) -> str:
 
 
 def _force_exit(signum: int, message: str) -> None:
-    """The watchdog: the process is still alive at the deadline; leave now (saying why, unless the
-    main thread already unwound and the command line printed the line)."""
+    """The watchdog: the process is still alive at the deadline.
+
+    Leave now (saying why, unless the main thread already unwound and the command line printed the line).
+    """
     for handler in logging.getLogger("prfmap").handlers:
         with contextlib.suppress(Exception):
             handler.flush()
@@ -104,8 +106,9 @@ def _watch(read_fd: int, cancelled: threading.Event) -> None:
 
 @contextlib.contextmanager
 def stop_on_signal(how_to_resume: str = DEFAULT_RESUME, exit_deadline: bool = False) -> Iterator[None]:
-    """Within the block, SIGTERM/SIGINT raise :class:`StopRequested` at once, and end the process
-    ``GRACE_S`` seconds later if it has not unwound by then.
+    """Within the block, SIGTERM/SIGINT raise :class:`StopRequested` at once.
+
+    They end the process ``GRACE_S`` seconds later if it has not unwound by then.
 
     Parameters
     ----------

@@ -1,5 +1,6 @@
-"""Synthetic BIDS + fMRIPrep datasets with known pRFs: the demo's data, the tests' data, and a
-validation tool.
+"""Synthetic BIDS + fMRIPrep datasets with known pRFs.
+
+The demo's data, the tests' data, and a validation tool.
 
 The forward model is plain numpy, independent of the engine: an isotropic Gaussian pRF's overlap
 with a bar-sweep aperture, convolved with each unit's own SPM two-gamma HRF (delay and dispersion
@@ -157,6 +158,7 @@ def load_truth(root: str | os.PathLike, subject: str = "01") -> dict[str, np.nda
 
 
 def read_map(func: Path, pattern: str) -> np.ndarray:
+    """A ground-truth map under ``func`` matching a name pattern, in load_bold's unit order."""
     gii = sorted(func.glob(pattern + ".func.gii"))
     if gii:
         by_hemi = {("L" if "hemi-L" in p.name else "R"): p for p in gii}

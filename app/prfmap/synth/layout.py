@@ -129,7 +129,7 @@ def _fsaverage5_layout(rng: np.random.Generator) -> tuple[UnitGeometry, dict, np
 def _gifti_layout(
     parts: list[tuple[np.ndarray, np.ndarray]],
 ) -> tuple[UnitGeometry, dict, np.ndarray, np.ndarray]:
-    """pRFs on the occipital pole of left and right (pial, fsaverage-registered sphere) meshes."""
+    """PRFs on the occipital pole of left and right (pial, fsaverage-registered sphere) meshes."""
     u_all, v_all, sign_all, prf_all, empty_all, z_all = [], [], [], [], [], []
     for (pial, sphere), sign in zip(parts, (-1.0, 1.0), strict=True):
         u, v = _occipital_coordinates(pial, sphere, sign)

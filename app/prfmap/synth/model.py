@@ -1,5 +1,6 @@
-"""The forward model of ``prfmap-synth`` besides the pRF's overlap with the aperture: per-unit
-haemodynamic responses read at each unit's own sample time, the acquisition's slice timing, slow
+"""The forward model of ``prfmap-synth`` besides the pRF's overlap with the aperture.
+
+Per-unit haemodynamic responses read at each unit's own sample time, the acquisition's slice timing, slow
 drifts and noise.
 
 Plain numpy and scipy, independent of prfmap's engine (the tests compare the two). The HRF is SPM's
@@ -103,8 +104,10 @@ def convolve_units(neural: np.ndarray, kernels: np.ndarray) -> np.ndarray:
 
 
 def interleaved_slice_timing(n_slices: int, tr: float) -> np.ndarray:
-    """Acquisition time (s) of each slice of an interleaved acquisition (even slices, then odd),
-    the slices spread evenly over the TR, as ``SliceTiming`` lists them (slice order)."""
+    """Acquisition time (s) of each slice of an interleaved acquisition (even slices, then odd).
+
+    The slices are spread evenly over the TR, as ``SliceTiming`` lists them (slice order).
+    """
     order = np.concatenate([np.arange(0, n_slices, 2), np.arange(1, n_slices, 2)])
     times = np.empty(n_slices)
     times[order] = np.arange(n_slices) * tr / n_slices
@@ -119,8 +122,10 @@ def slice_of(position: np.ndarray, n_slices: int) -> np.ndarray:
 
 
 def drift(n_units: int, n_volumes: int, scale: float, rng: np.random.Generator) -> np.ndarray:
-    """Slow drifts (units, volumes) in percent: a linear trend (sd 0.7 % over the run) and a
-    half cosine (sd 0.5 %), both times ``scale``."""
+    """Slow drifts (units, volumes) in percent.
+
+    A linear trend (sd 0.7 % over the run) and a half cosine (sd 0.5 %), both times ``scale``.
+    """
     t = np.arange(n_volumes) / max(n_volumes - 1, 1)
     linear = rng.normal(0, 0.7, (n_units, 1)) * (t - 0.5)
     cosine = rng.normal(0, 0.5, (n_units, 1)) * np.cos(np.pi * t)
@@ -165,10 +170,12 @@ def realistic_noise(
     rng: np.random.Generator,
     model: str = "realistic",
 ) -> np.ndarray:
-    """Noise (units, volumes) of total per-unit standard deviation ``sd`` (percent): AR(1) noise,
-    respiration and cardiac cycles sampled at each unit's own times (so aliased, the rates drawn
-    once per run), and (``model="global"``) a slow fluctuation shared by every unit with per-unit
-    loadings; the variance shares are :data:`NOISE_SHARES` ``[model]``."""
+    """Noise (units, volumes) of total per-unit standard deviation ``sd`` (percent).
+
+    AR(1) noise, respiration and cardiac cycles sampled at each unit's own times (so aliased, the rates drawn
+    once per run), and (``model="global"``) a slow fluctuation shared by every unit with per-unit loadings;
+    the variance shares are :data:`NOISE_SHARES` ``[model]``.
+    """
     sd = np.asarray(sd, dtype=np.float64)
     n = sd.shape[0]
     shares = NOISE_SHARES[model]
@@ -192,8 +199,11 @@ def realistic_noise(
 
 
 def unit_noise_levels(n_units: int, noise: float, model: str, rng: np.random.Generator) -> np.ndarray:
-    """Per-unit noise standard deviations: ``noise`` everywhere (``ar1``) or log-normally spread
-    around it (``realistic``, ``global``; median ``noise``)."""
+    """Per-unit noise standard deviations.
+
+    ``noise`` everywhere (``ar1``) or log-normally spread around it (``realistic``, ``global``; median
+    ``noise``).
+    """
     if model == "ar1":
         return np.full(n_units, float(noise))
     return float(noise) * np.exp(rng.normal(0, NOISE_SD_SPREAD, n_units))

@@ -18,6 +18,7 @@ from prfmap.synth.model import (
 )
 
 BAR_DIRECTIONS = (0, 225, 90, 315, 180, 45, 270, 135)
+"""Directions of the bar sweeps (degrees, direction of motion; 0 = rightwards, 90 = upwards)."""
 
 
 def pixel_coordinates(fov_deg: float, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -53,8 +54,9 @@ def bar_apertures(config: SynthConfig) -> np.ndarray:
 
 
 def hrf_kernel(tr: float, n_taps: int | None = None, sample_time: float | None = None) -> np.ndarray:
-    """Response of a volume to a unit stimulus shown for one TR, m TRs earlier, computed
-    numerically from nilearn's canonical SPM HRF: the independent check of
+    """Response of a volume to a unit stimulus shown for one TR, m TRs earlier.
+
+    Computed numerically from nilearn's canonical SPM HRF: the independent check of
     :func:`prfmap.synth.model.unit_kernels` (and of the engine's kernels).
 
     nilearn's SPM HRF (unit sum) sampled at ``tr / 50`` is convolved with a one-TR boxcar on

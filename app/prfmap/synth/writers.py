@@ -61,10 +61,10 @@ RAW_BOLD_SHAPE = (2, 2)
 SPHERE_URI = (
     "https://templateflow.s3.amazonaws.com/tpl-fsaverage/tpl-fsaverage_hemi-{}_den-10k_sphere.surf.gii"
 )
-# bar directions (degrees, direction of motion; 0 = rightwards, 90 = upwards)
 
 
 def confounds_tsv(bold: np.ndarray, config: SynthConfig, rng: np.random.Generator) -> str:
+    """fMRIPrep-like confounds of a run (motion, its derivatives, non-steady-state columns) as TSV text."""
     n_vol = bold.shape[1]
     cols = {
         "global_signal": bold.mean(axis=0),
@@ -85,6 +85,7 @@ def confounds_tsv(bold: np.ndarray, config: SynthConfig, rng: np.random.Generato
 
 
 def bold_name(sub: str, config: SynthConfig, run: int) -> str:
+    """The name of a run: ``sub-<s>_task-<t>_run-<r>``."""
     return f"sub-{sub}_task-{config.task}_run-{run}"
 
 
@@ -96,6 +97,7 @@ def write_bold(
     stem: str,
     rng: np.random.Generator,
 ) -> list[Path]:
+    """Write a run's preprocessed BOLD (and a volume's mask) as fMRIPrep names them; returns the files."""
     geom = layout.geometry
     timing = acquisition_timing(config, layout.n_slices)
     meta = {"RepetitionTime": config.tr, **timing.derivative_sidecar()}
@@ -130,6 +132,7 @@ def write_bold(
 
 
 def truth_entities(sub: str, config: SynthConfig) -> tuple[str, str]:
+    """The entities of a participant's ground-truth files: the space part and the prefix."""
     space = {
         "fsaverage5": "space-fsaverage5",
         "fsLR": "space-fsLR_den-91k",
@@ -140,6 +143,8 @@ def truth_entities(sub: str, config: SynthConfig) -> tuple[str, str]:
 
 
 def truth_path(func: Path, prefix: str, space: str, tail: str) -> Callable[[str | None], Path]:
+    """A ``path_for(hemi)`` naming ground-truth files of one label."""
+
     def path_for(hemi: str | None) -> Path:
         hemi_part = f"hemi-{hemi}_" if hemi else ""
         ext = ".func.gii" if hemi else ".nii.gz"
@@ -151,6 +156,7 @@ def truth_path(func: Path, prefix: str, space: str, tail: str) -> Callable[[str 
 def write_truth(
     layout: Layout, truth: dict[str, np.ndarray], config: SynthConfig, func: Path, sub: str
 ) -> list[Path]:
+    """Write a participant's ground-truth maps and masks in the BOLD's format; returns the files."""
     geom = layout.geometry
     prefix, space = truth_entities(sub, config)
     meta = {"Description": "prfmap-synth ground truth"}
@@ -200,6 +206,7 @@ def truth_description(config: SynthConfig) -> dict[str, Any]:
 
 
 def truth_maps(layout: Layout, response: np.ndarray, config: SynthConfig) -> dict[str, np.ndarray]:
+    """The ground-truth maps of a participant, by file label."""
     p = layout.params
     scale = 1.0 / (1.0 + response.mean(axis=1) / 100)
     timing = acquisition_timing(config, layout.n_slices)
@@ -220,6 +227,7 @@ def truth_maps(layout: Layout, response: np.ndarray, config: SynthConfig) -> dic
 
 
 def deriv_description(name: str, description: str, root: Path) -> dict:
+    """The dataset_description.json of a derivatives folder, linked to the raw dataset."""
     return {
         "Name": name,
         "BIDSVersion": "1.9.0",
@@ -231,6 +239,7 @@ def deriv_description(name: str, description: str, root: Path) -> dict:
 
 
 def write_raw_top(root: Path, config: SynthConfig, design: np.ndarray) -> None:
+    """Write the raw dataset's top files: description, participants, README, stimulus, task sidecar."""
     write_json_atomic(
         root / "dataset_description.json",
         {
@@ -275,6 +284,7 @@ def write_raw_top(root: Path, config: SynthConfig, design: np.ndarray) -> None:
 
 
 def write_raw_run(func: Path, stem: str, config: SynthConfig, n_frames: int, timing: Timing) -> None:
+    """Write a raw run's events and sidecar."""
     onset = config.dummy_scans * config.tr
     write_text_atomic(
         func / f"{stem}_events.tsv",
@@ -289,8 +299,10 @@ def write_raw_run(func: Path, stem: str, config: SynthConfig, n_frames: int, tim
 def write_raw_bold(
     path: Path, config: SynthConfig, n_volumes: int, n_slices: int, rng: np.random.Generator
 ) -> None:
-    """A raw BOLD stand-in of a few voxels per slice with the run's volumes and TR (prfmap reads
-    the fMRIPrep-like derivatives, but a BIDS dataset has the raw data its sidecars describe)."""
+    """A raw BOLD stand-in of a few voxels per slice with the run's volumes and TR.
+
+    prfmap reads the fMRIPrep-like derivatives, but a BIDS dataset has the raw data its sidecars describe.
+    """
     shape = (*RAW_BOLD_SHAPE, n_slices)
     data = (1000 + rng.integers(-2, 3, (*shape, n_volumes))).astype(np.int16)
     img = nib.Nifti1Image(data, np.diag([3.0, 3.0, 3.0, 1.0]))
@@ -301,9 +313,11 @@ def write_raw_bold(
 
 
 def write_spatial_references(layout: Layout, fmriprep: Path, sub: str, truth_func: Path) -> None:
-    """``SpatialReference`` in the sidecars that need one (spaces that are not standard
-    templates): the fsaverage5 sphere for GIFTI; for T1w, a preprocessed T1w image in ``anat/``
-    (the BOLD's grid) that the BOLD, its mask and the ground-truth mask refer to."""
+    """``SpatialReference`` in the sidecars that need one (spaces that are not standard templates).
+
+    The fsaverage5 sphere for GIFTI; for T1w, a preprocessed T1w image in ``anat/`` (the BOLD's grid) that the
+    BOLD, its mask and the ground-truth mask refer to.
+    """
     func = fmriprep / f"sub-{sub}" / "func"
     geom = layout.geometry
     if isinstance(geom, GiftiGeometry):
@@ -343,5 +357,6 @@ def write_spatial_references(layout: Layout, fmriprep: Path, sub: str, truth_fun
 
 
 def add_to_json(path: Path, content: dict) -> None:
+    """Add keys to a JSON file (created when absent)."""
     existing = json.loads(path.read_text()) if path.is_file() else {}
     write_json_atomic(path, {**existing, **content})
