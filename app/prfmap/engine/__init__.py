@@ -57,7 +57,13 @@ def __getattr__(name: str) -> Any:
 
 
 def backend_info() -> dict[str, str]:
-    """Backend name, its version, the Keras version and the device the engine runs on."""
+    """Backend name, its version, the Keras version and the device the engine runs on.
+
+    Returns
+    -------
+    dict
+        ``backend``, ``version``, ``keras`` and ``device``.
+    """
     # Imported here: importing prfmap.engine must not load Keras before select_backend has run.
     import keras
 

@@ -43,7 +43,17 @@ class Limit:
     inclusive: bool = True
 
     def resolve(self, scales: Mapping[str, Any]) -> Any:
-        """The limit's value; ``scales`` maps each reference used to a number or a per-unit array."""
+        """The limit's value; ``scales`` maps each reference used to a number or a per-unit array.
+
+        Parameters
+        ----------
+        scales : mapping
+            Each reference used (a stimulus scale or another parameter) → a number or a per-unit array.
+
+        Returns
+        -------
+        float or ndarray
+        """
         if self.per is None:
             return self.value
         if self.per not in scales:
@@ -51,7 +61,12 @@ class Limit:
         return self.value * scales[self.per]
 
     def describe(self) -> str:
-        """The limit as text, e.g. ``"2 × radius"`` or ``"0"``."""
+        """The limit as text, e.g. ``"2 × radius"`` or ``"0"``.
+
+        Returns
+        -------
+        str
+        """
         number = f"{self.value:g}"
         return number if self.per is None else f"{number} × {self.per}"
 
@@ -71,6 +86,11 @@ class Bound:
         scales : mapping, optional
             Values of the references the limits use: stimulus scales (``Stimulus.scales``) and, for
             limits relative to another parameter, that parameter's per-unit values.
+
+        Returns
+        -------
+        tuple
+            ``(low, high)``.
         """
         scales = scales or {}
         low = -math.inf if self.lower is None else self.lower.resolve(scales)
@@ -78,11 +98,26 @@ class Bound:
         return low, high
 
     def references(self) -> tuple[str, ...]:
-        """The stimulus scales and parameters this bound depends on."""
+        """The stimulus scales and parameters this bound depends on.
+
+        Returns
+        -------
+        tuple of str
+        """
         return tuple(lim.per for lim in (self.lower, self.upper) if lim is not None and lim.per)
 
     def describe(self, name: str = "value") -> str:
-        """The bound as text, e.g. ``"0 < n <= 1"``; ``"unbounded"`` when neither side is."""
+        """The bound as text, e.g. ``"0 < n <= 1"``; ``"unbounded"`` when neither side is.
+
+        Parameters
+        ----------
+        name : str
+            The parameter's name in the text.
+
+        Returns
+        -------
+        str
+        """
         parts = []
         if self.lower is not None:
             parts.append(f"{self.lower.describe()} {'<=' if self.lower.inclusive else '<'}")

@@ -158,7 +158,19 @@ def _check_data(data: np.ndarray, stim: Stimulus) -> np.ndarray:
 
 
 def describe_hrf(hrf: HRF, n_bases: int) -> str:
-    """A sentence's worth on the HRF of a fit, for sidecars and the report's methods."""
+    """A sentence's worth on the HRF of a fit, for sidecars and the report's methods.
+
+    Parameters
+    ----------
+    hrf : HRF
+        The response of the first basis.
+    n_bases : int
+        1, or 3 with per-unit derivative weights.
+
+    Returns
+    -------
+    str
+    """
     if n_bases == 3:
         return "SPM canonical + per-unit temporal and dispersion derivatives"
     if hrf.option == "participant" and hrf.units:

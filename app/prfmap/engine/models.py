@@ -36,7 +36,19 @@ class Param:
 
 
 def to_internal(theta: np.ndarray, transform: str) -> np.ndarray:
-    """Map a natural parameter value to the unconstrained space the optimisers work in."""
+    """Map a natural parameter value to the unconstrained space the optimisers work in.
+
+    Parameters
+    ----------
+    theta : ndarray
+        Natural values.
+    transform : str
+        ``identity``, ``exp``, ``scale`` or ``sigmoid``.
+
+    Returns
+    -------
+    ndarray
+    """
     if transform == "identity":
         return theta
     if transform == "exp":
@@ -50,7 +62,22 @@ def to_internal(theta: np.ndarray, transform: str) -> np.ndarray:
 
 
 def from_internal(u: Any, transform: str) -> tuple[Any, Any]:
-    """Natural value and its derivative with respect to the unconstrained value (tensors)."""
+    """Natural value and its derivative with respect to the unconstrained value (tensors).
+
+    Parameters
+    ----------
+    u : tensor
+        Unconstrained values.
+    transform : str
+        As :func:`to_internal`.
+
+    Returns
+    -------
+    value : tensor
+        The natural value.
+    derivative : tensor
+        d value / d u.
+    """
     if transform == "identity":
         return u, ops.ones_like(u)
     if transform == "exp":
@@ -121,12 +148,35 @@ class PRFModel:
         return tuple(p.name for p in self.params)
 
     def natural(self, u: Any) -> tuple[Any, Any]:
-        """Natural parameters (units, K) and d natural / d internal (units, K) from internal ``u``."""
+        """Natural parameters (units, K) and d natural / d internal (units, K) from internal ``u``.
+
+        Parameters
+        ----------
+        u : tensor, shape (units, K)
+            Internal parameters.
+
+        Returns
+        -------
+        theta : tensor, shape (units, K)
+            Natural parameters.
+        derivative : tensor, shape (units, K)
+            d natural / d internal.
+        """
         cols = [from_internal(u[:, k], p.transform) for k, p in enumerate(self.params)]
         return ops.stack([c[0] for c in cols], axis=1), ops.stack([c[1] for c in cols], axis=1)
 
     def internal(self, theta: np.ndarray) -> np.ndarray:
-        """Internal (unconstrained) values of natural parameters (units, K), numpy."""
+        """Internal (unconstrained) values of natural parameters (units, K), numpy.
+
+        Parameters
+        ----------
+        theta : ndarray, shape (units, K)
+            Natural parameters.
+
+        Returns
+        -------
+        ndarray, shape (units, K)
+        """
         return np.stack([to_internal(theta[:, k], p.transform) for k, p in enumerate(self.params)], axis=1)
 
     def bounds(self, scales: Mapping[str, float]) -> Bounds:
@@ -136,6 +186,15 @@ class PRFModel:
         ``exp`` transforms: the centre and the size) mapped to internal values; -inf / inf where a
         parameter has no catalogue bound or its transform bounds it already (``scale``, ``sigmoid``);
         and the catalogue's largest eccentricity of the centre (columns 0 and 1, ``x`` and ``y``).
+
+        Parameters
+        ----------
+        scales : mapping
+            The stimulus' scales (``Stimulus.scales``).
+
+        Returns
+        -------
+        Bounds
         """
         low, high = np.full(len(self.params), -np.inf), np.full(len(self.params), np.inf)
         for k, p in enumerate(self.params):
@@ -148,15 +207,52 @@ class PRFModel:
         return Bounds(low, high, float(catalog.PARAMETERS["eccentricity"].bound.resolve(scales)[1]))
 
     def neural(self, theta: Any, stim: StimulusTensors, jacobian: bool) -> Any:
-        """Neural time course (1 + K if jacobian, units, frames): response, then d/d theta_k."""
+        """Neural time course (1 + K if jacobian, units, frames): response, then d/d theta_k.
+
+        Parameters
+        ----------
+        theta : tensor, shape (units, K)
+            Natural parameters.
+        stim : StimulusTensors
+            The stimulated pixels.
+        jacobian : bool
+            Also the derivatives.
+
+        Returns
+        -------
+        tensor, shape (1 + K if jacobian else 1, units, frames)
+        """
         raise NotImplementedError
 
     def report(self, theta: np.ndarray, amplitude: np.ndarray) -> dict[str, np.ndarray]:
-        """Reported (snake_case) parameters from natural internal parameters and the amplitude."""
+        """Reported (snake_case) parameters from natural internal parameters and the amplitude.
+
+        Parameters
+        ----------
+        theta : ndarray, shape (units, K)
+            Natural parameters.
+        amplitude : ndarray, shape (units,)
+            The fitted amplitude.
+
+        Returns
+        -------
+        dict
+            Reported key → (units,) values, in the catalogue entry's order.
+        """
         return {"x": theta[:, 0], "y": theta[:, 1], "sigma": theta[:, 2]}
 
     def surround_strength(self, theta: np.ndarray) -> np.ndarray | None:
-        """The surround's (or normalisation pool's) weight relative to the centre, per unit; None if none."""
+        """The surround's (or normalisation pool's) weight relative to the centre, per unit; None if none.
+
+        Parameters
+        ----------
+        theta : ndarray, shape (units, K)
+            Natural parameters.
+
+        Returns
+        -------
+        ndarray or None
+        """
         return None
 
     def flags(self, theta: np.ndarray) -> dict[str, np.ndarray]:
@@ -165,6 +261,16 @@ class PRFModel:
         ``surround_vanished`` (models with a surround or normalisation pool): its relative weight is below
         :data:`prfmap.engine.catalog.SURROUND_VANISHED`, so the fit is a Gaussian and the surround's size
         means nothing.
+
+        Parameters
+        ----------
+        theta : ndarray, shape (units, K)
+            Natural parameters.
+
+        Returns
+        -------
+        dict
+            Flag name → (units,) bool.
         """
         strength = self.surround_strength(theta)
         return {} if strength is None else {"surround_vanished": strength < catalog.SURROUND_VANISHED}
@@ -174,6 +280,17 @@ class PRFModel:
 
         The Cartesian product of :attr:`seed_grid`, leaving the parameters named in ``keep`` (fixed ones)
         as they are in ``theta``; one candidate per unit (``theta`` itself) when nothing is left to try.
+
+        Parameters
+        ----------
+        theta : ndarray, shape (units, K)
+            Each unit's natural parameters.
+        keep : collection of str
+            Parameters left as they are.
+
+        Returns
+        -------
+        ndarray, shape (units, C, K)
         """
         axes = {k: v for k, v in self.seed_grid.items() if k not in keep}
         if not axes:
@@ -186,7 +303,17 @@ class PRFModel:
         return out
 
     def from_report(self, params: dict[str, np.ndarray]) -> np.ndarray:
-        """Natural internal parameters (units, K) from reported parameters."""
+        """Natural internal parameters (units, K) from reported parameters.
+
+        Parameters
+        ----------
+        params : dict
+            Reported parameters (scalars or (units,) arrays); missing ones take their defaults.
+
+        Returns
+        -------
+        ndarray, shape (units, K)
+        """
         n = len(np.atleast_1d(params["x"]))
         cols = []
         for p in self.params:
@@ -431,7 +558,17 @@ def get_model(name: str) -> PRFModel:
 
 
 def model_parameters(name: str) -> tuple[str, ...]:
-    """Reported parameter names of a model, without the HRF weights (from the catalogue)."""
+    """Reported parameter names of a model, without the HRF weights (from the catalogue).
+
+    Parameters
+    ----------
+    name : str
+        A model of the catalogue.
+
+    Returns
+    -------
+    tuple of str
+    """
     return catalog.get_model_spec(get_model(name).name).parameters
 
 
@@ -439,6 +576,20 @@ def free_mask(model: PRFModel, fixed: Mapping[str, float]) -> tuple[np.ndarray, 
     """1 for each fitted, 0 for each fixed internal parameter, and the fixed values.
 
     ``fixed`` adds to (or overrides) the defaults of the model's catalogue entry.
+
+    Parameters
+    ----------
+    model : PRFModel
+        The model.
+    fixed : mapping
+        Internal parameter → value, added to (or overriding) the catalogue entry's.
+
+    Returns
+    -------
+    free : ndarray, shape (K,)
+        1 or 0 per internal parameter.
+    values : dict
+        The fixed values.
     """
     fixed = {**catalog.MODELS[model.name].fixed, **dict(fixed)}
     unknown = set(fixed) - set(model.names)
@@ -450,7 +601,18 @@ def free_mask(model: PRFModel, fixed: Mapping[str, float]) -> tuple[np.ndarray, 
 
 
 def floatx(dtype: str) -> str:
-    """Validate a float dtype name."""
+    """Validate a float dtype name.
+
+    Parameters
+    ----------
+    dtype : str
+        ``float32`` or ``float64``.
+
+    Returns
+    -------
+    str
+        ``dtype``; ValueError for any other.
+    """
     if dtype not in ("float32", "float64"):
         raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
     return dtype

@@ -126,6 +126,28 @@ def best_hrf(
     :func:`explained`. The dispersion stays SPM's: with the pRFs held fixed it trades off with their
     sizes (on noiseless data delayed by 1.5 s, a joint search found dispersion 0.88 for 1.0 and
     biased every σ by +0.05°), while the delay does not.
+
+    Parameters
+    ----------
+    neural : ndarray, shape (units, frames)
+        Neural time courses of the units' fixed pRFs.
+    y : ndarray, shape (units, frames)
+        Their data, projected off ``q``.
+    q : ndarray, shape (frames, k)
+        The nuisance basis.
+    tr : float
+        Repetition time, s.
+    run_lengths : sequence of int
+        Frames per run (the convolution restarts at each).
+    slice_time_ref : float
+        Where in each TR the volumes sample the signal.
+
+    Returns
+    -------
+    hrf : HRF
+        ``option`` "participant", ``units`` the units used.
+    score : float
+        Mean r² it explains.
     """
 
     def search(delays: np.ndarray) -> tuple[float, float]:
@@ -141,7 +163,12 @@ def best_hrf(
 
 
 def canonical_fallback() -> HRF:
-    """The participant HRF when too few units inform it: the canonical one, with no units."""
+    """The participant HRF when too few units inform it: the canonical one, with no units.
+
+    Returns
+    -------
+    HRF
+    """
     return HRF(DELAY, DISPERSION, "participant", 0)
 
 

@@ -64,7 +64,19 @@ class Units:
 
 
 def nuisance_basis(n_frames: int, nuisance: np.ndarray | None) -> np.ndarray:
-    """Orthonormal basis (frames, k) of a constant and the mean-centred nuisance regressors."""
+    """Orthonormal basis (frames, k) of a constant and the mean-centred nuisance regressors.
+
+    Parameters
+    ----------
+    n_frames : int
+        Frames.
+    nuisance : ndarray, shape (frames, k), optional
+        Regressors.
+
+    Returns
+    -------
+    ndarray, shape (frames, k')
+    """
     cols = [np.ones((n_frames, 1))]
     if nuisance is not None:
         nuisance = np.asarray(nuisance, dtype=np.float64)
@@ -91,6 +103,29 @@ def make_problem(
 
     Stimulated pixels, convolution matrices of ``hrf`` (and, with ``n_bases`` 3, of its temporal and
     dispersion derivatives) and nuisance basis.
+
+    Parameters
+    ----------
+    model : PRFModel
+        The model.
+    stim : Stimulus
+        The apertures.
+    tr : float
+        Repetition time, s.
+    n_bases : int
+        1, or 3 with the HRF's derivatives.
+    nuisance : ndarray, optional
+        (frames, k) regressors removed by preprocessing.
+    dtype : str
+        ``float32`` or ``float64``.
+    slice_time_ref : float
+        Where in each TR the volumes sample the signal.
+    hrf : HRF
+        The response.
+
+    Returns
+    -------
+    Problem
     """
     if dtype == "float64":
         get_backend().enable_float64()
@@ -112,7 +147,19 @@ def make_problem(
 
 
 def project_units(prob: Problem, data: np.ndarray) -> Units:
-    """The units worth fitting (finite, not flat after the projection) and their projected data."""
+    """The units worth fitting (finite, not flat after the projection) and their projected data.
+
+    Parameters
+    ----------
+    prob : Problem
+        The fit's tensors (its nuisance basis).
+    data : ndarray, shape (units, frames)
+        The data.
+
+    Returns
+    -------
+    Units
+    """
     q = to_numpy(prob.q).astype(np.float64)
     finite = np.all(np.isfinite(data), axis=1)
     clean = np.where(finite[:, None], data, 0.0)

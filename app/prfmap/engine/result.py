@@ -44,6 +44,11 @@ class FitResult:
 
         With ``r2``, ``polarangle``, ``eccentricity`` and the fit ``status``
         (:data:`prfmap.engine.catalog.STATUS_FLAGS`).
+
+        Returns
+        -------
+        dict
+            File label → (units,) values.
         """
         derived = {
             "r2": self.r2,
@@ -276,7 +281,22 @@ def _status(fitted: np.ndarray, index: np.ndarray, flags: Mapping[str, np.ndarra
 
 
 def bounds_record(model: PRFModel, bounds: Bounds, free: np.ndarray) -> dict[str, Any]:
-    """The natural-unit bounds the refinement held each fitted parameter in, for the sidecars."""
+    """The natural-unit bounds the refinement held each fitted parameter in, for the sidecars.
+
+    Parameters
+    ----------
+    model : PRFModel
+        The model.
+    bounds : Bounds
+        Internal bounds.
+    free : ndarray, shape (K,)
+        1 for each fitted parameter.
+
+    Returns
+    -------
+    dict
+        Parameter → ``[low, high]`` (None where open), and the centre's ``eccentricity``.
+    """
     record: dict[str, Any] = {"eccentricity": [0.0, bounds.eccentricity]}
     for k, p in enumerate(model.params):
         if free[k] and (np.isfinite(bounds[0][k]) or np.isfinite(bounds[1][k])):

@@ -26,13 +26,37 @@ from prfmap.engine.problem import Problem
 
 
 def unit_norm(y: np.ndarray) -> np.ndarray:
-    """Rows of ``y`` scaled to unit norm (zero rows stay zero)."""
+    """Rows of ``y`` scaled to unit norm (zero rows stay zero).
+
+    Parameters
+    ----------
+    y : ndarray, shape (units, frames)
+        Rows.
+
+    Returns
+    -------
+    ndarray
+    """
     norm = np.linalg.norm(y, axis=1, keepdims=True)
     return np.divide(y, norm, out=np.zeros_like(y), where=norm > 0)
 
 
 def grid_predictions(prob: Problem, theta_grid: np.ndarray, mem_gb: float) -> np.ndarray:
-    """Unit-norm projected predictions (grid, frames) of natural parameters ``theta_grid`` (grid, K)."""
+    """Unit-norm projected predictions (grid, frames) of natural parameters ``theta_grid`` (grid, K).
+
+    Parameters
+    ----------
+    prob : Problem
+        The fit's tensors.
+    theta_grid : ndarray, shape (grid, K)
+        Natural parameters.
+    mem_gb : float
+        Budget of a tile.
+
+    Returns
+    -------
+    ndarray, shape (grid, frames)
+    """
     dtype = prob.dtype
     item = np.dtype(dtype).itemsize
     n_grid = theta_grid.shape[0]
@@ -55,6 +79,26 @@ def best_grid_points(
 
     Units are streamed in tiles against blocks of the grid, keeping a running maximum, so memory does
     not grow with units × grid points.
+
+    Parameters
+    ----------
+    prob : Problem
+        The fit's tensors.
+    y_proj : ndarray, shape (units, frames)
+        Projected data.
+    grid_unit : ndarray, shape (grid, frames)
+        Unit-norm grid predictions.
+    mem_gb : float
+        Budget of a tile.
+    progress : callable, optional
+        ``progress(stage, done, total)``.
+
+    Returns
+    -------
+    index : ndarray of int, shape (units,)
+        Each unit's best grid point.
+    corr : ndarray, shape (units,)
+        Its correlation.
     """
     dtype = prob.dtype
     item = np.dtype(dtype).itemsize
@@ -91,6 +135,28 @@ def grid_search(
     """Each unit's best grid point (natural parameters) and its correlation with the unit's data.
 
     Also the seconds of ``grid_predictions`` and ``grid_scoring``.
+
+    Parameters
+    ----------
+    prob : Problem
+        The fit's tensors.
+    y_proj : ndarray, shape (units, frames)
+        Projected data.
+    theta_grid : ndarray, shape (grid, K)
+        Natural parameters of the grid.
+    mem_gb : float
+        Budget of a tile.
+    progress : callable, optional
+        ``progress(stage, done, total)``.
+
+    Returns
+    -------
+    theta : ndarray, shape (units, K)
+        Each unit's best grid point.
+    corr : ndarray, shape (units,)
+        Its correlation.
+    timings : dict
+        Seconds of ``grid_predictions`` and ``grid_scoring``.
     """
     t0 = time.perf_counter()
     grid_unit = grid_predictions(prob, theta_grid, mem_gb)
@@ -111,6 +177,13 @@ def seed_search(
     candidates : ndarray, shape (units, C, K)
         Natural parameters tried for each unit (:meth:`PRFModel.seed_candidates`), scored as the grid
         is: projected, unit-norm canonical-HRF predictions correlated with the unit's projected data.
+
+    Returns
+    -------
+    theta : ndarray, shape (units, K)
+        Each unit's best candidate.
+    corr : ndarray, shape (units,)
+        Its correlation.
     """
     dtype = prob.dtype
     n_units, n_cand, _ = candidates.shape

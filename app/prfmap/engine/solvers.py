@@ -107,23 +107,79 @@ class Solver(Protocol, Generic[S]):
     copies: ClassVar[int]
 
     def initial_carry(self, n: int) -> tuple[np.ndarray, ...]:
-        """What the first round of ``n`` units resumes from (numpy, one row per unit)."""
+        """What the first round of ``n`` units resumes from (numpy, one row per unit).
+
+        Parameters
+        ----------
+        n : int
+            Units.
+
+        Returns
+        -------
+        tuple of ndarray
+        """
         ...
 
     def init(self, u: Tensor, data: Data, *carry: Tensor) -> S:
-        """The state of a batch at internal parameters ``u``."""
+        """The state of a batch at internal parameters ``u``.
+
+        Parameters
+        ----------
+        u : tensor, shape (units, K)
+            Internal parameters of the batch.
+        data : Data
+            The batch's data and the fit's fixed tensors.
+        *carry : tensor
+            What the previous round left.
+
+        Returns
+        -------
+        state
+        """
         ...
 
     def step(self, state: S, data: Data) -> S:
-        """One iteration of every unit of the batch."""
+        """One iteration of every unit of the batch.
+
+        Parameters
+        ----------
+        state
+            The batch's state.
+        data : Data
+            The batch's data.
+
+        Returns
+        -------
+        state
+        """
         ...
 
     def terminate(self, state: S) -> Tensor:
-        """True when no unit of the batch still moves."""
+        """True when no unit of the batch still moves.
+
+        Parameters
+        ----------
+        state
+            The batch's state.
+
+        Returns
+        -------
+        tensor of bool, shape ()
+        """
         ...
 
     def postprocess(self, state: S) -> Solution:
-        """The batch's parameters, moving units and carry."""
+        """The batch's parameters, moving units and carry.
+
+        Parameters
+        ----------
+        state
+            The batch's final state.
+
+        Returns
+        -------
+        Solution
+        """
         ...
 
 
@@ -140,7 +196,7 @@ class LMState(NamedTuple):
 
 
 @dataclass(frozen=True)
-class LevenbergMarquardt:
+class LevenbergMarquardt(Solver[LMState]):
     """Damped Gauss–Newton steps on the variable-projection residual; a step is kept where the cost drops.
 
     A unit stops when an accepted step lowers its cost by less than ``tol`` (relative) or after
@@ -257,7 +313,7 @@ class AdamState(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Adam:
+class Adam(Solver[AdamState]):
     """Adam on each unit's variable-projection cost, with the backend's automatic gradients.
 
     The update is that of ``keras.optimizers.Adam`` (a test checks it step by step), written out because
@@ -389,6 +445,26 @@ def iterate(solver: Solver, u: Any, data: Data, carry: tuple = (), max_steps: in
 
     One compiled ``while_loop`` where the backend compiles whole loops (JAX, TensorFlow), else a
     compiled ``step`` called from Python until ``terminate`` (PyTorch, or ``PRFMAP_COMPILE=0``).
+
+    Parameters
+    ----------
+    solver : Solver
+        The solver.
+    u : tensor, shape (units, K)
+        Internal parameters of the batch.
+    data : Data
+        The batch's data and the fit's fixed tensors.
+    carry : tuple
+        What an earlier round left (:meth:`Solver.initial_carry` for the first).
+    max_steps : int
+        The most steps.
+
+    Returns
+    -------
+    state
+        The final state.
+    steps : int
+        Steps taken.
     """
     if loops_compiled():
         loop = compiled(_loop, solver)
@@ -404,7 +480,19 @@ def iterate(solver: Solver, u: Any, data: Data, carry: tuple = (), max_steps: in
 
 
 def clip(u: np.ndarray, bounds: Bounds) -> np.ndarray:
-    """:func:`project` in numpy: ``u`` (units, K) inside ``bounds``."""
+    """:func:`project` in numpy: ``u`` (units, K) inside ``bounds``.
+
+    Parameters
+    ----------
+    u : ndarray, shape (units, K)
+        Internal parameters.
+    bounds : Bounds
+        Where they must lie.
+
+    Returns
+    -------
+    ndarray
+    """
     u = np.clip(u, bounds.lower, bounds.upper)
     ecc = np.hypot(u[:, 0], u[:, 1])
     u[:, :2] *= np.minimum(1.0, bounds.eccentricity / np.maximum(ecc, 1e-30))[:, None]
@@ -444,6 +532,27 @@ def refine_units(
     """Refine internal parameters ``u0`` (units, K) of every unit with ``solver``, batch by batch.
 
     Every step is projected into ``bounds``.
+
+    Parameters
+    ----------
+    solver : Solver
+        The solver.
+    prob : Problem
+        The fit's tensors.
+    u0 : ndarray, shape (units, K)
+        Starting internal parameters.
+    y : ndarray, shape (units, frames)
+        Projected data.
+    free : ndarray, shape (K,)
+        1 for each fitted internal parameter.
+    bounds : Bounds
+        Where every step is projected.
+    mem_gb : float
+        Budget of a batch.
+    max_iter : int
+        Steps at most (0: none).
+    progress : callable, optional
+        ``progress(stage, done, total)``.
 
     Returns
     -------

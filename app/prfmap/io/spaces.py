@@ -51,6 +51,10 @@ def known_templates() -> tuple[str, ...]:
     The names are those of TemplateFlow's bundled skeleton (what ``templateflow.api.templates()``
     lists offline) plus any ``tpl-*`` folder in ``TEMPLATEFLOW_HOME``; read directly, because
     ``api.templates()`` indexes the whole TemplateFlow home with pybids (about ten seconds).
+
+    Returns
+    -------
+    tuple of str
     """
     # Deferred: importing templateflow.conf creates TEMPLATEFLOW_HOME when it does not exist.
     from templateflow.conf import TF_HOME

@@ -68,11 +68,33 @@ class ValidationResult:
         return [i for i in self.issues if i.severity == "warning"]
 
     def counts(self, severity: str = "error") -> Counter[tuple[str, str]]:
-        """How often each (code, sub_code) of ``severity`` was reported."""
+        """How often each (code, sub_code) of ``severity`` was reported.
+
+        Parameters
+        ----------
+        severity : str
+            ``error`` or ``warning``.
+
+        Returns
+        -------
+        collections.Counter
+        """
         return Counter((i.code, i.sub_code) for i in self.issues if i.severity == severity)
 
     def summary(self, severity: str = "error", limit: int = 5) -> str:
-        """One line: each code of ``severity`` with its count and first location."""
+        """One line: each code of ``severity`` with its count and first location.
+
+        Parameters
+        ----------
+        severity : str
+            ``error`` or ``warning``.
+        limit : int
+            Codes listed at most.
+
+        Returns
+        -------
+        str
+        """
         first: dict[tuple[str, str], Issue] = {}
         for issue in self.issues:
             if issue.severity == severity:
@@ -84,7 +106,12 @@ class ValidationResult:
 
 
 def find_validator() -> str | None:
-    """The ``bids-validator-deno`` program: on PATH, or beside this Python (a virtualenv)."""
+    """The ``bids-validator-deno`` program: on PATH, or beside this Python (a virtualenv).
+
+    Returns
+    -------
+    str or None
+    """
     found = shutil.which(VALIDATOR_NAME)
     if found:
         return found

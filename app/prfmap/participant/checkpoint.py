@@ -34,7 +34,18 @@ CHECKPOINT_FORMAT = 2  # 2: chunks hold the per-unit fit status
 
 
 def file_identity(paths: Sequence[str | os.PathLike[str]]) -> list[list[Any]]:
-    """``[path, size, mtime_ns]`` of each input file (a missing file gets ``-1``s)."""
+    """``[path, size, mtime_ns]`` of each input file (a missing file gets ``-1``s).
+
+    Parameters
+    ----------
+    paths : sequence of path-like
+        Input files.
+
+    Returns
+    -------
+    list
+        ``[path, size, mtime_ns]`` per file.
+    """
     out = []
     for p in paths:
         try:
@@ -46,7 +57,18 @@ def file_identity(paths: Sequence[str | os.PathLike[str]]) -> list[list[Any]]:
 
 
 def array_digest(*arrays: np.ndarray | None) -> str:
-    """A BLAKE2 digest of the shapes, dtypes and bytes of ``arrays`` (None counts as empty)."""
+    """A BLAKE2 digest of the shapes, dtypes and bytes of ``arrays`` (None counts as empty).
+
+    Parameters
+    ----------
+    *arrays : ndarray or None
+        Arrays.
+
+    Returns
+    -------
+    str
+        32 hex digits.
+    """
     h = hashlib.blake2b(digest_size=16)
     for a in arrays:
         if a is None:
@@ -59,7 +81,17 @@ def array_digest(*arrays: np.ndarray | None) -> str:
 
 
 def checkpoint_key(identity: Mapping[str, Any]) -> str:
-    """The key (24 hex digits) of a JSON-able identity."""
+    """The key (24 hex digits) of a JSON-able identity.
+
+    Parameters
+    ----------
+    identity : mapping
+        What determines a fit's result (JSON-able).
+
+    Returns
+    -------
+    str
+    """
     text = json.dumps(identity, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
@@ -274,7 +306,13 @@ def _read_identity(path: Path) -> dict[str, Any] | None:
 
 
 def remove_checkpoints(folder: Path) -> None:
-    """Delete a finished participant's checkpoint folder, and the two folders above it when left empty."""
+    """Delete a finished participant's checkpoint folder, and the two folders above it when left empty.
+
+    Parameters
+    ----------
+    folder : Path
+        ``<work>/checkpoints/sub-<label>``.
+    """
     folder = Path(folder)
     shutil.rmtree(folder, ignore_errors=True)
     for parent in (folder.parent, folder.parent.parent):

@@ -16,7 +16,17 @@ NON_STEADY_PREFIX = "non_steady_state_outlier"
 
 
 def check_confound_rows(rows: int, n_volumes: int, source: str = "") -> None:
-    """Confounds must have one row per volume of the run (dummy scans included)."""
+    """Confounds must have one row per volume of the run (dummy scans included).
+
+    Parameters
+    ----------
+    rows : int
+        Rows of the confounds.
+    n_volumes : int
+        Volumes of the run.
+    source : str
+        The file, for the message.
+    """
     if rows != n_volumes:
         where = f" in {source}" if source else ""
         raise BadDataError(
@@ -80,6 +90,15 @@ def run_confounds(
 
 def read_confounds(path: str | os.PathLike) -> pd.DataFrame:
     """Read fMRIPrep's ``desc-confounds_timeseries.tsv`` (``n/a`` → NaN).
+
+    Parameters
+    ----------
+    path : path-like
+        The TSV file.
+
+    Returns
+    -------
+    pandas.DataFrame
 
     Raises
     ------

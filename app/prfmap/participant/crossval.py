@@ -105,6 +105,17 @@ def reproducible(z: np.ndarray, alpha: float = FAMILY_ALPHA) -> np.ndarray:
 
     ``z`` above the one-sided Bonferroni limit ``Φ⁻¹(1 − alpha / n)`` over the ``n`` units with a finite
     ``z``.
+
+    Parameters
+    ----------
+    z : ndarray, shape (units,)
+        ``CrossValidation.z``.
+    alpha : float
+        Family-wise error.
+
+    Returns
+    -------
+    ndarray of bool
     """
     finite = np.isfinite(z)
     limit = norm.isf(alpha / max(int(finite.sum()), 1))
@@ -112,14 +123,34 @@ def reproducible(z: np.ndarray, alpha: float = FAMILY_ALPHA) -> np.ndarray:
 
 
 def leave_one_run_out(n_runs: int) -> list[Fold]:
-    """Fold ``i`` holds out run ``i`` and fits the others; none for fewer than two runs."""
+    """Fold ``i`` holds out run ``i`` and fits the others; none for fewer than two runs.
+
+    Parameters
+    ----------
+    n_runs : int
+        Runs of the fit.
+
+    Returns
+    -------
+    list of Fold
+    """
     if n_runs < 2:
         return []
     return [Fold(i, tuple(j for j in range(n_runs) if j != i)) for i in range(n_runs)]
 
 
 def held_out_projection(run: PreprocessedRun) -> np.ndarray:
-    """Orthonormal (frames, k) basis of a run's nuisance subspace: a constant and its regressors."""
+    """Orthonormal (frames, k) basis of a run's nuisance subspace: a constant and its regressors.
+
+    Parameters
+    ----------
+    run : PreprocessedRun
+        The held-out run.
+
+    Returns
+    -------
+    ndarray, shape (frames, k)
+    """
     n = run.data.shape[1]
     return orth(np.column_stack([np.ones(n), run.nuisance]))
 
@@ -204,6 +235,15 @@ def null_variance(y: np.ndarray, p: np.ndarray) -> np.ndarray:
 
     Bartlett's formula: ``Σ_k A_y(k) A_p(k) / N`` over lags ``|k| < N/4``, ``A`` the
     autocovariance sums, with a Tukey taper so that the estimate stays positive and stable.
+
+    Parameters
+    ----------
+    y, p : ndarray, shape (units, frames)
+        Projected held-out data and predictions.
+
+    Returns
+    -------
+    ndarray, shape (units,)
     """
     n = y.shape[1]
     lags = max(n // 4, 1)
@@ -237,6 +277,22 @@ def engine_predictor(
     :func:`prfmap.engine.predict` on a fold fit's parameters and HRF (``settings.hrf_model``), ``chunk`` units
     at a time (the last chunk padded, so one compiled shape serves all); NaN rows where the fit has no finite
     parameters.
+
+    Parameters
+    ----------
+    tr : float
+        Repetition time, s.
+    model : str
+        The fitted model.
+    slice_time_ref : float
+        Where in each TR the volumes sample the signal.
+    chunk : int
+        Units per prediction.
+
+    Returns
+    -------
+    callable
+        ``predict(result, stimulus) -> (units, frames)``.
     """
 
     def predict_fold(result: FitResult, stim: Stimulus) -> np.ndarray:

@@ -63,7 +63,13 @@ class FitOutcome:
         return timings
 
     def maps(self) -> dict[str, np.ndarray]:
-        """Every map of the fit under its label, with ``cvr2`` when it was cross-validated."""
+        """Every map of the fit under its label, with ``cvr2`` when it was cross-validated.
+
+        Returns
+        -------
+        dict
+            File label → (units,) values.
+        """
         maps = self.result.maps()
         if self.cv is not None:
             maps[catalog.PARAMETERS["cvr2"].label] = self.cv.cvr2
@@ -78,6 +84,17 @@ def mark_not_reproducible(status: np.ndarray, z: np.ndarray) -> np.ndarray:
 
     Set on fitted units whose ``z`` (``CrossValidation.z``) fails
     :func:`prfmap.participant.crossval.reproducible`.
+
+    Parameters
+    ----------
+    status : ndarray, shape (units,)
+        The fit's status map.
+    z : ndarray, shape (units,)
+        ``CrossValidation.z``.
+
+    Returns
+    -------
+    ndarray, shape (units,)
     """
     codes = catalog.status_codes(status)
     fitted = (codes & catalog.STATUS_BITS["no_signal"]) == 0
@@ -90,6 +107,19 @@ def fit_loaded(loaded: LoadedFit, config: Config, progress: ProgressFn) -> FitOu
     """Fit the combined data chunk by chunk, reusing the checkpoints of an interrupted run.
 
     Then, with two or more runs, the leave-one-run-out folds of ``cvr2`` the same way.
+
+    Parameters
+    ----------
+    loaded : LoadedFit
+        The preprocessed data of a plan.
+    config : Config
+        The run's configuration.
+    progress : callable
+        ``progress(stage, done, total)``.
+
+    Returns
+    -------
+    FitOutcome
     """
     plan, combined = loaded.plan, loaded.combined
     stim = Stimulus(combined.design, fov_deg=loaded.fov_deg, run_lengths=combined.run_lengths)
@@ -175,6 +205,25 @@ def participant_hrf(
     """The HRF of ``--hrf participant``, estimated once from all units of ``data`` before the chunked fit.
 
     ``data`` holds the combined runs of the fit, or of one cross-validation fold's training runs.
+
+    Parameters
+    ----------
+    loaded : LoadedFit
+        The fit (its TR and name in the log).
+    data : CombinedData
+        The runs the HRF is estimated from.
+    stim : Stimulus
+        Their apertures.
+    fit_kwargs : dict
+        The fit's keywords (``slice_time_ref``, ``mem_gb``).
+    name : str
+        The fit's name in the log.
+    progress : callable
+        ``progress(stage, done, total)``.
+
+    Returns
+    -------
+    HRF
     """
     start = time.perf_counter()
     hrf = estimate_hrf(
@@ -203,6 +252,19 @@ def cross_validate_fit(loaded: LoadedFit, config: Config, progress: ProgressFn) 
     """``cvr2`` of every unit (:mod:`prfmap.participant.crossval`).
 
     Each run predicted by a checkpointed fit of the others; None with fewer than two runs or ``--no-cvr2``.
+
+    Parameters
+    ----------
+    loaded : LoadedFit
+        The preprocessed data of a plan.
+    config : Config
+        The run's configuration.
+    progress : callable
+        ``progress(stage, done, total)``.
+
+    Returns
+    -------
+    CrossValidation or None
     """
     plan = loaded.plan
     if not config.outputs.cvr2 or len(loaded.runs) < 2:

@@ -86,7 +86,24 @@ def run_participant_level(config: Config, command: Sequence[str] = ()) -> list[P
 def run_participant(
     config: Config, subject: str, runs: Sequence[RunInput], command: Sequence[str] = ()
 ) -> list[Path]:
-    """Load, fit, write and report every fit of one participant; returns the files published."""
+    """Load, fit, write and report every fit of one participant; returns the files published.
+
+    Parameters
+    ----------
+    config : Config
+        The run's configuration.
+    subject : str
+        The participant's label.
+    runs : sequence of RunInput
+        Its runs.
+    command : sequence of str
+        The command line, shown in the report.
+
+    Returns
+    -------
+    list of Path
+        The files published.
+    """
     plans = plan_fits(runs, config.fit.model)
     logger.info(
         "sub-%s: %d run(s) in %d fit(s): %s",

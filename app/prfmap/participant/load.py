@@ -107,6 +107,19 @@ class _Run:
 def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
     """Load, check and preprocess a plan's runs and combine them.
 
+    Parameters
+    ----------
+    plan : FitPlan
+        The runs fitted together.
+    config : Config
+        The run's configuration.
+    progress : callable
+        ``progress(stage, done, total)``.
+
+    Returns
+    -------
+    LoadedFit
+
     Raises
     ------
     BadDataError
@@ -185,6 +198,17 @@ def slice_time_of(plan: FitPlan, config: Config) -> SliceTimeReference:
 
     ``--slice-time-ref``, else the one their sidecars imply (:mod:`prfmap.io.timing`), logged with the rule
     that chose it.
+
+    Parameters
+    ----------
+    plan : FitPlan
+        The runs.
+    config : Config
+        The run's configuration. (``--slice-time-ref``)
+
+    Returns
+    -------
+    SliceTimeReference
 
     Raises
     ------
@@ -279,6 +303,15 @@ def check_memory(plan: FitPlan, config: Config, units: int, volumes: int, pixels
     """Refuse an explicit ``--mem-gb`` below what a plan must hold (estimated from its first run).
 
     Warn when the default is below it.
+
+    Parameters
+    ----------
+    plan : FitPlan
+        The runs.
+    config : Config
+        The run's configuration.
+    units, volumes, pixels : int
+        Of its first run.
     """
     execution = config.execution
     predictions = config.outputs.keep_predictions

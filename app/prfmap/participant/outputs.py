@@ -25,7 +25,22 @@ from prfmap.report.participant import ReportContext
 
 
 def write_outcome(fitted: FitOutcome, config: Config, folder: Path) -> tuple[Path, ...]:
-    """Write a fit's maps (and, with ``--save-predictions``, its time series) under ``folder``."""
+    """Write a fit's maps (and, with ``--save-predictions``, its time series) under ``folder``.
+
+    Parameters
+    ----------
+    fitted : FitOutcome
+        A fit.
+    config : Config
+        The run's configuration.
+    folder : Path
+        The staging folder.
+
+    Returns
+    -------
+    tuple of Path
+        Data files and sidecars.
+    """
     loaded, result = fitted.loaded, fitted.result
     key, geometry = loaded.plan.key, loaded.geometry
     maps = {label: np.asarray(v, dtype=np.float32) for label, v in fitted.maps().items()}
@@ -43,7 +58,19 @@ def write_outcome(fitted: FitOutcome, config: Config, folder: Path) -> tuple[Pat
 
 
 def provenance_of(fitted: FitOutcome, config: Config) -> dict[str, Any]:
-    """What every sidecar of a fit records: inputs, stimulus, preprocessing, software, timings."""
+    """What every sidecar of a fit records: inputs, stimulus, preprocessing, software, timings.
+
+    Parameters
+    ----------
+    fitted : FitOutcome
+        A fit.
+    config : Config
+        The run's configuration.
+
+    Returns
+    -------
+    dict
+    """
     loaded = fitted.loaded
     runs = loaded.plan.runs
     info = backend_info()
@@ -76,7 +103,19 @@ def provenance_of(fitted: FitOutcome, config: Config) -> dict[str, Any]:
 
 
 def variance_explained(fitted: FitOutcome, config: Config) -> dict[str, Any]:
-    """What the sidecars and the report say about r2, cvr2 and the threshold."""
+    """What the sidecars and the report say about r2, cvr2 and the threshold.
+
+    Parameters
+    ----------
+    fitted : FitOutcome
+        A fit.
+    config : Config
+        The run's configuration.
+
+    Returns
+    -------
+    dict
+    """
     names = [run.name for run in fitted.loaded.plan.runs]
     out: dict[str, Any] = {
         "r2": "variance explained in the data that were fitted (after nuisance projection)",
@@ -103,7 +142,25 @@ def report_context(
     config: Config,
     command: Sequence[str] = (),
 ) -> ReportContext:
-    """What the participant report shows of one fit."""
+    """What the participant report shows of one fit.
+
+    Parameters
+    ----------
+    fitted : FitOutcome
+        A fit.
+    outputs : sequence of Path
+        Its published files.
+    write_seconds : float
+        Time writing took.
+    config : Config
+        The run's configuration.
+    command : sequence of str
+        The command line.
+
+    Returns
+    -------
+    ReportContext
+    """
     loaded, result = fitted.loaded, fitted.result
     plan, key = loaded.plan, loaded.plan.key
     return ReportContext(

@@ -45,6 +45,16 @@ def replaced_by(keys: Sequence[OutputKey]) -> Callable[[Path], bool]:
     fit's and its model (the ``model`` entity, or the ``desc-<model>prediction`` of a series) is the
     fit's or none (``desc-preproc``); outputs of the participant's other fits (another task, space
     or model) are kept.
+
+    Parameters
+    ----------
+    keys : sequence of OutputKey
+        The fits of the new set.
+
+    Returns
+    -------
+    callable
+        ``replaced(relative_path) -> bool``.
     """
     fits = {_fit_entities(key.stem()) for key in keys}
 
@@ -66,7 +76,19 @@ def _fit_entities(name: str) -> tuple[frozenset[tuple[str, str]], str | None]:
 
 
 def plan_fits(runs: Sequence[RunInput], model: str) -> list[FitPlan]:
-    """Group runs by participant, session, task, space and format, in the order found."""
+    """Group runs by participant, session, task, space and format, in the order found.
+
+    Parameters
+    ----------
+    runs : sequence of RunInput
+        A participant's runs.
+    model : str
+        The model fitted.
+
+    Returns
+    -------
+    list of FitPlan
+    """
     groups: dict[tuple[OutputKey, str], list[RunInput]] = {}
     for run in runs:
         res = run.entities.get("res")
@@ -76,13 +98,35 @@ def plan_fits(runs: Sequence[RunInput], model: str) -> list[FitPlan]:
 
 
 def checkpoint_dir(config: Config, subject: str) -> Path:
-    """Where a participant's checkpoints live: ``<work dir or output_dir/.prfmap-work>/checkpoints``."""
+    """Where a participant's checkpoints live: ``<work dir or output_dir/.prfmap-work>/checkpoints``.
+
+    Parameters
+    ----------
+    config : Config
+        The run's configuration.
+    subject : str
+        The participant's label.
+
+    Returns
+    -------
+    Path
+    """
     work_dir = config.execution.work_dir
     root = work_dir if work_dir is not None else config.outputs.output_dir / ".prfmap-work"
     return root / "checkpoints" / f"sub-{subject}"
 
 
 def how_to_resume(config: Config) -> str:
-    """The sentence telling a stopped run how to continue."""
+    """The sentence telling a stopped run how to continue.
+
+    Parameters
+    ----------
+    config : Config
+        The run's configuration.
+
+    Returns
+    -------
+    str
+    """
     same = " with the same --work-dir" if config.execution.work_dir is not None else ""
     return f"run the same command again{same} to resume from the saved chunks"

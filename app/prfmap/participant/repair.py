@@ -44,7 +44,17 @@ class FrameRepair:
         )
 
     def message(self, run: str) -> str | None:
-        """One line for the log and the report; None when no unit had non-finite frames."""
+        """One line for the log and the report; None when no unit had non-finite frames.
+
+        Parameters
+        ----------
+        run : str
+            The run's name.
+
+        Returns
+        -------
+        str or None
+        """
         parts = []
         if self.repaired_units:
             parts.append(
