@@ -23,12 +23,26 @@ BACKEND_MODULES = {"jax.py", "torch.py", "tensorflow.py"}
 INTERFACE = {name for name in dir(BackendModule) if not name.startswith("_")}
 
 
+def _classes(tree: ast.Module) -> dict[str, ast.ClassDef]:
+    """The classes of a module, and those it imports from prfmap (a base may live elsewhere)."""
+    found = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("prfmap."):
+            source = PACKAGE.parent / (node.module.replace(".", "/") + ".py")
+            if not source.is_file():
+                continue
+            theirs = _classes(ast.parse(source.read_text()))
+            found.update(
+                {a.name: theirs[a.name] for a in node.names if a.name in theirs and a.name not in found}
+            )
+    return found
+
+
 def _methods(tree: ast.Module) -> dict[str, set[str]]:
-    """The public methods of each class of a module."""
+    """The methods of each class a module defines or imports from prfmap."""
     return {
-        node.name: {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
-        for node in tree.body
-        if isinstance(node, ast.ClassDef)
+        name: {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
+        for name, node in _classes(tree).items()
     }
 
 
@@ -48,25 +62,26 @@ def _implements_backend(path: Path, name: str) -> bool:
     return path.name in BACKEND_MODULES and path.parent.name == "backend" and name in INTERFACE
 
 
+def _inherited(
+    cls: ast.ClassDef | None, name: str, methods: dict[str, set[str]], classes: dict[str, ast.ClassDef]
+) -> bool:
+    """Whether ``cls`` overrides a method ``name`` of one of its bases (which documents it)."""
+    pending = _bases(cls) if cls is not None else []
+    while pending:
+        base = pending.pop()
+        if name in methods.get(base, ()):
+            return True
+        if base in classes:
+            pending += _bases(classes[base])
+    return False
+
+
 def missing_sections(path: Path) -> list[str]:
     """``function: Parameters/Returns`` for every public function of ``path`` that lacks a section."""
     tree = ast.parse(path.read_text())
     methods = _methods(tree)
+    classes = _classes(tree)
     found = []
-
-    def inherited(cls: ast.ClassDef | None, name: str) -> bool:
-        pending = _bases(cls) if cls is not None else []
-        while pending:
-            base = pending.pop()
-            if name in methods.get(base, ()):
-                return True
-            pending += [
-                b
-                for node in tree.body
-                if isinstance(node, ast.ClassDef) and node.name == base
-                for b in _bases(node)
-            ]
-        return False
 
     def visit(body: list[ast.stmt], cls: ast.ClassDef | None) -> None:
         for node in body:
@@ -75,7 +90,7 @@ def missing_sections(path: Path) -> list[str]:
             if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or node.name.startswith("_"):
                 continue
             decorators = {getattr(d, "id", getattr(d, "attr", "")) for d in node.decorator_list}
-            if decorators & {"property", "cached_property"} or inherited(cls, node.name):
+            if decorators & {"property", "cached_property"} or _inherited(cls, node.name, methods, classes):
                 continue
             if cls is None and _implements_backend(path, node.name):
                 continue

@@ -17,8 +17,10 @@ from keras import ops
 
 from prfmap.engine import catalog, core
 from prfmap.engine.core_ops import at_least
-from prfmap.engine.models import GaussModel, Param, PRFModel
+from prfmap.engine.gaussians import GaussModel
+from prfmap.engine.models import PRFModel
 from prfmap.engine.solvers import Data, Solution, project
+from prfmap.engine.transforms import Param
 
 
 class SaturatingModel(GaussModel):

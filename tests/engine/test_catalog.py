@@ -17,8 +17,8 @@ import toys
 from prfmap.cli.parser import build_parser
 from prfmap.derivatives import map_sidecar
 from prfmap.engine import Stimulus, catalog, fit_prf, predict
+from prfmap.engine.levenberg_marquardt import LevenbergMarquardt
 from prfmap.engine.models import get_model, reported_parameters
-from prfmap.engine.solvers import LevenbergMarquardt
 from prfmap.engine.stages import RefinePlan
 
 APP = str(Path(__file__).resolve().parents[2] / "app")

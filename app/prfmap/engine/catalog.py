@@ -154,8 +154,7 @@ DEFAULT_HRF = "participant"
 it once per fit and fold and hands it to every chunk."""
 
 _LINEAR = ("amplitude", "baseline")
-_MODELS = "prfmap.engine.models"
-_SOLVERS = "prfmap.engine.solvers"
+_MODELS = "prfmap.engine.gaussians"
 
 MODELS: dict[str, ModelSpec] = {
     m.name: m
@@ -213,7 +212,7 @@ REFINERS: dict[str, RefinerSpec] = {
             "Levenberg-Marquardt with the linear weights solved for (variable projection)",
             max_iter=30,
             tol=1e-4,
-            solver=f"{_SOLVERS}:LevenbergMarquardt",
+            solver="prfmap.engine.levenberg_marquardt:LevenbergMarquardt",
             reference="Marquardt DW (1963). An algorithm for least-squares estimation of nonlinear "
             "parameters. J Soc Ind Appl Math 11(2):431-441. doi:10.1137/0111030",
         ),
@@ -222,7 +221,7 @@ REFINERS: dict[str, RefinerSpec] = {
             "Adam gradient descent on the variable-projection cost",
             max_iter=400,
             tol=1e-5,
-            solver=f"{_SOLVERS}:Adam",
+            solver="prfmap.engine.adam:Adam",
             options={"learning_rate": 0.05},
             reference="Kingma DP, Ba J (2015). Adam: a method for stochastic optimization. ICLR. "
             "arXiv:1412.6980",
