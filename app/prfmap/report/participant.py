@@ -15,7 +15,8 @@ from pathlib import Path
 from prfmap import __version__
 from prfmap.report.context import ReportContext
 from prfmap.report.html import render_page
-from prfmap.report.section import NOT_DRAWN, FitSection, relative_path
+from prfmap.report.section import FitSection, relative_path
+from prfmap.report.section_maps import NOT_DRAWN
 
 __all__ = ["NOT_DRAWN", "ReportContext", "relative_path", "write_participant_report"]
 
