@@ -79,7 +79,7 @@ def test_map_sidecar_content() -> None:
 
 
 def test_sidecars_state_bounds_and_the_status_bits() -> None:
-    settings = {"model": "gauss", "bounds": {"sigma": [0.2, 20.0]}}
+    settings = fit_settings(bounds={"sigma": [0.2, 20.0]})
     sigma = map_sidecar("sigma", "gauss", settings, {})
     assert sigma["Bounds"] == "1 × pixel <= sigma <= 1 × fov"
     assert sigma["FitSettings"]["bounds"]["sigma"] == [0.2, 20.0]

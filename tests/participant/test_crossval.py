@@ -282,23 +282,27 @@ def test_the_group_level_can_threshold_on_cvr2(tmp_path):
 
 
 def test_the_api_for_held_out_validations_gives_the_maps_cvr2(participants):
-    """What a validation script calls (fit_prf and engine_predictor on the loaded runs) gives the
-    cvr2 the participant level writes."""
-    from prfmap.engine import fit_prf
+    """What a validation script calls (estimate_hrf, fit_prf and engine_predictor on the loaded runs)
+    gives the cvr2 the participant level writes."""
+    from prfmap.engine import estimate_hrf, fit_prf
     from prfmap.participant.crossval import engine_predictor
 
     _, config, fitted = participants["normal"]
     loaded = fitted.loaded
     tr, ref = loaded.tr, loaded.slice_time.fraction
     kwargs = config.fit.engine_kwargs()
+    assert kwargs.pop("hrf") == "participant"  # the default: estimated per fold, then handed to the fit
+
+    def fit(train, stim, fold):
+        hrf = estimate_hrf(train.data, stim, tr, nuisance=train.nuisance, slice_time_ref=ref)
+        return fit_prf(train.data, stim, tr, nuisance=train.nuisance, slice_time_ref=ref, hrf=hrf, **kwargs)
+
     cv = cross_validate(
         loaded.runs,
         [run.stimulus_key for run in loaded.plan.runs],
         loaded.designs,
         fov_deg=loaded.fov_deg,
-        fit=lambda train, stim, fold: fit_prf(
-            train.data, stim, tr, nuisance=train.nuisance, slice_time_ref=ref, **kwargs
-        ),
+        fit=fit,
         predict=engine_predictor(tr, config.fit.model, slice_time_ref=ref),
     )
     both = np.isfinite(cv.cvr2) & np.isfinite(fitted.cv.cvr2)

@@ -13,7 +13,7 @@ from prfmap.io.validator import validate_dataset
 from prfmap.synth.config import SPACES, SynthConfig
 from prfmap.synth.dataset import make_synthetic_dataset
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def documented_warnings() -> set[str]:
