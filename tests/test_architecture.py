@@ -44,6 +44,8 @@ ALLOWED = {
 }
 # Function-level imports that must stay where they are, with the reason in a comment above them.
 DEFERRED_IMPORTS = {
+    ("prfmap", "importlib.metadata"),
+    ("prfmap.cli.console", "prfmap.cli.run"),
     ("prfmap.cli.run", "prfmap.participant.level"),
     ("prfmap.cli.run", "prfmap.group"),
     ("prfmap.cli.run", "prfmap.report.rebuild"),

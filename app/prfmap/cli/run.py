@@ -21,11 +21,13 @@ from prfmap.engine.backend import select_backend
 from prfmap.errors import ExitCode, PrfmapError, UsageError, one_line, output_error
 from prfmap.io.atomic import write_json_atomic
 from prfmap.io.validator import check_bids_dir
-from prfmap.runtime.signals import StopRequested
+from prfmap.runtime.signals import ENDED, STARTING, StopRequested, exit_on_signal, stop_on_signal
 
 logger = logging.getLogger("prfmap.cli.run")  # not __name__: "__main__" under python -m
 PACKAGE_LOGGER = logging.getLogger("prfmap")
 """Where the console and run-log handlers go: every module's logger is below it."""
+_printed: list[str] = []
+"""The error line this command printed, if any (a stop arriving after it prints no second line)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -40,9 +42,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     -------
     int
         The BIDS-Apps exit code: 0 on success, ``PrfmapError.exit_code`` for errors the user can
-        act on (one line on stderr), 64 for usage errors, 17 for an unknown analysis level and
-        1 for unexpected failures (the traceback goes to the log file).
+        act on (one line on stderr), 64 for usage errors, 17 for an unknown analysis level,
+        1 for unexpected failures (the traceback goes to the log file) and 143/130 when SIGTERM/SIGINT
+        stopped it, at any moment (:func:`prfmap.runtime.signals.stop_on_signal`).
     """
+    try:
+        with stop_on_signal(exit_deadline=argv is None):
+            return _command(argv)
+    except StopRequested as err:  # outside the command's own handling: parsing, the last clean-up
+        if not _printed:
+            _print_error(str(err))
+        if argv is None:
+            _leave_now(int(err.exit_code))
+        return int(err.exit_code)
+
+
+def _command(argv: Sequence[str] | None) -> int:
+    """:func:`main` within its stop-signal handling."""
+    _printed.clear()
     parser = build_parser()
     try:
         opts = parser.parse_args(argv)
@@ -157,6 +174,7 @@ def _write_config(config: Config, log_file: Path, command: list[str]) -> Path:
 def _print_error(message: str) -> None:
     sys.stderr.write(f"prfmap: error: {one_line(message)}\n")
     sys.stderr.flush()
+    _printed.append(message)
 
 
 def _configure_console(verbose: int) -> None:
@@ -210,4 +228,7 @@ def _select_backend(execution: ExecutionConfig) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_on_signal(STARTING)
+    code = main()
+    exit_on_signal(ENDED.format(code=code))
+    sys.exit(code)

@@ -8,6 +8,13 @@ only between bytecodes, so a long compiled computation (a batch of the fit) woul
 signal also reaches a watchdog thread at once (``signal.set_wakeup_fd``, written by the C-level
 handler), which ends the process ``GRACE_S`` seconds later if it is still running, with the same
 line and exit code. A SLURM job (30 s between SIGTERM and SIGKILL) therefore always stops by itself.
+
+The command line covers the whole process: :func:`exit_on_signal` (installed first by the console
+script, before the heavy imports, and again once the command is done) ends it at once with the same
+line and exit code, and ``prfmap.cli.run.main`` runs inside :func:`stop_on_signal`; a block nested
+in another only changes the stop message. A stop that arrives where Python cannot raise it (a
+garbage-collector callback, a ``__del__``) is not printed as "Exception ignored": the watchdog ends the
+run ``GRACE_S`` seconds later.
 """
 
 from __future__ import annotations
@@ -18,8 +25,9 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import Any
 
 from prfmap.errors import PrfmapError
 
@@ -27,8 +35,13 @@ logger = logging.getLogger(__name__)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 GRACE_S = 1.5
 DEFAULT_RESUME = "run the same command again to resume from the saved chunks"
+WHILE_RUNNING = "while running; the chunks saved so far are kept"
+STARTING = "while starting; nothing was written; run the same command again"
+""":func:`exit_on_signal`'s ``where`` before a command line's command runs."""
+ENDED = "while exiting, after the command had ended with exit code {code}"
+""":func:`exit_on_signal`'s ``where`` after it returned ``code``."""
 _requested: list[int] = []
-_state: dict[str, object] = {"resume": DEFAULT_RESUME, "unwound": False}
+_state: dict[str, object] = {"resume": DEFAULT_RESUME, "unwound": False, "active": False}
 
 
 class StopRequested(PrfmapError):
@@ -63,22 +76,45 @@ def _message(signum: int, where: str, how_to_resume: str) -> str:
     return f"stopped by {signal.Signals(signum).name} {where}; {how_to_resume}"
 
 
-def _force_exit(signum: int, message: str) -> None:
-    """The watchdog: the process is still alive at the deadline.
+def _force_exit(signum: int, message: str, always_say: bool = False) -> None:
+    """Leave now, saying why unless the main thread already unwound and the command line printed the line.
 
-    Leave now (saying why, unless the main thread already unwound and the command line printed the line).
+    The watchdog calls it when the process is still alive at the deadline, :func:`exit_on_signal`'s
+    handler at once.
     """
     for handler in logging.getLogger("prfmap").handlers:
         with contextlib.suppress(Exception):
             handler.flush()
-    if not _state["unwound"]:
+    if always_say or not _state["unwound"]:
         with contextlib.suppress(OSError):
             os.write(2, f"prfmap: error: {message}\n".encode())
     os._exit(128 + signum)
 
 
 def _stop_message(signum: int) -> str:
-    return _message(signum, "while running; the chunks saved so far are kept", str(_state["resume"]))
+    return _message(signum, WHILE_RUNNING, str(_state["resume"]))
+
+
+def exit_on_signal(where: str) -> None:
+    """From now on (outside :func:`stop_on_signal`), SIGTERM/SIGINT end the process at once.
+
+    With one line, ``prfmap: error: stopped by <SIGNAL> <where>``, and exit code 128 + the signal
+    number. For a command-line process before its command starts (nothing is written yet) and after
+    it ended (everything is written): Python's own handlers would print a ``KeyboardInterrupt``
+    traceback or die silently of SIGTERM, and an interrupted import or shutdown of a framework can
+    crash the interpreter. Call it again to change ``where``.
+
+    Parameters
+    ----------
+    where : str
+        What the process was doing, e.g. ``"while starting; nothing was written"``.
+    """
+
+    def leave(signum: int, frame: FrameType | None) -> None:
+        _force_exit(signum, f"stopped by {signal.Signals(signum).name} {where}", always_say=True)
+
+    for s in STOP_SIGNALS:
+        signal.signal(s, leave)
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
@@ -119,14 +155,20 @@ def stop_on_signal(how_to_resume: str = DEFAULT_RESUME, exit_deadline: bool = Fa
         even if unwinding and the interpreter's shutdown (joining the frameworks' threads) take
         longer. For the command line; a caller that goes on after the stop must leave it off.
 
-    Outside the main thread nothing is installed.
+    Outside the main thread nothing is installed; inside another block only the message changes.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    if _state["active"]:
+        with _nested(how_to_resume):
+            yield
+        return
     previous = {s: signal.signal(s, _handler) for s in STOP_SIGNALS}
     _requested.clear()
-    _state.update(resume=how_to_resume, unwound=False)
+    _state.update(resume=how_to_resume, unwound=False, active=True)
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = _unraisable(previous_hook)
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
     previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
@@ -140,18 +182,47 @@ def stop_on_signal(how_to_resume: str = DEFAULT_RESUME, exit_deadline: bool = Fa
     except Exception as err:
         if _requested and not isinstance(err, StopRequested):  # wrapped by a library on its way up
             signum = _requested[0]
-            message = _message(signum, "while running; the chunks saved so far are kept", how_to_resume)
-            raise StopRequested(message, signum) from err
+            raise StopRequested(_message(signum, WHILE_RUNNING, str(_state["resume"])), signum) from err
         raise
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
         signal.set_wakeup_fd(previous_fd)
+        sys.unraisablehook = previous_hook
         if not (_requested and exit_deadline):
             cancelled.set()
             os.close(write_fd)  # the watchdog reads the end of the pipe and returns
             watchdog.join()
             os.close(read_fd)
-        _state.update(resume=DEFAULT_RESUME, unwound=True)
+        _state.update(resume=DEFAULT_RESUME, unwound=True, active=False)
         _requested.clear()
         sys.stderr.flush()
+
+
+@contextlib.contextmanager
+def _nested(how_to_resume: str) -> Iterator[None]:
+    """A block inside another: the outer one's handlers stay; the stop message says ``how_to_resume``."""
+    outer = _state["resume"]
+    _state["resume"] = how_to_resume
+    try:
+        yield
+    except Exception as err:
+        if _requested and not isinstance(err, StopRequested):
+            raise StopRequested(_message(_requested[0], WHILE_RUNNING, how_to_resume), _requested[0]) from err
+        raise
+    finally:
+        _state["resume"] = outer
+
+
+def _unraisable(previous: Callable[[Any], object]) -> Callable[[Any], object]:
+    """An unraisable-exception hook that drops the stop (the watchdog ends the run) and passes on the rest."""
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, StopRequested | KeyboardInterrupt):
+            logger.debug(
+                "stop raised where it cannot propagate (%s); the watchdog ends the run", unraisable.object
+            )
+            return
+        previous(unraisable)
+
+    return hook
