@@ -3,6 +3,7 @@ leaves nothing but logs in output_dir (issue 3, Must show 5)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -126,6 +127,29 @@ def test_unknown_space(bids_copy: Path, tmp_path: Path, capsys) -> None:
     line = error_line(capsys)
     assert "--space" in line and "unknown space 'fsaverage7'" in line
     assert output_files(out) == []
+
+
+def test_high_pass_above_nyquist_is_a_usage_error(bids_copy: Path, tmp_path: Path, capsys) -> None:
+    """Issue 24, case 8: a cut-off at or above 1/(2 TR) removed the whole signal (0 units fitted, exit 0)."""
+    out = tmp_path / "out"
+    assert run(bids_copy, out, "--high-pass-hz", "1e9", "--skip-bids-validation") == 64
+    line = error_line(capsys)
+    assert "--high-pass-hz 1e+09 is not below the Nyquist frequency of sub-01_task-prf_run-1" in line
+    assert only_logs(out)
+
+
+@pytest.mark.parametrize("cut_off", ["0", "0.001"])
+def test_no_high_pass_or_one_without_cosines_is_fitted(
+    bids_copy: Path, tmp_path: Path, capsys, cut_off: str
+) -> None:
+    """Issue 24, case 9: an empty DCT basis (no high-pass, or no cosine below the cut-off in a run
+    this short) was exit 1, a TypeError in the checkpoint's digest."""
+    out = tmp_path / "out"
+    fast = ("--refine", "none", "--hrf", "canonical", "--no-cvr2", "--skip-bids-validation")
+    assert run(bids_copy, out, "--high-pass-hz", cut_off, *fast) == 0, capsys.readouterr().err
+    assert capsys.readouterr().err == ""
+    (sidecar,) = (out / "sub-01" / "func").glob("*_hemi-L_*_desc-x_boldmap.json")
+    assert json.loads(sidecar.read_text())["Preprocessing"]["HighPassHz"] == float(cut_off)
 
 
 def test_missing_confound_column(bids_copy: Path, tmp_path: Path, capsys) -> None:

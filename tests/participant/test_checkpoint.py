@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from helpers import chunked_env
-from prfmap.participant.checkpoint import fit_chunked
+from prfmap.participant.checkpoint import array_digest, fit_chunked
 from prfmap.runtime.memory import chunk_units, default_mem_gb, engine_mem_gb
 from prfmap.runtime.signals import StopRequested, check_stop, stop_on_signal
 
@@ -70,6 +70,19 @@ def test_any_change_gives_a_new_key(problem, tmp_path: Path) -> None:
     fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs={**KWARGS, "seed": 1})
     fit_chunked(data, stim, 2.0, folder=tmp_path, chunk=64, fit_kwargs=KWARGS)
     assert len({p.parent for p in _chunks(tmp_path)}) == 4
+
+
+def test_an_empty_nuisance_basis_is_a_key_like_any_other(problem, tmp_path: Path) -> None:
+    """Issue 24, case 9: --high-pass-hz 0, or a run too short for any cosine below the cut-off, gives
+    a (frames, 0) basis; its digest was a TypeError (a memoryview of no bytes cannot be cast)."""
+    data, stim = problem
+    empty = {**KWARGS, "nuisance": np.zeros((data.shape[1], 0))}
+    assert array_digest(np.zeros((40, 0))) != array_digest(np.zeros((0, 40))) != array_digest(None)
+    first = fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=empty)
+    again = fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=empty)
+    assert np.isfinite(first.params["x"]).sum() == 149
+    assert first.params["x"].tobytes() == again.params["x"].tobytes()
+    assert len({p.parent for p in _chunks(tmp_path)}) == 1
 
 
 def test_stop_signal_ends_the_fit_at_once_keeping_saved_chunks(problem, tmp_path: Path) -> None:

@@ -128,7 +128,8 @@ def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
     MissingInputError
         A run has no aperture, or ``--confounds`` was given and a run has no confounds file.
     UsageError
-        An explicit ``--mem-gb`` is below what the plan must hold.
+        An explicit ``--mem-gb`` is below what the plan must hold, or ``--high-pass-hz`` is not below
+        a run's Nyquist frequency.
     """
     start = time.perf_counter()
     preprocessed: list[PreprocessedRun] = []
@@ -136,6 +137,7 @@ def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
     first: _Run | None = None
     for i, run in enumerate(plan.runs):
         progress("load runs", i, len(plan.runs))
+        check_high_pass(config.preprocessing.high_pass_hz, run)
         read = _read_run(run, config)
         if first is None:
             first = dataclasses.replace(read, data=read.data[:, :0], confounds=None)
@@ -191,6 +193,33 @@ def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
         runs=tuple(preprocessed),
         designs=designs,
     )
+
+
+def check_high_pass(high_pass_hz: float | None, run: RunInput) -> None:
+    """Refuse a high-pass cut-off at or above a run's Nyquist frequency, ``1 / (2 TR)``.
+
+    Its DCT basis holds every cosine the run can carry, so it removes the whole signal and every unit
+    would be left unfitted.
+
+    Parameters
+    ----------
+    high_pass_hz : float or None
+        ``--high-pass-hz`` (0 or None: no high-pass).
+    run : RunInput
+        The run (its TR).
+
+    Raises
+    ------
+    UsageError
+        The cut-off is at or above the Nyquist frequency.
+    """
+    nyquist = 1.0 / (2.0 * run.tr)
+    if high_pass_hz and high_pass_hz >= nyquist:
+        raise UsageError(
+            f"--high-pass-hz {high_pass_hz:g} is not below the Nyquist frequency of {run.name} "
+            f"({nyquist:.3g} Hz at RepetitionTime {run.tr:g} s): the filter would remove the whole "
+            "signal; give a cut-off well below it (default 0.01 Hz; 0 disables the filter)"
+        )
 
 
 def slice_time_of(plan: FitPlan, config: Config) -> SliceTimeReference:
