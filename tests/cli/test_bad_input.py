@@ -9,6 +9,7 @@ from pathlib import Path
 
 import nibabel as nib
 import numpy as np
+import pandas as pd
 import pytest
 
 from helpers import only_logs, output_files
@@ -157,6 +158,29 @@ def test_missing_confound_column(bids_copy: Path, tmp_path: Path, capsys) -> Non
     assert run(bids_copy, out, "--confounds", "trans_x", "no_such_column") == 64
     line = error_line(capsys)
     assert "--confounds" in line and "no_such_column" in line
+    assert only_logs(out)
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("n/a", "is n/a in every row"),
+        ("high", "holds text ('high' in row 1)"),
+        ("inf", "holds an infinite value"),
+    ],
+)
+def test_an_unusable_confound_column_is_bad_data(
+    bids_copy: Path, tmp_path: Path, capsys, value: str, problem: str
+) -> None:
+    """Issue 24, case 7: the column became zeros (exit 0, numpy warnings on stderr)."""
+    path = next((bids_copy / FMRIPREP).glob("*_run-2_desc-confounds_timeseries.tsv"))
+    table = pd.read_csv(path, sep="\t", dtype=str)
+    table["trans_y"] = value
+    table.to_csv(path, sep="\t", index=False)
+    out = tmp_path / "out"
+    assert run(bids_copy, out, "--confounds", "trans_x", "trans_y", "--skip-bids-validation") == 65
+    line = error_line(capsys)
+    assert f"--confounds column 'trans_y' of {path.name} {problem}" in line
     assert only_logs(out)
 
 

@@ -136,6 +136,8 @@ def select_confounds(table: pd.DataFrame, columns: Sequence[str], path: str = ""
     ------
     UsageError
         A name matches no column.
+    BadDataError
+        A chosen column holds text, an infinite value, or nothing but ``n/a``.
     """
     chosen: list[str] = []
     for col in columns:
@@ -151,7 +153,28 @@ def select_confounds(table: pd.DataFrame, columns: Sequence[str], path: str = ""
             )
         chosen.extend(h for h in hits if h not in chosen)
     values = table[chosen].apply(pd.to_numeric, errors="coerce")
+    for col in chosen:
+        _check_column(table[col], values[col], col, os.path.basename(path) or "the confounds")
     return values.to_numpy(dtype=np.float64)
+
+
+def _check_column(raw: pd.Series, numbers: pd.Series, name: str, source: str) -> None:
+    """A confound column must be numbers (``n/a`` allowed where fMRIPrep writes it, not everywhere)."""
+    text = raw.notna() & numbers.isna()
+    problem = None
+    if text.any():
+        row = int(np.flatnonzero(text.to_numpy())[0])
+        problem = f"holds text ({raw.iloc[row]!r} in row {row + 1})"
+    elif np.isinf(numbers.to_numpy(dtype=np.float64)).any():
+        problem = "holds an infinite value"
+    elif numbers.isna().all():
+        problem = "is n/a in every row"
+    if problem is not None:
+        raise BadDataError(
+            f"--confounds column {name!r} of {source} {problem}; a regressor needs a number in every "
+            "row (n/a only where fMRIPrep writes it, e.g. the first row of a derivative); fix the file "
+            "or leave the column out"
+        )
 
 
 def dummy_scans_from_confounds(table: pd.DataFrame) -> int:
