@@ -162,6 +162,7 @@ def fit_chunked(  # noqa: PLR0913 - keyword-only: what a chunked fit needs and w
     progress: Callable[[str, int, int], None] | None = None,
     budget: Any = None,
     settings: Mapping[str, Any] | None = None,
+    owned: list[Path] | None = None,
 ) -> FitResult:
     """Fit ``data`` with :func:`prfmap.engine.fit_prf` chunk by chunk, reusing saved chunks.
 
@@ -188,6 +189,9 @@ def fit_chunked(  # noqa: PLR0913 - keyword-only: what a chunked fit needs and w
     settings : mapping, optional
         What identifies the fit's options in the key: the configuration's fit section (plus
         whether predictions are kept). Default: ``fit_kwargs`` without the arrays and the budget.
+    owned : list of Path, optional
+        The key's folder is appended to it: what this fit owns, and :func:`remove_checkpoints`
+        removes once its outputs are published.
 
     Returns
     -------
@@ -205,6 +209,8 @@ def fit_chunked(  # noqa: PLR0913 - keyword-only: what a chunked fit needs and w
     memory = budget if budget is not None else [int(chunk), kwargs.get("mem_gb")]
     identity = _identity(data, stim, tr, kwargs, settings, inputs, memory)
     where = Path(folder) / checkpoint_key(identity)
+    if owned is not None:
+        owned.append(where)
     chunk, kwargs["mem_gb"] = _budget(where, identity, int(chunk), kwargs.get("mem_gb"), name)
     starts = list(range(0, data.shape[0], chunk)) or [0]
     chunks, fitted = [], 0
@@ -306,18 +312,40 @@ def _read_identity(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def remove_checkpoints(folder: Path) -> None:
-    """Delete a finished participant's checkpoint folder, and the two folders above it when left empty.
+def remove_checkpoints(folder: Path, owned: Sequence[Path]) -> None:
+    """Delete the checkpoints a finished participant's fits own, and the folders they leave empty.
+
+    Other keys (another model, space, output folder or set of arguments that shares the work dir,
+    perhaps interrupted and waiting to resume) and files a user put there are kept.
 
     Parameters
     ----------
     folder : Path
         ``<work>/checkpoints/sub-<label>``.
+    owned : sequence of Path
+        The key folders of the participant's fits (``fit_chunked(owned=)``), under ``folder``.
     """
     folder = Path(folder)
-    shutil.rmtree(folder, ignore_errors=True)
-    for parent in (folder.parent, folder.parent.parent):
+    for where in dict.fromkeys(map(Path, owned)):
+        if folder not in where.parents:
+            raise ValueError(f"{where} is not under {folder}")
+        shutil.rmtree(where, ignore_errors=True)
+        _remove_if_empty(where.parent)
+    _remove_if_empty(folder, folder.parent, folder.parent.parent)
+    others = sorted(p.parent for p in folder.glob("*/*/identity.json"))
+    if others:
+        logger.info(
+            "kept %d checkpoint folder(s) of other fits or arguments under %s (remove them when "
+            "no run is to resume them)",
+            len(others),
+            folder,
+        )
+
+
+def _remove_if_empty(*folders: Path) -> None:
+    """Remove each folder in turn while it is empty; stop at the first that is not."""
+    for path in folders:
         try:
-            parent.rmdir()
+            path.rmdir()
         except OSError:
             return

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,8 @@ class FitOutcome:
         What the report should tell the user.
     cv : CrossValidation or None
         The leave-one-run-out ``cvr2`` (None with one run or ``--no-cvr2``).
+    checkpoints : tuple of Path
+        The checkpoint folders of the fit and its folds (removed once the outputs are published).
     """
 
     loaded: LoadedFit
@@ -53,6 +56,7 @@ class FitOutcome:
     seconds: float
     warnings: tuple[str, ...] = ()
     cv: CrossValidation | None = None
+    checkpoints: tuple[Path, ...] = ()
 
     @property
     def timings(self) -> dict[str, float]:
@@ -125,7 +129,8 @@ def fit_loaded(loaded: LoadedFit, config: Config, progress: ProgressFn) -> FitOu
     stim = Stimulus(combined.design, fov_deg=loaded.fov_deg, run_lengths=combined.run_lengths)
     keep = config.outputs.keep_predictions
     start = time.perf_counter()
-    result = _checkpointed_fit(loaded, config, combined, stim, plan.name, progress, keep=keep)
+    owned: list[Path] = []
+    result = _checkpointed_fit(loaded, config, combined, stim, plan.name, progress, keep=keep, owned=owned)
     seconds = time.perf_counter() - start
     r2 = np.asarray(result.r2)
     fitted = np.isfinite(np.asarray(result.params["x"]))
@@ -143,7 +148,8 @@ def fit_loaded(loaded: LoadedFit, config: Config, progress: ProgressFn) -> FitOu
         seconds,
         float(np.nanmedian(r2[fitted])) if fitted.any() else float("nan"),
     )
-    return FitOutcome(loaded, result, seconds, warnings, cross_validate_fit(loaded, config, progress))
+    cv = cross_validate_fit(loaded, config, progress, owned=owned)
+    return FitOutcome(loaded, result, seconds, warnings, cv, tuple(owned))
 
 
 def _checkpointed_fit(
@@ -155,11 +161,13 @@ def _checkpointed_fit(
     progress: ProgressFn,
     *,
     keep: bool,
+    owned: list[Path] | None = None,
     **identity: Any,
 ) -> FitResult:
     """``fit_chunked`` of combined runs with the configuration's fit options.
 
-    ``identity`` adds what else tells this fit's checkpoints apart (a fold's held-out run).
+    ``identity`` adds what else tells this fit's checkpoints apart (a fold's held-out run); the
+    checkpoint folder is appended to ``owned``.
     """
     execution = config.execution
     fit_kwargs = {
@@ -191,6 +199,7 @@ def _checkpointed_fit(
         how_to_resume=how_to_resume(config),
         progress=progress,
         budget="auto" if execution.mem_gb_auto else None,
+        owned=owned,
     )
 
 
@@ -248,7 +257,9 @@ def participant_hrf(
     return hrf
 
 
-def cross_validate_fit(loaded: LoadedFit, config: Config, progress: ProgressFn) -> CrossValidation | None:
+def cross_validate_fit(
+    loaded: LoadedFit, config: Config, progress: ProgressFn, owned: list[Path] | None = None
+) -> CrossValidation | None:
     """``cvr2`` of every unit (:mod:`prfmap.participant.crossval`).
 
     Each run predicted by a checkpointed fit of the others; None with fewer than two runs or ``--no-cvr2``.
@@ -261,6 +272,8 @@ def cross_validate_fit(loaded: LoadedFit, config: Config, progress: ProgressFn) 
         The run's configuration.
     progress : callable
         ``progress(stage, done, total)``.
+    owned : list of Path, optional
+        The folds' checkpoint folders are appended to it.
 
     Returns
     -------
@@ -276,7 +289,15 @@ def cross_validate_fit(loaded: LoadedFit, config: Config, progress: ProgressFn) 
     def fit_fold(training: CombinedData, stim: Stimulus, fold: Fold) -> FitResult:
         name = f"{plan.name} fold {fold.held_out + 1}/{len(names)} (held out: {names[fold.held_out]})"
         return _checkpointed_fit(
-            loaded, config, training, stim, name, progress, keep=False, held_out_run=names[fold.held_out]
+            loaded,
+            config,
+            training,
+            stim,
+            name,
+            progress,
+            keep=False,
+            owned=owned,
+            held_out_run=names[fold.held_out],
         )
 
     cv = cross_validate(

@@ -128,7 +128,7 @@ def run_participant(
     relative = {name: relative_link(path, output_dir) for name, path in links.items()}
     write_dataset_files(output_dir, source_datasets(links), relative)
     logger.info("sub-%s: published %d files under %s", subject, len(published), output_dir)
-    remove_checkpoints(checkpoint_dir(config, subject))
+    remove_checkpoints(checkpoint_dir(config, subject), [p for group in fitted for p in group.checkpoints])
     return published
 
 
