@@ -137,18 +137,47 @@ def _read_cifti(
     return axis, models, data
 
 
+def read_mask(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """A volume run's brain mask (``desc-brain_mask``) as a 3-D boolean array, and its affine.
+
+    Parameters
+    ----------
+    path : Path
+        The mask file.
+
+    Returns
+    -------
+    mask : ndarray of bool
+        True inside the brain.
+    affine : ndarray
+        4 × 4 voxel-to-world affine.
+
+    Raises
+    ------
+    MissingInputError
+        The file does not exist.
+    BadDataError
+        It cannot be read or is not 3-D.
+    """
+    mimg = _load(path)
+    try:
+        mask_data = np.asanyarray(mimg.dataobj)
+        if mask_data.ndim < 3 or any(n != 1 for n in mask_data.shape[3:]):
+            raise ValueError(f"the mask {Path(path).name} is not 3-D")
+        return mask_data.reshape(mask_data.shape[:3]) > 0, np.asarray(mimg.affine)
+    except READ_ERRORS as err:
+        raise _bad(path, err) from None
+
+
 def _load_volume(path: Path, mask_path: Path) -> tuple[np.ndarray, VolumeGeometry]:
-    img, mimg = _load(path), _load(mask_path)
+    img = _load(path)
+    mask, mask_affine = read_mask(mask_path)
     try:
         if len(img.shape) != 4:
             raise ValueError(f"expected a 4-D BOLD image, got shape {img.shape}")
-        mask_data = np.asanyarray(mimg.dataobj)
-        mask = mask_data.reshape(mask_data.shape[:3]) > 0 if mask_data.ndim >= 3 else None
-        if mask is None:
-            raise ValueError(f"the mask {mask_path.name} is not 3-D")
     except READ_ERRORS as err:
         raise _bad(path, err) from None
-    if mask.shape != img.shape[:3] or not np.allclose(mimg.affine, img.affine, atol=1e-3):
+    if mask.shape != img.shape[:3] or not np.allclose(mask_affine, img.affine, atol=1e-3):
         raise BadDataError(
             f"mask {mask_path.name} ({mask.shape}) does not match {path.name} "
             f"({img.shape[:3]}) in shape or affine; use the mask of the same space and resolution"

@@ -19,8 +19,8 @@ import numpy as np
 from prfmap.config import Config
 from prfmap.errors import BadDataError, MissingInputError, UsageError
 from prfmap.io.aperture import Aperture, load_aperture
-from prfmap.io.bold import load_bold
-from prfmap.io.geometry import UnitGeometry
+from prfmap.io.bold import load_bold, read_mask
+from prfmap.io.geometry import UnitGeometry, VolumeGeometry
 from prfmap.io.runs import RunInput
 from prfmap.io.timing import RULES, SliceTimeReference
 from prfmap.participant.confounds import run_confounds
@@ -68,6 +68,12 @@ class LoadedFit:
         ``repair`` counts the units whose non-finite frames were interpolated or refused).
     designs : dict
         ``RunInput.stimulus_key`` → (frames, rows, cols) aperture of the runs.
+    left_out : dict
+        Run name → why it was left out of the fit (a run without a usable unit); ``plan`` holds
+        the runs that were fitted.
+    mask_voxels_left_out : dict
+        Run name → voxels of its brain mask outside the other runs' masks (volume runs whose masks
+        differ: the fit uses the voxels in every run's mask); empty when the masks agree.
     """
 
     plan: FitPlan
@@ -84,13 +90,16 @@ class LoadedFit:
     slice_time: SliceTimeReference = SliceTimeReference(0.5, "option")
     runs: tuple[PreprocessedRun, ...] = ()
     designs: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    left_out: dict[str, str] = dataclasses.field(default_factory=dict)
+    mask_voxels_left_out: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """What the report should say about the loaded data (units repaired or refused)."""
+        """What the report should say about the loaded data (runs left out, units repaired or refused)."""
         names = [run.name for run in self.plan.runs]
         found = (pre.repair.message(name) for pre, name in zip(self.runs, names, strict=False))
-        return tuple(m for m in found if m)
+        left_out = (f"{name} left out of the fit: {why}" for name, why in self.left_out.items())
+        return (*left_out, *(m for m in found if m))
 
 
 @dataclass(frozen=True)
@@ -123,8 +132,9 @@ def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
     Raises
     ------
     BadDataError
-        The runs differ in units, TR or aperture grid, or a run's volumes do not match its
-        aperture's frames.
+        The runs differ in units (other than brain masks of one grid, which are intersected), TR
+        or aperture grid, a run's volumes do not match its aperture's frames, or no run has a
+        usable unit (a run without one is left out with a warning when others have).
     MissingInputError
         A run has no aperture, or ``--confounds`` was given and a run has no confounds file.
     UsageError
@@ -133,12 +143,15 @@ def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
     """
     start = time.perf_counter()
     preprocessed: list[PreprocessedRun] = []
+    kept: list[RunInput] = []
+    left_out: dict[str, str] = {}
     designs: dict[str, np.ndarray] = {}
     first: _Run | None = None
+    common, lacked = common_mask(plan)
     for i, run in enumerate(plan.runs):
         progress("load runs", i, len(plan.runs))
         check_high_pass(config.preprocessing.high_pass_hz, run)
-        read = _read_run(run, config)
+        read = _in_mask(_read_run(run, config), common)
         if first is None:
             first = dataclasses.replace(read, data=read.data[:, :0], confounds=None)
             _log_resampling(run, read.aperture)
@@ -151,21 +164,31 @@ def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
             )
         else:
             _check_alike(run, read, plan.runs[0], first)
-        preprocessed.append(
-            preprocess_run(
-                read.data,
-                run.tr,
-                dummy_scans=read.dummy_scans,
-                high_pass_hz=config.preprocessing.high_pass_hz,
-                confounds=read.confounds,
-                source=run.bold_files[0].name,
-            )
+        pre = preprocess_run(
+            read.data,
+            run.tr,
+            dummy_scans=read.dummy_scans,
+            high_pass_hz=config.preprocessing.high_pass_hz,
+            confounds=read.confounds,
+            source=run.bold_files[0].name,
         )
-        repaired = preprocessed[-1].repair.message(run.name)
+        if not np.isfinite(pre.data).any():
+            left_out[run.name] = _UNUSABLE
+            logger.warning("%s: %s; it is left out of the fit", run.name, _UNUSABLE)
+            continue
+        repaired = pre.repair.message(run.name)
         if repaired:
             logger.warning(repaired)
+        preprocessed.append(pre)
+        kept.append(run)
         designs.setdefault(run.stimulus_key, read.aperture.design)
     progress("load runs", len(plan.runs), len(plan.runs))
+    if not kept:
+        raise BadDataError(
+            f"no run of {plan.name} has a usable unit: {_UNUSABLE} in "
+            f"{', '.join(run.bold_files[0].name for run in plan.runs)}; check the BOLD files"
+        )
+    plan = dataclasses.replace(plan, runs=tuple(kept))
     keys = [run.stimulus_key for run in plan.runs]
     names = {run.stimulus_key: Path(run.stim_file).name for run in plan.runs}
     combined = combine_runs(preprocessed, keys, designs, names=names)
@@ -192,7 +215,74 @@ def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
         slice_time=slice_time_of(plan, config),
         runs=tuple(preprocessed),
         designs=designs,
+        left_out=left_out,
+        mask_voxels_left_out=lacked,
     )
+
+
+_UNUSABLE = "every vertex/voxel is constant (e.g. all zeros), non-positive or non-finite"
+
+
+def common_mask(plan: FitPlan) -> tuple[np.ndarray | None, dict[str, int]]:
+    """The voxels inside every run's brain mask, when the volume runs' masks differ.
+
+    fMRIPrep writes one mask per run, and they routinely differ by a few voxels at the edge of the
+    brain; the fit uses the voxels all runs have, and says how many of its own each run lost.
+
+    Parameters
+    ----------
+    plan : FitPlan
+        The runs fitted together.
+
+    Returns
+    -------
+    mask : ndarray of bool or None
+        The intersection of the masks; None when they agree, the runs are not volumes or the masks
+        do not share one grid (then :func:`_check_alike` refuses the runs).
+    lacked : dict
+        Run name → voxels of its mask left out (every run, zeros included); empty with ``mask`` None.
+
+    Raises
+    ------
+    BadDataError
+        The masks share no voxel.
+    """
+    runs = [run for run in plan.runs if run.kind == "volume" and run.mask is not None]
+    if len(runs) < 2:
+        return None, {}
+    masks = [read_mask(Path(run.mask)) for run in runs]
+    (first, affine), rest = masks[0], masks[1:]
+    if any(m.shape != first.shape or not np.allclose(a, affine, atol=1e-3) for m, a in rest):
+        return None, {}
+    if all(np.array_equal(m, first) for m, _ in rest):
+        return None, {}
+    common = np.logical_and.reduce([m for m, _ in masks])
+    lacked = {run.name: int(m.sum() - common.sum()) for run, (m, _) in zip(runs, masks, strict=True)}
+    if not common.any():
+        raise BadDataError(
+            f"the brain masks of {plan.name}'s runs share no voxel "
+            f"({', '.join(Path(run.mask).name for run in runs)}); fit the runs separately (--run)"
+        )
+    logger.warning(
+        "%s: the runs' brain masks differ; fitting the %d voxels inside all of them (left out: %s)",
+        plan.name,
+        int(common.sum()),
+        ", ".join(
+            f"{n} of {int(m.sum())} voxels of {name}"
+            for (name, n), (m, _) in zip(lacked.items(), masks, strict=True)
+        ),
+    )
+    return common, lacked
+
+
+def _in_mask(read: _Run, common: np.ndarray | None) -> _Run:
+    """A volume run restricted to the voxels of ``common`` (inside its own mask)."""
+    geometry = read.geometry
+    if common is None or not isinstance(geometry, VolumeGeometry):
+        return read
+    keep = common[geometry.mask]
+    restricted = dataclasses.replace(geometry, mask=common)
+    return dataclasses.replace(read, data=read.data[keep], geometry=restricted)
 
 
 def check_high_pass(high_pass_hz: float | None, run: RunInput) -> None:

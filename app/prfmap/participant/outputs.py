@@ -21,6 +21,7 @@ from prfmap.participant.crossval import (
     DEFINITION,
 )
 from prfmap.participant.fit import FitOutcome
+from prfmap.participant.load import LoadedFit
 from prfmap.report.participant import ReportContext
 
 
@@ -93,6 +94,7 @@ def provenance_of(fitted: FitOutcome, config: Config) -> dict[str, Any]:
             "Confounds": list(config.preprocessing.confounds),
             "Units": "percent signal change",
             "RunCombination": "runs with the same stimulus averaged, others concatenated",
+            **_left_out(loaded),
         },
         "Software": {"prfmap": __version__, **info},
         "Device": info.get("device"),
@@ -100,6 +102,19 @@ def provenance_of(fitted: FitOutcome, config: Config) -> dict[str, Any]:
         "Timings": {**fitted.timings, **dict(fitted.result.timings)},
         "VarianceExplained": variance_explained(fitted, config),
     }
+
+
+def _left_out(loaded: LoadedFit) -> dict[str, Any]:
+    """What the sidecar says about runs and voxels that were left out of the fit (none: nothing)."""
+    out: dict[str, Any] = {}
+    if loaded.left_out:
+        out["RunsLeftOut"] = dict(loaded.left_out)
+    if loaded.mask_voxels_left_out:
+        out["BrainMask"] = {
+            "Combination": "the runs' brain masks differ: the voxels inside every run's mask are fitted",
+            "VoxelsLeftOut": dict(loaded.mask_voxels_left_out),
+        }
+    return out
 
 
 def variance_explained(fitted: FitOutcome, config: Config) -> dict[str, Any]:
