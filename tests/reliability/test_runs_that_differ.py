@@ -89,7 +89,7 @@ def test_no_usable_run_is_refused(bids: Path, tmp_path: Path, capsys) -> None:
 def test_runs_whose_masks_differ_are_fitted_on_their_common_voxels(
     bids: Path, tmp_path: Path, capsys
 ) -> None:
-    """Case 11: masks that differ by 1 % of the voxels were refused (65, "must share their vertices/voxels")."""
+    """Case 11: masks differing by 1 % of the voxels were refused (65, "must share their vertices/voxels")."""
     path = _mask(bids, 2)
     img = nib.load(path)
     mask = np.asanyarray(img.dataobj) > 0
