@@ -252,7 +252,8 @@ def run_participant(
         "sub-%s: %d run(s) in %d fit(s): %s",
         subject, len(runs), len(plans), ", ".join(p.name for p in plans),
     )  # fmt: skip
-    with make_progress() as progress:
+    fits = sum(1 + (len(p.runs) if config.outputs.cvr2 and len(p.runs) > 1 else 0) for p in plans)
+    with make_progress(title=f"sub-{subject}", fits=fits) as progress:
         fitted = [fit_group(load_group(plan, config, progress), config, progress) for plan in plans]
     check_stop("after fitting every chunk, before writing outputs", how_to_resume(config))
     output_dir = config.outputs.output_dir
@@ -578,7 +579,7 @@ def participant_hrf(loaded: LoadedGroup, data: CombinedData, stim: Stimulus, fit
     start = time.perf_counter()
     hrf = estimate_hrf(data.data, stim, loaded.tr, nuisance=data.nuisance,
                        slice_time_ref=fit_kwargs["slice_time_ref"], mem_gb=fit_kwargs["mem_gb"],
-                       progress=progress)
+                       progress=lambda stage, done, total: progress(f"HRF {stage}", done, total))
     logger.info("%s: participant HRF from %d units in %.1f s: peak delay %.2f s, dispersion %.2f "
                 "(maximum at %.2f s; SPM's canonical: 6 s, 1, 5 s)", name, hrf.units,
                 time.perf_counter() - start, hrf.delay, hrf.dispersion, hrf.peak_s())
