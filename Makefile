@@ -43,6 +43,7 @@ demo: $(VENV)/.demo-installed
 	@echo "Report: $(DEMO_DIR)/out/sub-01.html"
 
 lint: $(VENV)/.test-installed
+	$(BIN)/ruff format --check app tests docker
 	$(BIN)/ruff check app tests docker
 
 # The documentation site (Sphinx): offline, every warning an error. tests/test_docs.py builds it too,
