@@ -29,6 +29,9 @@ class Scene:
     letterbox: int = 120
     fixation_radius: float = 8.0
     centre: tuple[float, float] | None = None
+    fixation_cross: bool = False
+    surround: tuple[float, float, float] | None = None
+    presentation: int | None = None
 
     @property
     def centre_xy(self) -> tuple[float, float]:
@@ -131,12 +134,36 @@ def _objects(scene: Scene, rng: np.random.Generator, n: int = 70, step: int = 4)
     return np.repeat(np.repeat(picture, step, axis=0), step, axis=1)[: scene.rows, : scene.cols]
 
 
+def fixation_mark(scene: Scene, polar) -> np.ndarray:
+    """Coverage of the fixation mark: a dot of ``fixation_radius``, or a cross that long and 1/4 as thick."""
+    x, y, r, _ = polar
+    if not scene.fixation_cross:
+        return coverage(r - scene.fixation_radius)
+    half, arm = scene.fixation_radius / 4, scene.fixation_radius
+    bar_h = np.maximum(np.abs(x) - arm, np.abs(y) - half)
+    bar_v = np.maximum(np.abs(y) - arm, np.abs(x) - half)
+    return coverage(np.minimum(bar_h, bar_v))
+
+
+def frame_surround(scene: Scene, picture: np.ndarray) -> None:
+    """Black letterbox bars, and a surround colour outside the presentation square, in place."""
+    if scene.surround is not None:
+        cx, cy = (int(v) for v in scene.centre_xy)
+        inner = np.zeros(picture.shape[:2], dtype=bool)
+        p = scene.presentation
+        inner[max(0, cy - p) : cy + p, max(0, cx - p) : cx + p] = True
+        picture[~inner] = scene.surround
+    if scene.letterbox:
+        picture[:, : scene.letterbox] = 0
+        picture[:, scene.cols - scene.letterbox :] = 0
+
+
 def render(scene: Scene, shape: str, kind: str, *, steps: int = 8, blanks: int = 2, seed: int = 0):
     """Yield ``(picture, truth, fixation)`` per frame: the screen (rows, cols, 3) in [0, 1], the true
-    aperture coverage (rows, cols) and the fixation dot's coverage."""
+    aperture coverage (rows, cols) and the fixation mark's coverage."""
     rng = np.random.default_rng(seed)
     polar = scene.polar()
-    fixation = coverage(polar[2] - scene.fixation_radius)
+    fixation = fixation_mark(scene, polar)
     background = np.asarray(scene.background, dtype=np.float32)
     for index, spec in enumerate(sequence(shape, steps, blanks)):
         stim = aperture(scene, spec, polar) * (1 - fixation)
@@ -146,9 +173,7 @@ def render(scene: Scene, shape: str, kind: str, *, steps: int = 8, blanks: int =
             picture += stim[..., None] * (carried - background)
         dot = np.asarray(FIXATION_COLOURS[rng.integers(len(FIXATION_COLOURS))], dtype=np.float32)
         picture += fixation[..., None] * (dot - picture)
-        if scene.letterbox:
-            picture[:, : scene.letterbox] = 0
-            picture[:, scene.cols - scene.letterbox :] = 0
+        frame_surround(scene, picture)
         yield picture, stim, fixation
 
 
@@ -168,28 +193,30 @@ def moving_bars(scene: Scene, *, tr: float, rate: float, sweep_volumes: int = 4,
     Yields ``(picture, truth)`` per frame at ``rate`` Hz (``truth`` without the fixation dot).
     """
     rng = np.random.default_rng(seed)
-    polar = scene.polar()
-    fixation = coverage(polar[2] - scene.fixation_radius)
+    x, y, r, theta = polar = scene.polar()
+    fixation = fixation_mark(scene, polar)
+    near = np.nonzero(fixation.any(axis=1))[0][[0, -1]], np.nonzero(fixation.any(axis=0))[0][[0, -1]]
+    box = (slice(near[0][0], near[0][1] + 1), slice(near[1][0], near[1][1] + 1))
     background = np.asarray(scene.background, dtype=np.float32)
+    blank = np.broadcast_to(background, (scene.rows, scene.cols, 3)).copy()
+    frame_surround(scene, blank)
+    contrast = [carrier("checkerboard", scene, phase, rng, polar) - background for phase in (0, 1)]
+    field = r - scene.radius
     per_volume = int(round(tr * rate))
     sweep = sweep_volumes * per_volume
     n = 2 * per_volume + 2 * sweep
     dots = [np.asarray(FIXATION_COLOURS[rng.integers(3)], dtype=np.float32) for _ in range(int(n / rate) + 2)]
     for index in range(n):
         k = index - per_volume
-        spec = None
+        picture = blank.copy()
+        stim = np.zeros(r.shape, dtype=np.float32)
         if 0 <= k < 2 * sweep:
-            angle, step = (0, k) if k < sweep else (90, k - sweep)
-            spec = ("bar", angle, -0.75 + 1.5 * step / (sweep - 1))
-        stim = aperture(scene, spec, polar) * (1 - fixation)
-        picture = np.broadcast_to(background, (scene.rows, scene.cols, 3)).copy()
-        if spec is not None:
-            carried = carrier("checkerboard", scene, int(index * 10 / rate), rng, polar)
-            picture += stim[..., None] * (carried - background)
-        picture += fixation[..., None] * (dots[int(index / rate)] - picture)
-        if scene.letterbox:
-            picture[:, : scene.letterbox] = 0
-            picture[:, scene.cols - scene.letterbox :] = 0
+            u, step = (x, k) if k < sweep else (y, k - sweep)
+            centre = (-0.75 + 1.5 * step / (sweep - 1)) * scene.radius
+            stim = coverage(np.maximum(field, np.abs(u - centre) - scene.radius / 8)) * (1 - fixation)
+            picture += stim[..., None] * contrast[int(index * 10 / rate) % 2]
+        mark = fixation[box][..., None]
+        picture[box] += mark * (dots[int(index / rate)] - picture[box])
         yield picture, stim
 
 
@@ -210,3 +237,30 @@ def write_mp4(path, pictures, rate: float, crf: int = 18) -> None:
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)
+
+
+def measure(result, truth: np.ndarray, fixation: np.ndarray) -> dict[str, float]:
+    """How well a :class:`prfmap.stimulus.StimulusResult` recovers the rendered truth.
+
+    ``truth`` (volumes, rows, cols) is the true coverage per volume on the screen (working
+    resolution), ``fixation`` the fixation mark's coverage. Returns the median and smallest IoU over
+    the stimulus volumes (both on the written grid, the truth cut and resampled the same way), the
+    largest and mean absolute difference of the values, the largest error in the stimulated share of
+    the field per volume, and the number of fixation-mark pixels taken for stimulus in any volume.
+    """
+    grid = result.to_grid(truth)
+    shown = grid.sum(axis=(1, 2)) > 0
+    ious = [iou(a, b) for a, b in zip(result.design[shown], grid[shown], strict=True)]
+    error = np.abs(result.design - grid)
+    touched = (grid > 0) | (result.design > 0)
+    mark = fixation > 0
+    taken = sum(int((result.screen_mask(v)[mark] > 0).sum()) for v in range(len(result.design)))
+    return {
+        "iou_median": float(np.median(ious)),
+        "iou_min": float(np.min(ious)),
+        "value_error_max": float(error.max()),
+        "value_error_mean": float(error[touched].mean()),
+        "share_error_max": float(np.abs(result.design.mean(axis=(1, 2)) - grid.mean(axis=(1, 2))).max()),
+        "fixation_pixels": taken,
+        "volumes": int(len(result.design)),
+    }

@@ -262,7 +262,7 @@ def survey(
     above = [d > found.threshold for d in differences]
     count = np.sum(above, axis=0)
     core = count >= (STATIC_SHARE * len(stack) if len(stack) >= 10 else len(stack))
-    _check_visible(above, core, spread, found)
+    _check_visible(above, spread, found)
     margin = max(2.0, 0.002 * min(rows, cols))
     detector = Detector(found, ndimage.binary_dilation(core, disk(margin)), fill, core)
     masks = [detector.mask_of_difference(d, detector.static) for d in differences]
@@ -284,9 +284,9 @@ def survey(
     return detector, union & ~detector.static, int(blank.sum())
 
 
-def _check_visible(above: list[np.ndarray], core: np.ndarray, spread: np.ndarray, found: Background) -> None:
+def _check_visible(above: list[np.ndarray], spread: np.ndarray, found: Background) -> None:
     """The frames must mostly show the background where they change (else it is not the background)."""
-    changing = (spread > found.threshold) & ~core
+    changing = spread > found.threshold
     if not changing.any():
         return
     visible = float(np.median([1.0 - a[changing].mean() for a in above]))
