@@ -19,6 +19,7 @@ ALLOWED = {
     "prfmap.config": set(),
     "prfmap.io": {"prfmap", "prfmap.errors", "prfmap.config"},
     "prfmap.engine": {"prfmap.errors"},
+    "prfmap.stimulus": {"prfmap", "prfmap.errors", "prfmap.config", "prfmap.io"},
 }
 # Function-level imports that must stay where they are, with the reason in a comment above them.
 DEFERRED_IMPORTS = {

@@ -31,15 +31,29 @@ def true_design(truth: np.ndarray) -> tuple[np.ndarray, float]:
     return grid(np.stack([crop.cut(t) for t in truth])), grid.fov_out
 
 
-def test_maps_fitted_with_the_recovered_apertures_match_those_with_the_true_ones(rendered, tmp_path: Path) -> None:
+def test_maps_fitted_with_the_recovered_apertures_match_those_with_the_true_ones(
+    rendered, tmp_path: Path
+) -> None:
     pictures, truth, _ = rendered("bars", "pinknoise", steps=10, blanks=3)
     shots = tmp_path / "shots"
     shots.mkdir()
     for i, picture in enumerate(pictures):
         Image.fromarray(to_uint8(picture)).save(shots / f"shot_{i:03d}.png", compress_level=1)
     out = tmp_path / "bars.nii.gz"
-    code = main([str(shots), "--output", str(out), "--screen-size-cm", *map(str, SCREEN_CM),
-                 "--screen-distance-cm", str(DISTANCE_CM), "--tr", str(TR), "--no-qc"])
+    code = main(
+        [
+            str(shots),
+            "--output",
+            str(out),
+            "--screen-size-cm",
+            *map(str, SCREEN_CM),
+            "--screen-distance-cm",
+            str(DISTANCE_CM),
+            "--tr",
+            str(TR),
+            "--no-qc",
+        ]
+    )
     assert code == 0
     recovered = load_aperture(out, tr=TR, resample=True)
     design, fov = true_design(truth)

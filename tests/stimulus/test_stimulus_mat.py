@@ -55,8 +55,11 @@ def test_v5_struct_with_sequence_and_timing_found_by_themselves(stack: dict, tmp
     path = tmp_path / "vistadisp.mat"
     scipy.io.savemat(path, {"stimulus": {k: stack[k] for k in ("images", "seq", "seqtiming")}})
     source, result = make(path)
-    assert source.variables == {"images": "stimulus.images", "sequence": "stimulus.seq",
-                                "timing": "stimulus.seqtiming"}
+    assert source.variables == {
+        "images": "stimulus.images",
+        "sequence": "stimulus.seq",
+        "timing": "stimulus.seqtiming",
+    }
     got = measure(result, stack["truth"], stack["fixation"])
     assert got["volumes"] == len(stack["truth"])
     assert got["iou_median"] >= 0.97 and got["fixation_pixels"] == 0, got
@@ -90,7 +93,9 @@ def test_several_stacks_need_to_be_named(stack: dict, tmp_path: Path) -> None:
 def test_a_sequence_beyond_the_stack_is_refused(stack: dict, tmp_path: Path) -> None:
     path = tmp_path / "long.mat"
     scipy.io.savemat(path, {"images": stack["images"], "seq": stack["seq"] + 100})
-    with pytest.raises(BadDataError, match=r"runs from 100 to 124 but the stack has 24 images \(1-based, 0 = blank\)"):
+    with pytest.raises(
+        BadDataError, match=r"runs from 100 to 124 but the stack has 24 images \(1-based, 0 = blank\)"
+    ):
         open_source([path])
 
 

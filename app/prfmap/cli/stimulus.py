@@ -60,6 +60,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE.nii.gz",
         help="aperture file to write (e.g. bids/stimuli/bars.nii.gz); its sidecar FILE.json",
     )
+    _geometry_and_timing(parser)
+    _mat_and_detection(parser)
+    _crop_and_output(parser)
+    return parser
+
+
+def _geometry_and_timing(parser: argparse.ArgumentParser) -> None:
+    """The viewing geometry and the timing options."""
     geometry = parser.add_argument_group("geometry (the screen's, or the stimulated width)")
     geometry.add_argument(
         "--screen-size-cm",
@@ -96,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=nonnegative_float,
         default=0.0,
         metavar="S",
-        help="seconds of the recording or sequence before the first volume",
+        help="seconds of the recording or sequence before the first volume (default 0)",
     )
     timing.add_argument(
         "--volumes",
@@ -104,6 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="volumes to write (default every volume the frames cover)",
     )
+
+
+def _mat_and_detection(parser: argparse.ArgumentParser) -> None:
+    """The .mat variables and the detection options."""
     mat = parser.add_argument_group(".mat image stack and sequence")
     mat.add_argument(
         "--images",
@@ -127,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         choices=(0, 1),
         default=1,
-        help="index of the first image; with 1 (MATLAB's), 0 shows a blank screen",
+        help="index of the first image (default 1, MATLAB's, where 0 shows a blank screen)",
     )
     detection = parser.add_argument_group("detection")
     detection.add_argument(
@@ -164,6 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="R",
         help="also exclude a disk of R pixels around the centre",
     )
+
+
+def _crop_and_output(parser: argparse.ArgumentParser) -> None:
+    """The crop and output options."""
     crop = parser.add_argument_group("crop")
     crop.add_argument(
         "--centre",
@@ -211,7 +227,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     out.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
     out.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    return parser
 
 
 def options_from(args: argparse.Namespace) -> Options:

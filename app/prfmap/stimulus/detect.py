@@ -2,9 +2,9 @@
 
 The survey looks at a sample of frames once:
 
-- each pixel's *usual* colour is its median over the sample (a stimulus covers any one pixel for a
-  small part of a pRF sequence); the **background** is the colour most of the pixels that ever change
-  usually show, i.e. the dominant colour of the blank screen, whatever the carrier or the colour;
+- the **background** is the commonest colour, over the frames, of the pixels that ever change and a
+  border around them: a stimulus covers any one pixel for a small part of a pRF sequence, so this is
+  the dominant colour of the blank screen, whatever the carrier or the colour;
 - the **threshold** on the colour difference from it stands above the recording's noise (compression,
   dithering) and a small share of the stimulus contrast;
 - **static marks** are what differs from the background in (nearly) every frame and in the blank
@@ -37,8 +37,9 @@ USUAL_TOLERANCE = 8.0 / 255.0
 STATIC_SHARE = 0.9
 FILL_SHARE = 0.01
 KEEP_DENSITY = 0.15
-BACKGROUND_SHARE = 0.5
-"""The background must be the usual colour of at least this share of the pixels that change."""
+BACKGROUND_SHARE = 0.3
+"""The background must be the colour of at least this share of the pixels and frames where the frames
+change (a pRF stimulus covers any one pixel for a small part of the sequence)."""
 VISIBLE_SHARE = 0.3
 """In a typical frame, at least this share of the changing pixels must show the background."""
 BLANK_SHARE = 0.005
@@ -60,7 +61,7 @@ class Background:
     given : bool
         True when the user gave the colour.
     share : float
-        Share of the changing pixels whose usual colour it is.
+        Share of the pixels and frames where the frames change that show it (NaN when given).
     """
 
     colour: np.ndarray
@@ -171,31 +172,50 @@ def usual_colours(stack: np.ndarray, block: int = 64) -> tuple[np.ndarray, np.nd
     return usual, spread
 
 
-def dominant_colour(usual: np.ndarray, changing: np.ndarray) -> tuple[np.ndarray, float]:
-    """The most common usual colour of the changing pixels (8-level bins), and its share of them."""
-    colours = usual[changing]
-    codes = np.minimum((colours * 255.0 / 8.0).astype(np.int64), 31)
+def dominant_colour(
+    stack: np.ndarray, zone: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, float]:
+    """The most common colour (8-level bins) of the zone's pixels over the frames, and its share.
+
+    Parameters
+    ----------
+    stack : ndarray
+        uint8 (frames, rows, cols, 3).
+    zone : ndarray
+        bool (rows, cols): where to look (the pixels that change and a border around them).
+    """
+    where = np.flatnonzero(zone.ravel())
+    where = rng.choice(where, size=min(PROBE_PIXELS, where.size), replace=False)
+    colours = stack.reshape(stack.shape[0], -1, 3)[:, where].reshape(-1, 3)
+    codes = colours.astype(np.int64) // 8
     flat = (codes[:, 0] * 32 + codes[:, 1]) * 32 + codes[:, 2]
     counts = np.bincount(flat, minlength=32**3)
     mode = int(np.argmax(counts))
-    return np.median(colours[flat == mode], axis=0), float(counts[mode] / max(1, flat.size))
+    return np.median(colours[flat == mode], axis=0) / 255.0, float(counts[mode] / max(1, flat.size))
 
 
 def _background(stack: np.ndarray, usual: np.ndarray, spread: np.ndarray, given, threshold) -> Background:
-    """The background colour (given or dominant) and the threshold (given or from noise and contrast)."""
+    """The background colour (given or dominant) and the threshold (given or from noise and contrast).
+
+    The background is the commonest colour, over the frames, of the pixels that change and a border
+    around them (2 % of the screen): the blank screen's colour where the stimulus appears, not the
+    commonest colour of the frames (a black surround or letterbox can be larger).
+    """
     changing = spread > USUAL_TOLERANCE
     if changing.sum() < 1e-3 * changing.size:
         changing = np.ones_like(changing)
+    rng = np.random.default_rng(0)
     if given is not None:
         colour, share = np.asarray(given, dtype=np.float64), float("nan")
     else:
-        colour, share = dominant_colour(usual, changing)
+        border = max(2, round(0.02 * min(changing.shape)))
+        zone = ndimage.binary_dilation(changing, iterations=border)
+        colour, share = dominant_colour(stack, zone, rng)
         if share < BACKGROUND_SHARE:
             raise BadDataError(
-                f"no background colour found: the most common colour of the changing pixels covers only "
-                f"{share:.0%} of them; give it with --background R G B"
+                f"no background colour found: the commonest colour where the frames change covers only "
+                f"{share:.0%} of it; give the blank screen's colour with --background R G B"
             )
-    rng = np.random.default_rng(0)
     flat_usual = channel_difference(usual, colour).ravel()
     probes = rng.choice(flat_usual.size, size=min(PROBE_PIXELS, flat_usual.size), replace=False)
     diff = channel_difference(stack.reshape(stack.shape[0], -1, 3)[:, probes], colour)

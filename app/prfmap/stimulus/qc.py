@@ -49,7 +49,7 @@ def summary_rows(result: StimulusResult) -> list[tuple[str, str]]:
         ),
         (
             "background",
-            f"RGB {bg.rgb255} ({'given' if bg.given else f'{bg.share:.0%} of the changing pixels'})",
+            f"RGB {bg.rgb255} ({'given' if bg.given else f'{bg.share:.0%} of where the frames change'})",
         ),
         ("threshold", f"{bg.threshold * 255:.1f} levels (noise {bg.noise * 255:.1f})"),
         (
