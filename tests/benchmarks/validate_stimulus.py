@@ -10,7 +10,8 @@
 - a 768 × 768 .mat image stack + sequence (v5 and v7.3);
 - end to end: pRF maps fitted with the recovered apertures against those fitted with the true ones
   (median centre and σ differences, degrees);
-- with ``--qc``: the QC sheet of the 1920 × 1080 bars over pink noise, written by the tool itself.
+- with ``--qc``: the QC sheet of 1920 × 1080 PNG screenshots of bars over pink noise, written by
+  ``prfmap-stimulus`` itself (its summary goes to the terminal).
 
 Prints one Markdown table per part (tests/stimulus and tests/cli/test_stimulus_cli.py assert the
 thresholds on smaller material).
@@ -49,7 +50,38 @@ SCREEN = Screen((52.0, 29.25), 57.0)
 TR = 1.5
 
 
-def screenshots(qc: Path | None) -> list[str]:
+def qc_sheet(qc: Path) -> list[str]:
+    """Run the command on full-HD PNG screenshots (bars over pink noise) with ``--qc``; its summary."""
+    from PIL import Image
+
+    from prfmap.cli.stimulus import main as stimulus_main
+
+    with tempfile.TemporaryDirectory() as tmp:
+        shots = Path(tmp) / "shots"
+        shots.mkdir()
+        for i, frame in enumerate(render(Scene(), "bars", "pinknoise", steps=8)):
+            Image.fromarray(to_uint8(frame[0])).save(shots / f"frame_{i}.png", compress_level=1)
+        out = Path(tmp) / "stimuli" / "bars.nii.gz"
+        argv = [
+            str(shots),
+            "--output",
+            str(out),
+            "--screen-size-cm",
+            "52",
+            "29.25",
+            "--screen-distance-cm",
+            "57",
+            "--tr",
+            "1.5",
+            "--qc",
+            str(qc),
+        ]
+        code = stimulus_main(argv)
+        qc.with_suffix(".html").unlink(missing_ok=True)
+    return [f"exit {code}"]
+
+
+def screenshots() -> list[str]:
     rows = [
         "| sweep | carrier | volumes | IoU median | IoU min | fixation pixels as stimulus | seconds |",
         "|---|---|---|---|---|---|---|",
@@ -66,17 +98,7 @@ def screenshots(qc: Path | None) -> list[str]:
                 f"| {shape} | {kind} | {got['volumes']} | {got['iou_median']:.4f} | {got['iou_min']:.4f} | "
                 f"{got['fixation_pixels']} | {took:.1f} |"
             )
-            if qc is not None and (shape, kind) == ("bars", "pinknoise"):
-                write_qc(result, qc)
     return rows
-
-
-def write_qc(result, path: Path) -> None:
-    from prfmap.io.atomic import atomic_path
-    from prfmap.stimulus.qc import write_sheet
-
-    with atomic_path(path) as tmp:
-        write_sheet(result, tmp)
 
 
 def video() -> list[str]:
@@ -188,7 +210,10 @@ def main() -> None:
     parser.add_argument("--qc", type=Path, help="write the QC sheet of the full-HD bars over pink noise here")
     parser.add_argument("--parts", nargs="+", default=["screenshots", "video", "mat", "fit"])
     args = parser.parse_args()
-    parts = {"screenshots": lambda: screenshots(args.qc), "video": video, "mat": mat_files, "fit": end_to_end}
+    parts = {"screenshots": screenshots, "video": video, "mat": mat_files, "fit": end_to_end}
+    if args.qc is not None:
+        parts["qc"] = lambda: qc_sheet(args.qc)
+        args.parts.append("qc")
     for name in args.parts:
         print(f"\n### {name}\n")
         print("\n".join(parts[name]()), flush=True)

@@ -81,6 +81,18 @@ def test_a_flashing_patch_outside_the_stimulus_is_left_out(rendered) -> None:
     assert measure(result, truth, fixation)["iou_median"] >= 0.97
 
 
+def test_a_start_screen_of_another_colour_is_left_out_of_the_crop(rendered) -> None:
+    """A black "press a key" screen before the sweep differs from the background everywhere."""
+    pictures, truth, fixation = rendered("bars", "checkerboard", steps=3)
+    started = pictures.copy()
+    started[0] = 0.0
+    started[0, 260:280, 400:560] = 1.0  # its text
+    result = run(started)
+    assert result.flooded_frames == [0]
+    assert result.crop == run(pictures).crop
+    assert measure(result, truth, fixation)["iou_median"] >= 0.97
+
+
 def test_a_fixation_radius_adds_a_disk_that_is_never_stimulus(rendered) -> None:
     pictures, truth, fixation = rendered("bars", "pinknoise", steps=4)
     result = run(pictures, fixation_radius_px=30.0)

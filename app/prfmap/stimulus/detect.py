@@ -43,6 +43,7 @@ change (a pRF stimulus covers any one pixel for a small part of the sequence).""
 VISIBLE_SHARE = 0.3
 """In a typical frame, at least this share of the changing pixels must show the background."""
 BLANK_SHARE = 0.005
+FLOOD_SHARE = 0.5
 PROBE_PIXELS = 40_000
 
 
@@ -89,12 +90,16 @@ class Detector:
         Half-width of the majority-vote box, pixels.
     static_core : ndarray
         The static marks before widening.
+    flood_area : float
+        A frame with more stimulus pixels than this is not a stimulus of the sequence but a screen of
+        another colour (an instruction or start screen): it is left out of the stimulated region.
     """
 
     background: Background
     static: np.ndarray
     fill_px: int
     static_core: np.ndarray
+    flood_area: float = np.inf
 
     def difference(self, pixels: np.ndarray) -> np.ndarray:
         """Largest channel difference from the background, float32 (rows, cols)."""
@@ -120,6 +125,10 @@ class Detector:
         raw = (difference > self.background.threshold) & ~static
         density = ndimage.uniform_filter(raw.astype(np.float32), size=2 * self.fill_px + 1, mode="constant")
         return ((density >= 0.5) | (raw & (density >= KEEP_DENSITY))) & ~static
+
+    def floods(self, mask: np.ndarray) -> bool:
+        """True when a frame's mask covers more than :attr:`flood_area` pixels."""
+        return bool(mask.sum() > self.flood_area)
 
     def with_static(self, extra: np.ndarray) -> Detector:
         """The same detector with more static pixels (a fixation disk given by the user)."""
@@ -287,14 +296,15 @@ def survey(
     detector = Detector(found, ndimage.binary_dilation(core, disk(margin)), fill, core)
     masks = [detector.mask_of_difference(d, detector.static) for d in differences]
     areas = np.array([m.sum() for m in masks])
-    blank = areas < BLANK_SHARE * max(1.0, float(np.percentile(areas, 90)))
+    typical = float(np.percentile(areas, 90))
+    blank = areas < BLANK_SHARE * max(1.0, typical)
+    flood = max(FLOOD_SHARE * rows * cols, 3.0 * typical)
     if blank.any():
         in_blanks = np.mean([above[i] for i in np.flatnonzero(blank)], axis=0) >= 0.5
         core = core | in_blanks
-        detector = Detector(found, ndimage.binary_dilation(core, disk(margin)), fill, core)
-    union = (
-        np.any([m for m, b in zip(masks, blank, strict=True) if not b], axis=0) if (~blank).any() else None
-    )
+    detector = Detector(found, ndimage.binary_dilation(core, disk(margin)), fill, core, flood)
+    shown = ~blank & (areas <= flood)
+    union = np.any([m for m, keep in zip(masks, shown, strict=True) if keep], axis=0) if shown.any() else None
     if union is None or not union.any():
         raise BadDataError(
             "no stimulus found: no frame differs from the background "

@@ -69,6 +69,7 @@ def sidecar(result: StimulusResult, command: str) -> dict:
         "FixationMaskPx": int(result.fixation.sum()) * source.scale**2,
         "FramesRead": result.frames_read,
         "BlankVolumes": [v + 1 for v in result.blank_volumes],
+        "FloodedFrames": [f + 1 for f in result.flooded_frames],
         "DistinctApertures": result.distinct_apertures,
         "GeneratedBy": [
             {"Name": "prfmap-stimulus", "Version": __version__, "CodeURL": "https://github.com/prfmap/prfmap"}

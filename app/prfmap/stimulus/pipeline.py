@@ -93,6 +93,9 @@ class StimulusResult:
         the volume each pixel was stimulus.
     window : tuple of slice
         The part of the screen ``masks`` covers.
+    flooded_frames : list of int
+        0-based frames that differed from the background almost everywhere (a start or instruction
+        screen): left out of the stimulated region, kept (inside it) in their volumes.
     """
 
     design: np.ndarray
@@ -110,6 +113,7 @@ class StimulusResult:
     resample: AreaResampler
     frames_read: int
     thumbnails: dict[int, np.ndarray] = field(default_factory=dict)
+    flooded_frames: list[int] = field(default_factory=list)
 
     @property
     def fraction(self) -> np.ndarray:
@@ -212,22 +216,44 @@ def _touches_edge(union: np.ndarray, window: tuple[slice, slice], shape: tuple[i
     )
 
 
+@dataclass
+class Collected:
+    """What reading every frame gives.
+
+    Attributes
+    ----------
+    masks : ndarray
+        uint8 (volumes, rows, cols) inside the window: 255 × the share of the volume each pixel was stimulus.
+    union : ndarray
+        bool: pixels that were stimulus in any frame (flooded frames left out).
+    thumbnails : dict
+        volume → uint8 picture of the whole screen (the frame on the screen at the volume's middle).
+    frames : int
+        Frames read.
+    flooded : list of int
+        0-based frames that differed from the background almost everywhere (:attr:`Detector.flood_area`).
+    """
+
+    masks: np.ndarray
+    union: np.ndarray
+    thumbnails: dict[int, np.ndarray]
+    frames: int
+    flooded: list[int]
+
+
 def collect(
     source: FrameSource,
     detector: Detector,
     window: tuple[slice, slice],
     tr: float | None,
     volumes: int | None,
-) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray], int]:
-    """Every frame's mask inside ``window``, averaged per volume.
-
-    Returns the uint8 volume masks, the union of the frame masks, one thumbnail of the whole screen per
-    volume (the frame on the screen at its middle) and the number of frames read.
-    """
+) -> Collected:
+    """Every frame's mask inside ``window``, averaged per volume (see :class:`Collected`)."""
     shape = (window[0].stop - window[0].start, window[1].stop - window[1].start)
     acc = VolumeAccumulator(shape, tr if source.timed else None, volumes)
     union = np.zeros(shape, dtype=bool)
     cache: dict = {}
+    flooded: list[int] = []
     thumbs: dict[int, np.ndarray] = {}
     stride = max(1, source.shape[1] // THUMBNAIL_WIDTH)
     repeated = isinstance(source, MatStack)
@@ -239,7 +265,10 @@ def collect(
             mask = detector.mask(pixels, window)
             if repeated:
                 cache[frame.key] = mask
-        union |= mask
+        if detector.floods(mask):
+            flooded.append(index)
+        else:
+            union |= mask
         volume = index if frame.start is None or tr is None else int(0.5 * (frame.start + frame.stop) // tr)
         if volume >= 0 and volume not in thumbs and (volumes is None or volume < volumes):
             picture = (
@@ -249,7 +278,7 @@ def collect(
             )
             thumbs[volume] = np.clip(np.rint(picture[::stride, ::stride] * 255), 0, 255).astype(np.uint8)
         acc.add(mask, frame.start, frame.stop)
-    return acc.finish(), union, thumbs, acc.frames
+    return Collected(acc.finish(), union, thumbs, acc.frames, flooded)
 
 
 def make_aperture(source: FrameSource, options: Options) -> StimulusResult:
@@ -282,12 +311,13 @@ def make_aperture(source: FrameSource, options: Options) -> StimulusResult:
     margin = max(2 * detector.fill_px, round(0.03 * min(source.shape)))
     window = _window(union, margin)
     while True:
-        masks, seen, thumbs, frames = collect(source, detector, window, options.tr, options.volumes)
+        collected = collect(source, detector, window, options.tr, options.volumes)
         full = (slice(0, source.shape[0]), slice(0, source.shape[1]))
-        if window == full or options.region_px is not None or not _touches_edge(seen, window, source.shape):
+        touches = _touches_edge(collected.union, window, source.shape)
+        if window == full or options.region_px is not None or not touches:
             break
         window = full
-    return _finish(source, options, detector, masks, seen, window, thumbs, frames)
+    return _finish(source, options, detector, collected, window)
 
 
 def _region_box(region_px: tuple[int, int, int, int], scale: int, shape: tuple[int, int]) -> np.ndarray:
@@ -306,16 +336,13 @@ def _finish(
     source: FrameSource,
     options: Options,
     detector: Detector,
-    masks: np.ndarray,
-    seen: np.ndarray,
+    collected: Collected,
     window: tuple[slice, slice],
-    thumbs: dict[int, np.ndarray],
-    frames: int,
 ) -> StimulusResult:
     """Region, crop, fixation disk, geometry and resampling, once every volume is collected."""
-    scale = source.scale
+    scale, masks = source.scale, collected.masks
     full_seen = np.zeros(source.shape, dtype=bool)
-    full_seen[window] = seen
+    full_seen[window] = collected.union
     if options.region_px is not None:
         region, dropped = _region_box(options.region_px, scale, source.shape) & full_seen, 0
     else:
@@ -362,8 +389,9 @@ def _finish(
         masks=masks,
         window=window,
         resample=grid,
-        frames_read=frames,
-        thumbnails=thumbs,
+        frames_read=collected.frames,
+        thumbnails=collected.thumbnails,
+        flooded_frames=collected.flooded,
     )
 
 

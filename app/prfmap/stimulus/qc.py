@@ -70,7 +70,19 @@ def summary_rows(result: StimulusResult) -> list[tuple[str, str]]:
             f"{fraction.min():.3f} to {fraction.max():.3f} of the field (median {np.median(fraction):.3f})",
         ),
         ("patches left out", str(result.dropped_patches)),
+        ("flooded frames", _flooded(result)),
     ]
+
+
+def _flooded(result: StimulusResult) -> str:
+    """The frames that differed from the background almost everywhere, with a warning."""
+    frames = result.flooded_frames
+    if not frames:
+        return "0"
+    return (
+        f"{len(frames)} (frames {_ranges(frames)}) differ from the background almost everywhere: a "
+        "start or instruction screen? They are left out of the crop; check the sequence"
+    )
 
 
 def _ranges(values: list[int]) -> str:
