@@ -208,7 +208,7 @@ def end_to_end() -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--qc", type=Path, help="write the QC sheet of the full-HD bars over pink noise here")
-    parser.add_argument("--parts", nargs="+", default=["screenshots", "video", "mat", "fit"])
+    parser.add_argument("--parts", nargs="*", default=["screenshots", "video", "mat", "fit"])
     args = parser.parse_args()
     parts = {"screenshots": screenshots, "video": video, "mat": mat_files, "fit": end_to_end}
     if args.qc is not None:
