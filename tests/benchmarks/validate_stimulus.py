@@ -30,13 +30,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from prfmap.stimulus import ArrayFrames, Options, Screen, make_aperture, open_source  # noqa: E402
-from prfmap.stimulus.geometry import Crop, resampler  # noqa: E402
 from stimulus_render import (  # noqa: E402
     CARRIERS,
     SHAPES,
     Scene,
     aperture,
     carrier,
+    compare_fits,
+    field_design,
     fixation_mark,
     measure,
     moving_bars,
@@ -173,8 +174,6 @@ def mat_files() -> list[str]:
 
 
 def end_to_end() -> list[str]:
-    from prfmap.engine import Stimulus, fit_prf, predict
-
     rows = [
         "| sweep, carrier | units | median centre difference (°) | median σ difference (°) | "
         "truth-fit median centre error (°) |",
@@ -185,23 +184,12 @@ def end_to_end() -> list[str]:
         frames = list(render(scene, "bars", kind, steps=10, blanks=3))
         truth = np.stack([f[1] for f in frames])
         result = make_aperture(ArrayFrames(np.stack([f[0] for f in frames])), Options(SCREEN, tr=TR))
-        radius = int(scene.radius)
-        crop = Crop(960 - radius, 540 - radius, 2 * radius, 2 * radius, (960.0, 540.0), "given")
-        grid = resampler(crop, SCREEN.angle_deg(2 * radius, 1920), 101)
-        design, fov = grid(np.stack([crop.cut(t) for t in truth])), grid.fov_out
-        rng = np.random.default_rng(0)
-        n = 400
-        ecc = np.sqrt(rng.uniform(0.04, 0.6, n)) * fov / 2
-        angle = rng.uniform(-np.pi, np.pi, n)
-        params = {"x": ecc * np.cos(angle), "y": ecc * np.sin(angle), "sigma": rng.uniform(0.5, 3.0, n)}
-        data = predict(params, Stimulus(design, fov), TR)
-        data = data / data.std(axis=1, keepdims=True) + 0.05 * rng.standard_normal(data.shape)
-        a = fit_prf(data, Stimulus(design, fov), TR).params
-        b = fit_prf(data, Stimulus(result.design, result.fov_deg), TR).params
-        centre = np.median(np.hypot(a["x"] - b["x"], a["y"] - b["y"]))
-        sigma = np.median(np.abs(a["sigma"] - b["sigma"]))
-        error = np.median(np.hypot(a["x"] - params["x"], a["y"] - params["y"]))
-        rows.append(f"| bars, {kind} | {n} | {centre:.4f} | {sigma:.4f} | {error:.3f} |")
+        got = compare_fits(
+            field_design(scene, truth, SCREEN), (result.design, result.fov_deg), tr=TR, n=400, sigma_max=3.0
+        )
+        rows.append(
+            f"| bars, {kind} | 400 | {got['centre']:.4f} | {got['sigma']:.4f} | {got['truth_error']:.3f} |"
+        )
     return rows
 
 

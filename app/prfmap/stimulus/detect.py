@@ -287,14 +287,13 @@ def survey(
     found = _background(stack, usual, spread, background, threshold)
     rows, cols = stack.shape[1:3]
     fill = int(fill_px) if fill_px is not None else max(2, round(FILL_SHARE * min(rows, cols)))
-    differences = [channel_difference(frame, found.colour) for frame in stack]
-    above = [d > found.threshold for d in differences]
+    above = [channel_difference(frame, found.colour) > found.threshold for frame in stack]
     count = np.sum(above, axis=0)
     core = count >= (STATIC_SHARE * len(stack) if len(stack) >= 10 else len(stack))
     _check_visible(above, spread, found)
     margin = max(2.0, 0.002 * min(rows, cols))
     detector = Detector(found, ndimage.binary_dilation(core, disk(margin)), fill, core)
-    masks = [detector.mask_of_difference(d, detector.static) for d in differences]
+    masks = [detector.mask_of_difference(channel_difference(f, found.colour), detector.static) for f in stack]
     areas = np.array([m.sum() for m in masks])
     typical = float(np.percentile(areas, 90))
     blank = areas < BLANK_SHARE * max(1.0, typical)

@@ -19,7 +19,7 @@ from scipy.io import loadmat
 from scipy.io.matlab import matfile_version
 
 from prfmap.errors import BadDataError, MissingInputError, UsageError, one_line
-from prfmap.stimulus.sources import Frame, FrameSource, to_uint8, to_working, working_scale
+from prfmap.stimulus.sources import Frame, FrameSource, spread, to_uint8, to_working, working_scale
 
 MAT_ERRORS = (OSError, ValueError, TypeError, KeyError, NotImplementedError)
 
@@ -254,5 +254,5 @@ class MatStack(FrameSource):
 
     def sample(self, n: int = 48) -> list[np.ndarray]:
         shown = np.flatnonzero(self.index >= 0)
-        picks = shown[np.unique(np.linspace(0, shown.size - 1, min(n, shown.size)).round().astype(int))]
+        picks = shown[spread(shown.size, n)] if shown.size else shown
         return [to_uint8(self.image(int(self.index[j]))) for j in picks] if shown.size else []

@@ -19,6 +19,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from matplotlib.patches import Rectangle  # noqa: E402
 
 from prfmap.stimulus.pipeline import StimulusResult  # noqa: E402
+from prfmap.stimulus.sources import spread  # noqa: E402
 
 DPI = 100
 SHEET_FRAMES = 12
@@ -100,10 +101,7 @@ def sheet_volumes(result: StimulusResult, n: int = SHEET_FRAMES) -> list[int]:
     """Volumes to show: evenly spread over the stimulated ones, and the first blank one."""
     blanks = result.blank_volumes
     shown = [v for v in range(len(result.design)) if v not in blanks and v in result.thumbnails]
-    picks = [
-        shown[int(i)]
-        for i in np.unique(np.linspace(0, len(shown) - 1, min(n - bool(blanks), len(shown))).round())
-    ]
+    picks = [shown[int(i)] for i in spread(len(shown), n - bool(blanks))] if shown else []
     if blanks and blanks[0] in result.thumbnails:
         picks.insert(0, blanks[0])
     return sorted(picks)

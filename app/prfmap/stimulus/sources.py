@@ -105,6 +105,11 @@ class FrameSource:
         return kept
 
 
+def spread(total: int, n: int) -> np.ndarray:
+    """Up to ``n`` distinct indices evenly spread over ``range(total)``, first and last included."""
+    return np.unique(np.linspace(0, total - 1, min(n, total)).round().astype(int))
+
+
 def to_uint8(pixels: np.ndarray) -> np.ndarray:
     """A [0, 1] picture as uint8 (0–255), for the survey's statistics."""
     return (np.clip(pixels, 0.0, 1.0) * np.float32(255.0) + np.float32(0.5)).astype(np.uint8)
@@ -210,7 +215,7 @@ class ImageFiles(FrameSource):
             yield self._frame(index)
 
     def sample(self, n: int = SAMPLE_FRAMES) -> list[np.ndarray]:
-        picks = np.unique(np.linspace(0, len(self.paths) - 1, min(n, len(self.paths))).round().astype(int))
+        picks = spread(len(self.paths), n)
         return [to_uint8(self._frame(int(i)).pixels) for i in picks]
 
 
