@@ -57,6 +57,23 @@ def test_any_background_colour_fixation_cross_and_a_larger_surround(rendered) ->
     assert got["iou_median"] >= 0.97 and got["fixation_pixels"] == 0, got
 
 
+def test_a_see_through_fixation_grid_is_filled_but_the_fixation_dot_is_not(rendered) -> None:
+    """Thin static lines across the field through the fixation dot, blended 40 % with white over the
+    stimulus: the stimulus shows through them (filled), the dot on their crossing is never stimulus."""
+    pictures, truth, fixation = rendered("bars", "pinknoise", steps=3)
+    grid = np.zeros(pictures.shape[1:3], dtype=bool)
+    for offset in range(-240, 241, 80):
+        grid[270 + offset : 272 + offset, 230:730] = True
+        grid[20:520, 480 + offset : 482 + offset] = True
+    grid &= fixation == 0
+    gridded = pictures.copy()
+    gridded[:, grid] += 0.4 * (1.0 - gridded[:, grid])
+    result = run(gridded)
+    got = measure(result, truth, fixation)
+    assert got["iou_median"] >= 0.97 and got["fixation_pixels"] == 0, got
+    assert result.detector.static_core[grid].mean() > 0.9  # the lines are static marks
+
+
 def test_off_centre_fixation_is_the_origin(rendered) -> None:
     scene = Scene(rows=540, cols=960, radius=200.0, letterbox=0, centre=(420.0, 300.0))
     pictures, truth, fixation = rendered("rings", "checkerboard", scene, steps=4)

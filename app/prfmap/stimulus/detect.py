@@ -9,7 +9,9 @@ The survey looks at a sample of frames once:
   dithering) and a small share of the stimulus contrast;
 - **static marks** are what differs from the background in (nearly) every frame and in the blank
   frames: the fixation mark (whatever its shape or colour changes), letterbox bars, a surround of another
-  colour, text. They are never stimulus.
+  colour, text. They are never evidence of stimulus, and the compact ones (the fixation mark, text)
+  are never stimulus; thin marks spanning the field (a semi-transparent fixation grid) are filled
+  where the stimulus shows on both sides of them.
 
 A frame's aperture is then the pixels that differ from the background by more than the threshold,
 with the carrier's background-coloured pixels (pink noise crossing the mean, a grey part of an object)
@@ -44,6 +46,8 @@ VISIBLE_SHARE = 0.3
 """In a typical frame, at least this share of the changing pixels must show the background."""
 BLANK_SHARE = 0.005
 FLOOD_SHARE = 0.5
+MARK_SHARE = 0.1
+"""Static marks that fit in a box of this share of the screen's shorter side are fixation-like."""
 PROBE_PIXELS = 40_000
 
 
@@ -85,11 +89,16 @@ class Detector:
     ----------
     background : Background
     static : ndarray
-        (rows, cols) bool: static marks, widened by a margin; never stimulus.
+        (rows, cols) bool: static marks (the compact ones widened by a margin); never evidence of
+        stimulus.
     fill_px : int
         Half-width of the majority-vote box, pixels.
     static_core : ndarray
         The static marks before widening.
+    marks : ndarray
+        The compact static marks (the fixation mark, text), widened: never stimulus, even where the
+        stimulus surrounds them. Thin static marks that span the field (a semi-transparent fixation
+        grid) are filled by the majority vote where the stimulus shows on both sides of them.
     flood_area : float
         A frame with more stimulus pixels than this is not a stimulus of the sequence but a screen of
         another colour (an instruction or start screen): it is left out of the stimulated region.
@@ -99,6 +108,7 @@ class Detector:
     static: np.ndarray
     fill_px: int
     static_core: np.ndarray
+    marks: np.ndarray
     flood_area: float = np.inf
 
     def difference(self, pixels: np.ndarray) -> np.ndarray:
@@ -115,16 +125,18 @@ class Detector:
         window : tuple of slice, optional
             The part of the screen ``pixels`` covers.
         """
-        static = self.static if window is None else self.static[window]
+        window = window or (slice(None), slice(None))
         if pixels is None:
-            return np.zeros(static.shape, dtype=bool)
-        return self.mask_of_difference(self.difference(pixels), static)
+            return np.zeros(self.static[window].shape, dtype=bool)
+        return self.mask_of_difference(self.difference(pixels), window)
 
-    def mask_of_difference(self, difference: np.ndarray, static: np.ndarray) -> np.ndarray:
-        """The stimulus mask from a picture's :meth:`difference` (``static`` cut to the same part)."""
-        raw = (difference > self.background.threshold) & ~static
+    def mask_of_difference(
+        self, difference: np.ndarray, window: tuple[slice, slice] = (slice(None), slice(None))
+    ) -> np.ndarray:
+        """The stimulus mask from a picture's :meth:`difference` (of the part ``window`` of the screen)."""
+        raw = (difference > self.background.threshold) & ~self.static[window]
         density = ndimage.uniform_filter(raw.astype(np.float32), size=2 * self.fill_px + 1, mode="constant")
-        return ((density >= 0.5) | (raw & (density >= KEEP_DENSITY))) & ~static
+        return ((density >= 0.5) | (raw & (density >= KEEP_DENSITY))) & ~self.marks[window]
 
     def floods(self, mask: np.ndarray) -> bool:
         """True when a frame's mask covers more than :attr:`flood_area` pixels."""
@@ -132,7 +144,9 @@ class Detector:
 
     def with_static(self, extra: np.ndarray) -> Detector:
         """The same detector with more static pixels (a fixation disk given by the user)."""
-        return replace(self, static=self.static | extra, static_core=self.static_core | extra)
+        return replace(
+            self, static=self.static | extra, static_core=self.static_core | extra, marks=self.marks | extra
+        )
 
 
 def channel_difference(pixels: np.ndarray, colour: np.ndarray) -> np.ndarray:
@@ -237,6 +251,21 @@ def _background(stack: np.ndarray, usual: np.ndarray, spread: np.ndarray, given,
     return Background(colour, float(threshold), noise, given is not None, share)
 
 
+def _small_parts(mask: np.ndarray, size: float) -> np.ndarray:
+    labels, _ = ndimage.label(mask, structure=np.ones((3, 3)))
+    boxes = ndimage.find_objects(labels)
+    small = [i + 1 for i, (r, c) in enumerate(boxes) if max(r.stop - r.start, c.stop - c.start) <= size]
+    return np.isin(labels, small)
+
+
+def compact_marks(static: np.ndarray, size: float, thin: float) -> np.ndarray:
+    """The compact static marks: connected parts that fit in a ``size`` × ``size`` box (a fixation dot
+    or cross, text), also once lines thinner than ``2 × thin`` pixels are taken away (a fixation dot on
+    the crossing of grid lines that span the field)."""
+    blobs = ndimage.binary_opening(static, disk(thin))
+    return _small_parts(static, size) | _small_parts(blobs, size)
+
+
 def disk(radius: float) -> np.ndarray:
     """A disk of ``radius`` pixels as a bool structuring element."""
     r = int(np.ceil(radius))
@@ -292,8 +321,9 @@ def survey(
     core = count >= (STATIC_SHARE * len(stack) if len(stack) >= 10 else len(stack))
     _check_visible(above, spread, found)
     margin = max(2.0, 0.002 * min(rows, cols))
-    detector = Detector(found, ndimage.binary_dilation(core, disk(margin)), fill, core)
-    masks = [detector.mask_of_difference(channel_difference(f, found.colour), detector.static) for f in stack]
+    static = ndimage.binary_dilation(core, disk(margin))
+    detector = Detector(found, static, fill, core, static)
+    masks = [detector.mask_of_difference(channel_difference(f, found.colour)) for f in stack]
     areas = np.array([m.sum() for m in masks])
     typical = float(np.percentile(areas, 90))
     blank = areas < BLANK_SHARE * max(1.0, typical)
@@ -301,7 +331,8 @@ def survey(
     if blank.any():
         in_blanks = np.mean([above[i] for i in np.flatnonzero(blank)], axis=0) >= 0.5
         core = core | in_blanks
-    detector = Detector(found, ndimage.binary_dilation(core, disk(margin)), fill, core, flood)
+    marks = ndimage.binary_dilation(compact_marks(core, MARK_SHARE * min(rows, cols), margin), disk(margin))
+    detector = Detector(found, core | marks, fill, core, marks, flood)
     shown = ~blank & (areas <= flood)
     union = np.any([m for m, keep in zip(masks, shown, strict=True) if keep], axis=0) if shown.any() else None
     if union is None or not union.any():
@@ -310,7 +341,7 @@ def survey(
             f"{found.rgb255} by more than {found.threshold * 255:.0f} levels outside static marks; check "
             "the inputs or give --background/--threshold"
         )
-    return detector, union & ~detector.static, int(blank.sum())
+    return detector, union & ~detector.marks, int(blank.sum())
 
 
 def _check_visible(above: list[np.ndarray], spread: np.ndarray, found: Background) -> None:

@@ -351,7 +351,7 @@ def _finish(
         raise BadDataError(
             "no stimulus found in the frames; check the inputs or give --background/--threshold"
         )
-    fixation = fixation_pixels(region, detector.static_core, detector.fill_px)
+    fixation = fixation_pixels(region, detector.static_core & detector.marks, detector.fill_px)
     if options.region_px is not None:
         left, top, width, height = (int(round(v / scale)) for v in options.region_px)
         crop = Crop(left, top, width, height, (left + width / 2, top + height / 2), "given")

@@ -137,11 +137,14 @@ def _draw_fixation(ax: plt.Axes, result: StimulusResult) -> None:
     cols = slice(max(0, int(cx) - half), int(cx) + half)
     picture = np.zeros((*result.region[rows, cols].shape, 3))
     picture[result.region[rows, cols]] = (0.35, 0.35, 0.35)
-    picture[result.detector.static[rows, cols]] = (1.0, 0.6, 0.0)
+    picture[result.detector.marks[rows, cols]] = (1.0, 0.6, 0.0)
     picture[result.detector.static_core[rows, cols]] = (1.0, 0.1, 0.1)
     ax.imshow(picture, interpolation="nearest", extent=(cols.start, cols.stop, rows.stop, rows.start))
     ax.plot([cx], [cy], "+", color=OUTLINE, ms=10)
-    ax.set_title("fixation mask (red: found, orange: margin;\ngrey: stimulated region)", fontsize=8)
+    ax.set_title(
+        "fixation mask (red: static marks found,\norange: never stimulus; grey: stimulated region)",
+        fontsize=8,
+    )
     ax.tick_params(labelsize=6)
 
 
