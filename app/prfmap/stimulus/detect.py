@@ -259,9 +259,12 @@ def _small_parts(mask: np.ndarray, size: float) -> np.ndarray:
 
 
 def compact_marks(static: np.ndarray, size: float, thin: float) -> np.ndarray:
-    """The compact static marks: connected parts that fit in a ``size`` × ``size`` box (a fixation dot
-    or cross, text), also once lines thinner than ``2 × thin`` pixels are taken away (a fixation dot on
-    the crossing of grid lines that span the field)."""
+    """The compact static marks.
+
+    Connected parts that fit in a ``size`` × ``size`` box (a fixation dot or cross, text), also once
+    lines thinner than ``2 × thin`` pixels are taken away (a fixation dot on the crossing of grid lines
+    that span the field).
+    """
     blobs = ndimage.binary_opening(static, disk(thin))
     return _small_parts(static, size) | _small_parts(blobs, size)
 

@@ -248,11 +248,13 @@ class MatStack(FrameSource):
         return to_working(np.clip(picture, 0, 1), self.scale)
 
     def frames(self) -> Iterator[Frame]:
+        """The frames in presentation order (see :meth:`FrameSource.frames`)."""
         for j, index in enumerate(self.index):
             times = (None, None) if self.onsets is None else tuple(map(float, self.onsets[j]))
             yield Frame(self.image(int(index)), int(index), *times)
 
     def sample(self, n: int = 48) -> list[np.ndarray]:
+        """Up to ``n`` frames spread evenly over the input (see :meth:`FrameSource.sample`)."""
         shown = np.flatnonzero(self.index >= 0)
         picks = shown[spread(shown.size, n)] if shown.size else shown
         return [to_uint8(self.image(int(self.index[j]))) for j in picks] if shown.size else []

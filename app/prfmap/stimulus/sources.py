@@ -211,10 +211,12 @@ class ImageFiles(FrameSource):
         return Frame(pixels, index, start, start + 1.0 / self.frame_rate)
 
     def frames(self) -> Iterator[Frame]:
+        """The frames in presentation order (see :meth:`FrameSource.frames`)."""
         for index in range(len(self.paths)):
             yield self._frame(index)
 
     def sample(self, n: int = SAMPLE_FRAMES) -> list[np.ndarray]:
+        """Up to ``n`` frames spread evenly over the input (see :meth:`FrameSource.sample`)."""
         picks = spread(len(self.paths), n)
         return [to_uint8(self._frame(int(i)).pixels) for i in picks]
 
@@ -275,6 +277,7 @@ class ArrayFrames(FrameSource):
         self.frame_rate = frame_rate
 
     def frames(self) -> Iterator[Frame]:
+        """The frames in presentation order (see :meth:`FrameSource.frames`)."""
         for index, picture in enumerate(self.array):
             pixels = to_working(np.asarray(picture, dtype=np.float32), 1)
             if self.frame_rate is None:
@@ -349,6 +352,7 @@ class VideoFile(FrameSource):
                 yield frame.to_ndarray(format="rgb24"), time
 
     def frames(self) -> Iterator[Frame]:
+        """The frames in presentation order (see :meth:`FrameSource.frames`)."""
         previous: tuple[np.ndarray, float] | None = None
         first = None
         steps: list[float] = []
