@@ -47,31 +47,41 @@ napoleon_google_docstring = False
 napoleon_numpy_docstring = True
 napoleon_use_rtype = False
 
-# The participant and group levels, by module path. prfmap's packages are being regrouped
-# (participant/, group/, synth/); when a module moves, change its path here and nothing else.
+# The participant and group levels, by module path: when a module moves, change its path here.
 API_LEVELS: list[tuple[str, str, list[str]]] = [
     (
         "Participant level",
-        "prfmap.workflow",
-        ["run_participant_level", "run_participant", "plan_fits", "load_group", "fit_group", "write_group"],
+        "prfmap.participant",
+        [
+            "level.run_participant_level",
+            "level.run_participant",
+            "plan.plan_fits",
+            "plan.FitPlan",
+            "load.load_fit",
+            "load.LoadedFit",
+            "fit.fit_loaded",
+            "fit.FitOutcome",
+            "outputs.write_outcome",
+        ],
     ),
     ("Group level", "prfmap.group", ["run_group", "find_participant_maps", "combine"]),
     ("Synthetic datasets", "prfmap.synth", ["SynthConfig", "make_synthetic_dataset", "load_truth"]),
 ]
+"""Per section of the API page: its title, its package, and its entries (dotted below the package)."""
 LEVELS_MARKER = "<!-- api-levels -->"
 
 
 def _levels_markdown() -> str:
     """The autodoc entries of :data:`API_LEVELS`, as MyST sections."""
     parts = []
-    for title, module, names in API_LEVELS:
+    for title, package, names in API_LEVELS:
         entries = "\n".join(
-            f".. autofunction:: {module}.{n}"
-            if n[0].islower()
-            else f".. autoclass:: {module}.{n}\n   :members:"
+            f".. autofunction:: {package}.{n}"
+            if n.rsplit(".", 1)[-1][0].islower()
+            else f".. autoclass:: {package}.{n}\n   :members:"
             for n in names
         )
-        parts.append(f"## {title}\n\nModule `{module}`.\n\n```{{eval-rst}}\n{entries}\n```\n")
+        parts.append(f"## {title}\n\nPackage `{package}`.\n\n```{{eval-rst}}\n{entries}\n```\n")
     return "\n".join(parts)
 
 
