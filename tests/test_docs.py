@@ -85,7 +85,9 @@ def test_cli_page_lists_every_option_of_prfmap_help(site: Path) -> None:
         f"missing: {sorted(printed - listed - {'-h', '--help'})}; not in --help: {sorted(listed - printed)}"
     )
     assert '<code class="docutils literal notranslate"><span class="pre">--help</span>' in cli.read_text()
-    assert page_options(cli, "prfmap-synth") == help_options("prfmap.cli.synth") - {"-h", "--help"}
+    synth = page_options(cli, "prfmap-synth", before="cli-prfmap-stimulus")
+    assert synth == help_options("prfmap.cli.synth") - {"-h", "--help"}
+    assert page_options(cli, "cli-prfmap-stimulus") == help_options("prfmap.cli.stimulus") - {"-h", "--help"}
 
 
 def test_api_page_documents_the_engine(site: Path) -> None:
