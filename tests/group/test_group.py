@@ -22,10 +22,15 @@ N = 10242
 
 
 def write_maps(
-    output_dir: Path, subject: str, space: str, maps: dict[str, np.ndarray], session: str | None = None
+    output_dir: Path,
+    subject: str,
+    space: str,
+    maps: dict[str, np.ndarray],
+    session: str | None = None,
+    model: str = "gauss",
 ) -> None:
     """Write one participant's maps as the participant level names them, one file per param."""
-    key = OutputKey(subject, session, "bar", space, None, None, "gauss")
+    key = OutputKey(subject, session, "bar", space, None, None, model)
     geometry = GiftiGeometry(hemis={"L": N, "R": N})
     func = key.func_dir(output_dir)
     for label, values in maps.items():
@@ -235,3 +240,51 @@ def test_cifti_participants_give_gifti_group_maps_on_fslr(tmp_path: Path) -> Non
     np.testing.assert_allclose(angle[cortex["R"]], 110.0, atol=1e-6)
     assert np.isnan(angle[0])
     check_page(tmp_path / "group.html")
+
+
+def write_volume_maps(output_dir: Path, subject: str, space: str) -> None:
+    """One participant's maps in a volume space, as the participant level writes them (4-D NIfTI)."""
+    key = OutputKey(subject, None, "bar", space, None, None, "gauss")
+    func = key.func_dir(output_dir)
+    func.mkdir(parents=True, exist_ok=True)
+    img = nib.Nifti1Image(np.ones((4, 4, 4, 2), np.float32), np.eye(4))
+    nib.save(img, func / f"{key.stem()}_desc-x_boldmap.nii.gz")
+
+
+def test_volume_space_maps_are_refused_with_what_to_do(tmp_path: Path, capsys) -> None:
+    """Issue 24, case 18: T1w/MNI maps gave 66 "run the participant level first" (undocumented)."""
+    from prfmap.cli.run import main
+
+    out = tmp_path / "out"
+    write_volume_maps(out, "01", "T1w")
+    write_volume_maps(out, "02", "MNI152NLin2009cAsym")
+    bids = tmp_path / "bids"
+    bids.mkdir()
+    assert main([str(bids), str(out), "group"]) == 65
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("prfmap: error: the maps of sub-01, sub-02 under"), err
+    assert "volume spaces only (sub-01: T1w; sub-02: MNI152NLin2009cAsym)" in err[0]
+    assert "the group level combines surface maps in a template space" in err[0]
+    assert not (out / "group").exists() and not (out / "group.html").exists()
+
+    rng = np.random.default_rng(4)
+    write_maps(out, "03", "fsaverage5", participant(rng, 0.0, 0.5))
+    assert main([str(bids), str(out), "group", "--participant-label", "02", "03"]) == 65
+    assert "the maps of sub-02 under" in capsys.readouterr().err
+
+
+def test_fits_and_participants_left_out_are_logged(tmp_path: Path, caplog) -> None:
+    """Issue 24, case 18: fits that not every participant has were skipped without a log line."""
+    rng = np.random.default_rng(6)
+    write_maps(tmp_path, "01", "fsaverage5", participant(rng, 0.0, 0.5))
+    write_maps(tmp_path, "02", "fsaverage5", participant(rng, 0.0, 0.5))
+    write_maps(tmp_path, "01", "fsaverage5", participant(rng, 0.0, 0.5), model="css")
+    write_volume_maps(tmp_path, "03", "T1w")
+    with caplog.at_level("INFO", logger="prfmap.group"):
+        (result,) = run_group(tmp_path, report=False)
+    assert result.subjects == ["01", "02"] and result.fit.model == "gauss"
+    assert (
+        "task-bar space-fsaverage5 model-css left out of the group: only 1 of the 2 participants "
+        "have it (sub-01; missing: sub-02)"
+    ) in caplog.text
+    assert "sub-03 left out of the group: its maps are in volume spaces only (T1w)" in caplog.text

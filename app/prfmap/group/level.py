@@ -15,7 +15,14 @@ from prfmap import __version__
 from prfmap.derivatives import MAP_SUFFIX, OutputKey
 from prfmap.errors import BadDataError, MissingInputError
 from prfmap.group.combine import COUNT_DESCRIPTION, combine, per_subject, stack, statistics_for
-from prfmap.group.maps import HEMIS, TEMPLATE_SPACES, FitKey, ParticipantMaps, find_participant_maps
+from prfmap.group.maps import (
+    HEMIS,
+    TEMPLATE_SPACES,
+    FitKey,
+    ParticipantMaps,
+    find_participant_maps,
+    volume_map_spaces,
+)
 from prfmap.io.atomic import write_json_atomic
 from prfmap.io.geometry import GiftiGeometry
 from prfmap.io.naming import bids_name
@@ -37,6 +44,16 @@ def _spaces_message(sets: list[ParticipantMaps], subjects: list[str]) -> str:
         f"no template space ({', '.join(TEMPLATE_SPACES)}) holds maps of every participant "
         f"({listing}); re-run the participant level with a shared --output-space, or select "
         "participants with --participant-label"
+    )
+
+
+def _volume_message(output_dir: Path, volume: dict[str, set[str]], subjects: Sequence[str]) -> str:
+    listing = "; ".join(f"sub-{sub}: {', '.join(sorted(volume[sub]))}" for sub in subjects)
+    return (
+        f"the maps of {', '.join('sub-' + s for s in subjects)} under {output_dir} are in volume "
+        f"spaces only ({listing}): the group level combines surface maps in a template space "
+        f"({', '.join(TEMPLATE_SPACES)}), not volumes; fit runs fMRIPrep resampled to one "
+        "(fMRIPrep --output-spaces fsaverage5 or --cifti-output) to combine participants"
     )
 
 
@@ -103,11 +120,23 @@ def run_group(
         No participant maps under ``output_dir``.
     BadDataError
         No fit in a template space shared by every participant (the message lists each
-        participant's spaces), or maps that do not line up.
+        participant's spaces), maps that do not line up, or (selected) participants whose maps
+        are all in volume spaces (T1w, MNI…), which the group level does not combine.
     """
     output_dir = Path(output_dir)
     sets = find_participant_maps(output_dir, participant_labels)
     subjects = sorted({s.key.subject for s in sets})
+    volume = volume_map_spaces(output_dir, participant_labels)
+    volume_only = {sub: spaces for sub, spaces in volume.items() if sub not in subjects}
+    if volume_only and (participant_labels or not subjects):
+        raise BadDataError(_volume_message(output_dir, volume_only, sorted(volume_only)))
+    for sub in sorted(volume_only):
+        logger.warning(
+            "sub-%s left out of the group: its maps are in volume spaces only (%s), which the group "
+            "level does not combine",
+            sub,
+            ", ".join(sorted(volume_only[sub])),
+        )
     if participant_labels:
         missing = sorted({p.removeprefix("sub-") for p in participant_labels} - set(subjects))
         if missing:
@@ -129,6 +158,7 @@ def run_group(
     }
     if not shared:
         raise BadDataError(_spaces_message(sets, subjects))
+    _log_skipped(sets, by_fit, shared, subjects)
     results = [
         _write_fit(
             output_dir,
@@ -144,6 +174,33 @@ def run_group(
         fits = [_report_fit(output_dir, r, by_fit[r.fit]) for r in results]
         write_group_report(output_dir, fits)
     return results
+
+
+def _log_skipped(
+    sets: list[ParticipantMaps],
+    by_fit: dict[FitKey, list[ParticipantMaps]],
+    shared: dict[FitKey, list[ParticipantMaps]],
+    subjects: list[str],
+) -> None:
+    """One log line per fit the group level leaves out: not every participant has it, or not in a template."""
+    for fit, members in sorted(by_fit.items(), key=lambda item: str(item[0])):
+        if fit not in shared:
+            have = sorted({m.key.subject for m in members})
+            logger.warning(
+                "%s left out of the group: only %d of the %d participants have it (%s; missing: %s)",
+                fit,
+                len(have),
+                len(subjects),
+                ", ".join(f"sub-{s}" for s in have),
+                ", ".join(f"sub-{s}" for s in subjects if s not in have),
+            )
+    others = sorted({s.key.space for s in sets if s.key.space not in TEMPLATE_SPACES})
+    if others:
+        logger.info(
+            "maps in %s left out of the group: not a template space (%s)",
+            ", ".join(others),
+            ", ".join(TEMPLATE_SPACES),
+        )
 
 
 def _report_fit(output_dir: Path, result: GroupResult, members: list[ParticipantMaps]) -> GroupFit:

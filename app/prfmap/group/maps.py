@@ -193,3 +193,31 @@ def find_participant_maps(
             entry.files.append(path)
             entry.fov_deg = entry.fov_deg or sidecar_fov(path)
     return list(found.values())
+
+
+def volume_map_spaces(
+    output_dir: str | Path, participant_labels: Sequence[str] | None = None
+) -> dict[str, set[str]]:
+    """The volume spaces (T1w, MNI…) in which each participant has maps: the group level combines none.
+
+    Parameters
+    ----------
+    output_dir : str or Path
+        The BIDS-App output folder written by the participant level.
+    participant_labels : sequence of str, optional
+        Only these participants (with or without ``sub-``).
+
+    Returns
+    -------
+    dict
+        Participant label → the spaces of its ``*_boldmap.nii[.gz]`` maps; participants without
+        any are absent.
+    """
+    wanted = {p.removeprefix("sub-") for p in participant_labels} if participant_labels else None
+    spaces: dict[str, set[str]] = {}
+    for path in sorted(Path(output_dir).glob(f"sub-*/**/func/sub-*_{MAP_SUFFIX}.nii*")):
+        entities = parse_file_entities(str(path), config=PYBIDS_CONFIGS)
+        subject, space = entities.get("subject"), entities.get("space")
+        if subject and space and (wanted is None or str(subject) in wanted):
+            spaces.setdefault(str(subject), set()).add(str(space))
+    return spaces
