@@ -27,3 +27,10 @@ def reference(t1w_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> tu
     for proc, out in zip(procs, outs, strict=True):
         assert proc.wait(timeout=600) == 0, (out.parent / f"{out.name}.stderr").read_text()
     return outs[0], outs[1]
+
+
+@pytest.fixture(scope="session")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small T1w dataset: one participant, two runs of the same stimulus."""
+    root = tmp_path_factory.mktemp("runs") / "bids"
+    return make_synthetic_dataset(root, SynthConfig(space="T1w", small=True, runs=2))

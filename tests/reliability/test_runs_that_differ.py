@@ -14,17 +14,9 @@ import pytest
 
 from helpers import only_logs
 from prfmap.cli.run import main
-from prfmap.synth import SynthConfig, make_synthetic_dataset
 
 FUNC = Path("derivatives") / "fmriprep" / "sub-01" / "func"
 FAST = ("--no-report", "--skip-bids-validation", "--refine", "none", "--hrf", "canonical")
-
-
-@pytest.fixture(scope="module")
-def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small T1w dataset: one participant, two runs of the same stimulus."""
-    root = tmp_path_factory.mktemp("runs") / "bids"
-    return make_synthetic_dataset(root, SynthConfig(space="T1w", small=True, runs=2))
 
 
 @pytest.fixture

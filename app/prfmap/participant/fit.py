@@ -5,6 +5,7 @@ Its value is a :class:`FitOutcome`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
@@ -148,8 +149,36 @@ def fit_loaded(loaded: LoadedFit, config: Config, progress: ProgressFn) -> FitOu
         seconds,
         float(np.nanmedian(r2[fitted])) if fitted.any() else float("nan"),
     )
-    cv = cross_validate_fit(loaded, config, progress, owned=owned)
+    cv = without_unfitted(cross_validate_fit(loaded, config, progress, owned=owned), result)
     return FitOutcome(loaded, result, seconds, warnings, cv, tuple(owned))
+
+
+def without_unfitted(cv: CrossValidation | None, result: FitResult) -> CrossValidation | None:
+    """``cv`` with NaN ``cvr2``/``strict_cvr2``/``z`` where the fit has the ``no_signal`` status.
+
+    Such units are NaN in every map (status bit 1); a fold fitted on fewer runs can still find a
+    response there, which is not an estimate of the fit.
+
+    Parameters
+    ----------
+    cv : CrossValidation or None
+        :func:`cross_validate_fit`'s result.
+    result : FitResult
+        The fit of all runs.
+
+    Returns
+    -------
+    CrossValidation or None
+    """
+    if cv is None or result.status is None:
+        return cv
+    unfitted = (catalog.status_codes(result.status) & catalog.STATUS_BITS["no_signal"]) != 0
+    if not unfitted.any():
+        return cv
+    return dataclasses.replace(
+        cv,
+        **{name: np.where(unfitted, np.nan, getattr(cv, name)) for name in ("cvr2", "strict_cvr2", "z")},
+    )
 
 
 def _checkpointed_fit(
