@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +53,22 @@ def test_predictions_match_numpy_reference(model, stim):
     got = predict(p, stim, TR, model)
     ref = reference_prediction(model, p, stim)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize(("model", "extra"), [("dog", "amplitude_surround"), ("dn", "baseline_activation")])
+def test_zero_amplitudes_predict_quietly(model, extra, stim):
+    """Issue 24, case 17: ``extra / amplitude`` printed ``RuntimeWarning: invalid value encountered in
+    divide`` on stderr (cross-validation predicts every unit, units of zero amplitude included)."""
+    p = random_params(model, 4, np.random.default_rng(2))
+    p["amplitude"][:3] = 0.0
+    p[extra][:2] = 0.0
+    p["amplitude"][3] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        got = predict(p, stim, TR, model)
+    flat = np.broadcast_to(p["baseline"][:2, None], got[:2].shape)
+    np.testing.assert_allclose(got[:2], flat, atol=1e-6)  # nothing but the baseline
+    assert np.isnan(got[2:]).all()  # a surround (or baseline) without a centre: no ratio describes it
 
 
 def _predictions_on(backend: str, out: Path) -> np.ndarray:

@@ -142,10 +142,35 @@ class DoGModel(GaussModel):
         """Natural parameters, as :meth:`PRFModel.from_report`."""
         theta = super().from_report(params)
         if "sigma_surround" in params:
-            theta[:, 3] = np.asarray(params["sigma_surround"]) / theta[:, 2]
+            theta[:, 3] = relative(params["sigma_surround"], theta[:, 2])
         if "amplitude_surround" in params:
-            theta[:, 4] = np.asarray(params["amplitude_surround"]) / np.asarray(params["amplitude"])
+            theta[:, 4] = relative(params["amplitude_surround"], params["amplitude"])
         return theta
+
+
+def relative(value: Any, scale: Any) -> np.ndarray:
+    """``value / scale`` of reported parameters, quietly: 0 where both are 0, NaN where only ``scale`` is.
+
+    A unit with zero amplitude and no surround (or baseline) predicts nothing, as a ratio of 0 does;
+    one with zero amplitude and a surround has no ratio, and NaN marks it (numpy would warn and
+    give inf or NaN on stderr).
+
+    Parameters
+    ----------
+    value, scale : array-like
+        The parameter and what it is expressed relative to (e.g. ``amplitude_surround`` and
+        ``amplitude``).
+
+    Returns
+    -------
+    ndarray of float64
+    """
+    value, scale = np.asarray(value, dtype=np.float64), np.asarray(scale, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(
+            scale != 0, value / np.where(scale != 0, scale, 1.0), np.where(value == 0, 0.0, np.nan)
+        )
+    return np.where(np.isfinite(value) & np.isfinite(scale), out, np.nan)
 
 
 class DNModel(GaussModel):
@@ -213,9 +238,9 @@ class DNModel(GaussModel):
         """Natural parameters, as :meth:`PRFModel.from_report`."""
         theta = super().from_report(params)
         if "sigma_norm" in params:
-            theta[:, 3] = np.asarray(params["sigma_norm"]) / theta[:, 2]
+            theta[:, 3] = relative(params["sigma_norm"], theta[:, 2])
         if "baseline_activation" in params:
-            theta[:, 5] = np.asarray(params["baseline_activation"]) / np.asarray(params["amplitude"])
+            theta[:, 5] = relative(params["baseline_activation"], params["amplitude"])
         return theta
 
 
