@@ -293,12 +293,12 @@ def preprocess_run(
     return PreprocessedRun(out, nuisance, dummy_scans, source, repair)
 
 
-def _check_confound_rows(rows: int, n_volumes: int, source: str = "") -> None:
+def _check_confound_rows(rows: int, n_volumes: int, source: str = "", run: str = "the run") -> None:
     """Confounds must have one row per volume of the run (dummy scans included)."""
     if rows != n_volumes:
         where = f" in {source}" if source else ""
         raise BadDataError(
-            f"confounds have {rows} rows{where} but the run has {n_volumes} volumes; use the "
+            f"confounds have {rows} rows{where} but {run} has {n_volumes} volumes; use the "
             "run's own desc-confounds_timeseries.tsv"
         )
 
@@ -376,16 +376,10 @@ def combine_runs(
     groups, nuisance_blocks, design_blocks, lengths = [], [], [], []
     for key in order:
         members = [r for r, k in zip(runs, stimulus_keys, strict=True) if k == key]
-        frames = {r.data.shape[1] for r in members}
-        if len(frames) != 1:
-            raise BadDataError(
-                f"runs with the same stimulus have different lengths ({sorted(frames)} frames); "
-                "check --dummy-scans or the runs' stimuli"
-            )
-        n = frames.pop()
         design = np.asarray(designs[key], dtype=np.float32)
-        if design.shape[0] != n:
-            raise BadDataError(_frames_message((names or {}).get(key, key), design.shape[0], members))
+        for run in (r for r in members if r.data.shape[1] != design.shape[0]):  # name the run that differs
+            raise BadDataError(_frames_message((names or {}).get(key, key), design.shape[0], [run]))
+        n = design.shape[0]
         groups.append(members)
         nuisance_blocks.append(
             _orthonormal(np.concatenate([r.nuisance for r in members], axis=1), n,
@@ -482,7 +476,7 @@ def run_confounds(
     table = None
     if (columns or dummy_scans is None) and path is not None:
         table = read_confounds(path)
-        _check_confound_rows(len(table), n_volumes, Path(path).name)
+        _check_confound_rows(len(table), n_volumes, Path(path).name, bold)
     if dummy_scans is None:
         dummy_scans = dummy_scans_from_confounds(table) if table is not None else 0
     if dummy_scans >= n_volumes:

@@ -123,6 +123,22 @@ def test_usage_errors_exit_64_with_one_line(argv, capsys) -> None:
     assert argv[0] in err[0]
 
 
+@pytest.mark.parametrize("value", ["1e6", "180.5", "0.05"])
+def test_implausible_stimulus_fov_is_a_usage_error(value: str, capsys) -> None:
+    """Issue 24, case 5: the full width must lie in 0.1-180 degrees."""
+    assert main([*POSITIONAL, "--stimulus-fov-deg", value]) == 64
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "--stimulus-fov-deg" in line and "0.1-180" in line and repr(value) in line
+
+
+@pytest.mark.parametrize("option", ["--stimulus", "--bids-filter-file"])
+def test_a_folder_given_for_a_file_is_called_a_folder(option: str, tmp_path: Path, capsys) -> None:
+    """Issue 24, case 19: a folder is not reported as missing."""
+    assert main([*POSITIONAL, option, str(tmp_path)]) == 64
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"{tmp_path} is a folder, not a file" in line and "does not exist" not in line
+
+
 def test_unknown_space_message_names_the_space(capsys) -> None:
     assert main([*POSITIONAL, "--space", "fsaverage7"]) == 64
     err = capsys.readouterr().err

@@ -9,8 +9,8 @@ from typing import NoReturn
 
 from prfmap import __version__
 from prfmap.engine import catalog
-from prfmap.errors import ExitCode, one_line
-from prfmap.io.datasets import read_bids_filter
+from prfmap.errors import ExitCode, one_line, why_missing
+from prfmap.io.datasets import FOV_RANGE_DEG, check_fov_deg, read_bids_filter
 from prfmap.io.spaces import parse_space
 from prfmap.io.timing import parse_slice_time_ref
 
@@ -101,8 +101,15 @@ def _bids_filter_file(value: str) -> Path:
 def _existing_file(value: str) -> Path:
     path = Path(value).expanduser().absolute()
     if not path.is_file():
-        raise argparse.ArgumentTypeError(f"file {value} does not exist")
+        raise argparse.ArgumentTypeError(f"{value} {why_missing(path)}")
     return path
+
+
+def _fov_deg(value: str) -> float:
+    try:
+        return check_fov_deg(positive_float(value), repr(value))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def positive_float(value: str) -> float:
@@ -303,10 +310,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g_stim.add_argument(
         "--stimulus-fov-deg",
-        type=positive_float,
+        type=_fov_deg,
         metavar="DEG",
-        help="full width of the aperture in degrees of visual angle (default: FieldOfViewDeg of "
-        "the aperture's JSON sidecar)",
+        help="full width of the aperture in degrees of visual angle, "
+        f"{FOV_RANGE_DEG[0]:g}-{FOV_RANGE_DEG[1]:g} (default: FieldOfViewDeg of the aperture's "
+        "JSON sidecar, which must lie in the same range)",
     )
 
     g_pre = parser.add_argument_group("Preprocessing")

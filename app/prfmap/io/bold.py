@@ -19,7 +19,7 @@ from nibabel.filebasedimages import ImageFileError
 from nibabel.gifti.parse_gifti_fast import GiftiParseError
 from nibabel.spatialimages import HeaderDataError
 
-from prfmap.errors import BadDataError, MissingInputError, one_line
+from prfmap.errors import BadDataError, MissingInputError, one_line, why_missing
 from prfmap.io.geometry import CiftiGeometry, GiftiGeometry, UnitGeometry, VolumeGeometry
 from prfmap.io.runs import Kind, RunInput
 
@@ -41,7 +41,7 @@ def _bad(path: Path, err: BaseException, remedy: str = "e.g. re-run fMRIPrep") -
 
 def _check_exists(path: Path) -> None:
     if not Path(path).is_file():
-        raise MissingInputError(f"BOLD file {path} does not exist")
+        raise MissingInputError(f"BOLD file {path} {why_missing(path)}")
 
 
 def _float32(values: np.ndarray) -> np.ndarray:
@@ -192,6 +192,8 @@ def header_tr(path: Path, kind: Kind) -> float | None:
     kind : {"gifti", "cifti", "volume"}
         The file format family; GIFTI files carry no TR that prfmap reads.
     """
+    if kind == "gifti":
+        return None
     try:
         img = nib.load(path)
         if kind == "cifti":
