@@ -276,3 +276,22 @@ def test_fmriprep_style_filter_with_suffix_and_extension_selects_the_runs(small_
     runs = find_inputs(small_synth, bids_filter={"bold": {"datatype": "func", "suffix": "bold",
                                                           "extension": "func.gii"}})  # fmt: skip
     assert [r.run for r in runs] == [1, 2] and all(r.kind == "gifti" for r in runs)
+
+
+@pytest.mark.parametrize("inside", ["", "work"])
+def test_work_dir_in_output_dir_is_refused(bids_copy: Path, tmp_path: Path, capsys, inside: str) -> None:
+    """Case 20: -w equal to output_dir (or a visible folder in it) would leave bids_db/ and
+    checkpoints/ in the derivatives, which the BIDS validator then rejects."""
+    out = tmp_path / "out"
+    assert run(bids_copy, out, "-w", str(out / inside)) == 64
+    line = error_line(capsys)
+    assert "--work-dir" in line and "output_dir" in line and ".prfmap-work" in line
+    assert output_files(out) == []
+
+
+def test_a_hidden_work_dir_in_output_dir_is_allowed(small_synth: Path, tmp_path: Path) -> None:
+    from prfmap.cli.config import check_output_locations
+
+    out = tmp_path / "out"
+    check_output_locations(small_synth, out, out / ".work", [])
+    check_output_locations(small_synth, out, tmp_path, [])  # output_dir inside the work dir is fine

@@ -196,7 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
             "Exit codes: 0 success, 1 unexpected failure (see the log), 16 bids_dir is not BIDS "
             "(or fails the BIDS validator), "
             "17 unknown analysis level, 18 the filters selected no files, 64 usage error, "
-            "65 unusable input data, 66 a referenced input file is missing."
+            "65 unusable input data, 66 a referenced input file is missing, 73 an output or work "
+            "file cannot be written (disk full, no permission), 75 another prfmap run is processing "
+            "the same participant into output_dir, 130 or 143 stopped by SIGINT or SIGTERM (run the "
+            "same command again to resume)."
         ),
         formatter_class=_HelpFormatter,
     )
@@ -441,8 +444,10 @@ def build_parser() -> argparse.ArgumentParser:
         dest="work_dir",
         type=Path,
         metavar="DIR",
-        help="folder for intermediate files and the pybids database (default: a temporary "
-        "folder, removed at the end)",
+        help="folder for the fit's checkpoints, which a stopped run resumes from (kept until the "
+        "participant is written), and the pybids database; neither output_dir nor a folder in it "
+        "but a hidden one (default: the checkpoints in output_dir/.prfmap-work/, the database in a "
+        "temporary folder removed at exit)",
     )
 
     g_out = parser.add_argument_group("Outputs")
