@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
+import struct
 from pathlib import Path
 
 import nibabel as nib
@@ -14,6 +16,7 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from helpers import run_prfmap
 from prfmap.errors import ExitCode, PrfmapError
 from prfmap.io.aperture import load_aperture
 from prfmap.io.bids import find_inputs
@@ -457,3 +460,18 @@ def test_a_sidecar_that_is_not_a_json_object_is_named(small_bids: Path, tmp_path
     message = str(info.value)
     assert info.value.exit_code == ExitCode.BAD_DATA and str(sidecar) in message, message
     assert ("line 1 column" in message) if text.startswith("{") else ("not a JSON object" in message)
+
+
+def test_library_messages_stay_off_stderr(small_bids: Path, tmp_path: Path) -> None:
+    """Case 17: nibabel's "pixdim[1,2,3] should be non-zero" (a header it repairs) goes to the log;
+    stderr holds the one error line of the run (here a NaN aperture, 65)."""
+    root, bold, _ = _copy(small_bids, tmp_path)
+    raw = bytearray(gzip.decompress(bold.read_bytes()))  # nibabel would repair the header on saving
+    raw[80:92] = struct.pack("<3f", 0.0, 0.0, 0.0)  # pixdim[1:4] of the NIfTI-1 header; sform kept
+    bold.write_bytes(gzip.compress(bytes(raw)))
+    _nan_aperture(root)
+    out = tmp_path / "out"
+    done = run_prfmap(root, out, "participant", "--skip-bids-validation", "--no-report")
+    assert done.returncode == 65
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("prfmap: error: "), done.stderr
+    assert "pixdim[1,2,3] should be non-zero" in next((out / "logs").glob("prfmap_*.log")).read_text()

@@ -11,6 +11,8 @@ from argparse import Namespace
 from collections.abc import Sequence
 from pathlib import Path
 
+from nibabel import imageglobals
+
 from prfmap import __version__
 from prfmap.cli.caches import place_compile_caches
 from prfmap.cli.config import build_config
@@ -19,13 +21,17 @@ from prfmap.config import Config, ExecutionConfig
 from prfmap.engine.backend import select_backend
 from prfmap.errors import ExitCode, OutputError, PrfmapError, UsageError, one_line, output_error
 from prfmap.io.atomic import write_json_atomic
-from prfmap.io.logs import LOG_FORMAT, LogFile
+from prfmap.io.logs import LOG_FORMAT, Forward, LogFile
 from prfmap.io.validator import check_bids_dir
 from prfmap.signals import StopRequested
 
 logger = logging.getLogger("prfmap.cli.run")  # not __name__: "__main__" under python -m
 PACKAGE_LOGGER = logging.getLogger("prfmap")
 """Where the console and run-log handlers go: every module's logger is below it."""
+LIBRARY_LOGGERS = (imageglobals.logger,)
+"""Libraries' loggers that print on stderr through handlers of their own; a run forwards them to
+prfmap's handlers instead (``io.logs.Forward``) and restores them when it ends."""
+_library_handlers: dict[str, list[logging.Handler]] = {}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -169,6 +175,12 @@ def _configure_console(verbose: int) -> None:
     handler.setFormatter(logging.Formatter(LOG_FORMAT, "%H:%M:%S"))
     handler.set_name("prfmap-console")
     PACKAGE_LOGGER.addHandler(handler)
+    for library in LIBRARY_LOGGERS:
+        _library_handlers.setdefault(library.name, list(library.handlers))
+        for own in list(library.handlers):
+            library.removeHandler(own)
+        library.addHandler(Forward(PACKAGE_LOGGER))
+        library.propagate = False
     if verbose >= 2:
         logging.basicConfig(level=logging.DEBUG)
     else:
@@ -178,6 +190,12 @@ def _configure_console(verbose: int) -> None:
 def _close_handlers() -> OutputError | None:
     """Remove and close the console and run-log handlers; why the run log failed, if it did."""
     failure = None
+    for library in LIBRARY_LOGGERS:
+        for handler in list(library.handlers):
+            library.removeHandler(handler)
+        for handler in _library_handlers.pop(library.name, ()):
+            library.addHandler(handler)
+        library.propagate = True
     for handler in list(PACKAGE_LOGGER.handlers):
         if handler.get_name() in ("prfmap-console", "prfmap-run-log"):
             PACKAGE_LOGGER.removeHandler(handler)

@@ -48,21 +48,23 @@ def _float32(values: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(values), dtype=np.float32)
 
 
-def _load(path: Path) -> Any:
+def _load(path: Path, remedy: str = "e.g. re-run fMRIPrep") -> Any:
     _check_exists(path)
     try:
         return nib.load(path)
     except READ_ERRORS as err:
-        raise _bad(path, err) from None
+        raise _bad(path, err, remedy) from None
 
 
-def read_gifti(path: Path) -> np.ndarray:
+def read_gifti(path: Path, remedy: str = "e.g. re-run fMRIPrep") -> np.ndarray:
     """Read a GIFTI ``func.gii`` time series as (vertices, volumes) float32.
 
     Parameters
     ----------
     path : pathlib.Path
         A ``*.func.gii`` with one data array per volume (fMRIPrep) or one 2-D array.
+    remedy : str
+        How a corrupt file is re-created, for the message.
 
     Returns
     -------
@@ -74,7 +76,7 @@ def read_gifti(path: Path) -> np.ndarray:
     BadDataError
         Unreadable, corrupt or empty file, or data arrays of different lengths.
     """
-    img = _load(path)
+    img = _load(path, remedy)
     try:
         arrays = [np.asarray(d.data) for d in img.darrays]
         if not arrays:
@@ -87,7 +89,7 @@ def read_gifti(path: Path) -> np.ndarray:
             data = np.stack(arrays, axis=1)
         return _float32(data)
     except READ_ERRORS as err:
-        raise _bad(path, err) from None
+        raise _bad(path, err, remedy) from None
 
 
 def _load_gifti(run: RunInput) -> tuple[np.ndarray, GiftiGeometry]:
@@ -110,7 +112,7 @@ def _read_cifti(
     path: Path, first: type, what: str, remedy: str = "e.g. re-run fMRIPrep"
 ) -> tuple[Any, nib.cifti2.BrainModelAxis, np.ndarray]:
     """A CIFTI file's first axis (of type ``first``), its grayordinates and its (rows, units) data."""
-    img = _load(path)
+    img = _load(path, remedy)
     try:
         axis, models = img.header.get_axis(0), img.header.get_axis(1)
         if not isinstance(models, nib.cifti2.BrainModelAxis):
@@ -208,6 +210,27 @@ def header_tr(path: Path, kind: Kind) -> float | None:
     except READ_ERRORS:
         return None
     return None
+
+
+def read_volume_map(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Read a 3-D NIfTI map (prfmap's volume outputs): its float32 values and its affine.
+
+    Raises
+    ------
+    MissingInputError
+        The file does not exist.
+    BadDataError
+        The file is corrupt (a truncated gzip stream included) or not a 3-D image.
+    """
+    remedy = "re-run prfmap's participant level"
+    img = _load(path, remedy)
+    try:
+        data = np.asanyarray(img.dataobj, dtype=np.float32)
+        if data.ndim != 3:
+            raise ValueError(f"expected a 3-D map, got shape {data.shape}")
+    except READ_ERRORS as err:
+        raise _bad(path, err, remedy) from None
+    return data, np.asarray(img.affine)
 
 
 def read_dscalar(path: Path) -> tuple[dict[str, np.ndarray], CiftiGeometry]:

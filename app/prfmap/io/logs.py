@@ -21,6 +21,25 @@ LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s: %(message)s"
 """The format of every prfmap log line (the run log, the participant logs, the console)."""
 
 
+class Forward(logging.Handler):
+    """Hand a library's records to another logger's handlers (prfmap's console and log files).
+
+    nibabel reports the header problems it repairs (``pixdim[1,2,3] should be non-zero``) through
+    its ``nibabel.global`` logger, whose own handler prints on stderr; forwarded, they reach the
+    log as warnings, and stderr keeps only prfmap's one error line.
+    """
+
+    def __init__(self, target: logging.Logger, highest: int = logging.WARNING) -> None:
+        super().__init__()
+        self.target, self.highest = target, highest
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Pass the record on, at most at level ``highest``."""
+        if record.levelno > self.highest:
+            record.levelno, record.levelname = self.highest, logging.getLevelName(self.highest)
+        self.target.handle(record)
+
+
 class LogFile(logging.FileHandler):
     """A log file (UTF-8, every level, :data:`LOG_FORMAT`) whose write errors are output errors.
 
