@@ -64,8 +64,7 @@ def main() -> None:
     parser.add_argument("--units", type=int, default=20484)
     parser.add_argument("--frames", type=int, default=200)
     parser.add_argument("--size", type=int, default=101)
-    parser.add_argument("--grid", type=int, nargs=3, default=(20, 20, 20),
-                        metavar=("ECC", "ANGLE", "SIGMA"))
+    parser.add_argument("--grid", type=int, nargs=3, default=(20, 20, 20), metavar=("ECC", "ANGLE", "SIGMA"))
     parser.add_argument("--refine", default="lm", choices=("lm", "sgd", "none"))
     parser.add_argument("--mem-gb", type=float, default=4.0)
     parser.add_argument("--noise", type=float, default=0.5, help="noise SD relative to signal SD")
@@ -82,15 +81,18 @@ def main() -> None:
     rng = np.random.default_rng(0)
     ecc = 9.0 * np.sqrt(rng.uniform(size=args.units))
     angle = rng.uniform(0, 2 * np.pi, args.units)
-    truth = {"x": ecc * np.cos(angle), "y": ecc * np.sin(angle),
-             "sigma": rng.uniform(0.3, 4.0, args.units), "amplitude": rng.uniform(1, 3, args.units),
-             "baseline": np.zeros(args.units)}
+    truth = {
+        "x": ecc * np.cos(angle),
+        "y": ecc * np.sin(angle),
+        "sigma": rng.uniform(0.3, 4.0, args.units),
+        "amplitude": rng.uniform(1, 3, args.units),
+        "baseline": np.zeros(args.units),
+    }
     data = predict(truth, stim, tr)
     data += args.noise * data.std(axis=1, keepdims=True) * rng.standard_normal(data.shape)
     grid = polar_grid(stim, *args.grid)
 
-    warm = fit_prf(data[: min(args.units, 2048)], stim, tr, refine=args.refine, grid=grid,
-                   mem_gb=args.mem_gb)
+    warm = fit_prf(data[: min(args.units, 2048)], stim, tr, refine=args.refine, grid=grid, mem_gb=args.mem_gb)
     res = fit_prf(data, stim, tr, refine=args.refine, grid=grid, mem_gb=args.mem_gb)
     s = res.settings
     units, frames, pixels, n_grid = args.units, args.frames, s["pixels"], s["grid_points"]
@@ -104,18 +106,38 @@ def main() -> None:
     for stage in ("grid_predictions", "grid_scoring", "refine", "linear"):
         seconds = res.timings[stage]
         gflops = flops[stage] / max(seconds, 1e-9) / 1e9
-        print(json.dumps({"stage": stage, "seconds": round(seconds, 3),
-                          "units_per_s": round(units / max(seconds, 1e-9), 1),
-                          "gflops": round(gflops, 1), "fraction_of_matmul": round(gflops / peak, 3),
-                          "iterations": s["iterations"] if stage == "refine" else None}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "stage": stage,
+                    "seconds": round(seconds, 3),
+                    "units_per_s": round(units / max(seconds, 1e-9), 1),
+                    "gflops": round(gflops, 1),
+                    "fraction_of_matmul": round(gflops / peak, 3),
+                    "iterations": s["iterations"] if stage == "refine" else None,
+                }
+            ),
+            flush=True,
+        )
     budget = TARGET_TFLOP * 1e12 / (peak * 1e9)
     err = np.hypot(res.params["x"] - truth["x"], res.params["y"] - truth["y"])
-    print(json.dumps({"stage": "total", "seconds": round(res.timings["total"], 3),
-                      "target_seconds": round(budget, 1),
-                      "fraction_of_target": round(res.timings["total"] / budget, 3),
-                      "units": units, "frames": frames, "pixels": pixels, "grid_points": n_grid,
-                      "median_centre_error_deg": round(float(np.nanmedian(err)), 4),
-                      "warmup_seconds_incl_compile": round(warm.timings["total"], 1)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "stage": "total",
+                "seconds": round(res.timings["total"], 3),
+                "target_seconds": round(budget, 1),
+                "fraction_of_target": round(res.timings["total"] / budget, 3),
+                "units": units,
+                "frames": frames,
+                "pixels": pixels,
+                "grid_points": n_grid,
+                "median_centre_error_deg": round(float(np.nanmedian(err)), 4),
+                "warmup_seconds_incl_compile": round(warm.timings["total"], 1),
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

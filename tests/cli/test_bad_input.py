@@ -188,8 +188,9 @@ def test_an_all_ones_aperture_is_refused(bids_copy: Path, tmp_path: Path, capsys
 
 
 @pytest.mark.parametrize("fov", [1e6, "20"])
-def test_an_implausible_or_quoted_field_of_view_is_refused(bids_copy: Path, tmp_path: Path, capsys,
-                                                           fov) -> None:  # fmt: skip
+def test_an_implausible_or_quoted_field_of_view_is_refused(
+    bids_copy: Path, tmp_path: Path, capsys, fov
+) -> None:
     """Case 5 (1e6 degrees) and case 19 (the string "20" is not "not positive")."""
     sidecar = bids_copy / "stimuli" / "bars.json"
     meta = json.loads(sidecar.read_text())
@@ -255,8 +256,9 @@ def test_stim_file_index_rows_are_named_as_such(bids_copy: Path, tmp_path: Path,
         ({"extension": ".nii.gz"}, 18, "no preprocessed BOLD"),
     ],
 )
-def test_filter_files_with_query_keys(bids_copy: Path, tmp_path: Path, capsys, bold_filter, code: int,
-                                      says: str) -> None:  # fmt: skip
+def test_filter_files_with_query_keys(
+    bids_copy: Path, tmp_path: Path, capsys, bold_filter, code: int, says: str
+) -> None:
     """Case 19: a filter naming what prfmap's query sets (extension, suffix, scope) gets prfmap's
     message, never pybids' "got multiple values for keyword argument"."""
     path = tmp_path / "filter.json"
@@ -273,8 +275,9 @@ def test_fmriprep_style_filter_with_suffix_and_extension_selects_the_runs(small_
     extension among the formats it reads narrows the query."""
     from prfmap.io.bids import find_inputs
 
-    runs = find_inputs(small_synth, bids_filter={"bold": {"datatype": "func", "suffix": "bold",
-                                                          "extension": "func.gii"}})  # fmt: skip
+    runs = find_inputs(
+        small_synth, bids_filter={"bold": {"datatype": "func", "suffix": "bold", "extension": "func.gii"}}
+    )
     assert [r.run for r in runs] == [1, 2] and all(r.kind == "gifti" for r in runs)
 
 

@@ -114,9 +114,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
     env = {**os.environ, "SLURM_CONF": str(root / "slurm.conf")}
     pids = [root / "munge" / "pid", root / "slurmctld.pid", root / "slurmd.pid"]
     try:
-        subprocess.run(["munged", "--force", f"--socket={root}/munge/socket", f"--key-file={key}",
-                        f"--log-file={root}/munged.log", f"--pid-file={pids[0]}",
-                        f"--seed-file={root}/munge/seed"], check=True, env=env)  # fmt: skip
+        subprocess.run(
+            [
+                "munged",
+                "--force",
+                f"--socket={root}/munge/socket",
+                f"--key-file={key}",
+                f"--log-file={root}/munged.log",
+                f"--pid-file={pids[0]}",
+                f"--seed-file={root}/munge/seed",
+            ],
+            check=True,
+            env=env,
+        )
         subprocess.run(["slurmctld"], check=True, env=env)
         subprocess.run(["slurmd", "-N", host], check=True, env=env)
         _wait(lambda: _node_state(env) == "idle", "the node to be idle", 60, root)
@@ -158,14 +168,22 @@ def test_array_with_a_requeued_task_then_the_group_level(cluster: dict[str, str]
     bids = make_synthetic_dataset(tmp_path / "bids", config)
     out, work, logs = tmp_path / "out", tmp_path / "work", tmp_path / "logs"
     logs.mkdir()  # sbatch's --output folder must exist
-    env = {**cluster, "BIDS": str(bids), "OUT": str(out), "WORK": str(work), "KERAS_BACKEND": "jax",
-           "PRFMAP_CHUNK_UNITS": "128", "PYTHONPATH": str(APP_DIR),
-           "PRFMAP_OPTIONS": "--no-report"}  # fmt: skip  (the reports are tested elsewhere)
+    env = {
+        **cluster,
+        "BIDS": str(bids),
+        "OUT": str(out),
+        "WORK": str(work),
+        "KERAS_BACKEND": "jax",
+        "PRFMAP_CHUNK_UNITS": "128",
+        "PYTHONPATH": str(APP_DIR),
+        "PRFMAP_OPTIONS": "--no-report",
+    }  # fmt: skip  (the reports are tested elsewhere)
     array_script, group_script = _script("slurm_array.sh", tmp_path), _script("slurm_group.sh", tmp_path)
 
     def sbatch(*args: str) -> str:
-        done = subprocess.run(["sbatch", "--parsable", *args], env=env, cwd=tmp_path, capture_output=True,
-                              text=True, check=True)  # fmt: skip
+        done = subprocess.run(
+            ["sbatch", "--parsable", *args], env=env, cwd=tmp_path, capture_output=True, text=True, check=True
+        )
         return done.stdout.strip().split(";")[0]
 
     array = sbatch(f"--array=1-{len(SUBJECTS)}", str(array_script))
@@ -174,8 +192,13 @@ def test_array_with_a_requeued_task_then_the_group_level(cluster: dict[str, str]
     saved = lambda: stopped_log.is_file() and "fitted in" in stopped_log.read_text()  # noqa: E731
     _wait(saved, "a saved chunk", 300, logs)
     subprocess.run(["scancel", "--signal=TERM", f"{array}_{STOPPED}"], env=env, check=True)
-    ended = lambda: _job(env, group).get("JobState") == "COMPLETED" or _job(env, group).get(  # noqa: E731
-        "Reason") == "DependencyNeverSatisfied"
+    ended = lambda: (
+        _job(env, group).get("JobState") == "COMPLETED"
+        or _job(env, group).get(  # noqa: E731
+            "Reason"
+        )
+        == "DependencyNeverSatisfied"
+    )
     _wait(ended, "the group job", 600, logs)
 
     for task in range(1, len(SUBJECTS) + 1):

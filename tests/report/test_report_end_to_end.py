@@ -117,8 +117,10 @@ def test_group_level_links_and_tabulates_every_participant(tmp_path_factory: pyt
     group = out / "group"
     stem = "task-prf_hemi-{h}_space-fsaverage5_model-gauss"
     count = np.concatenate(
-        [nib.load(group / f"{stem.format(h=h)}_stat-count_desc-count_boldmap.func.gii").agg_data()
-         for h in ("L", "R")]
+        [
+            nib.load(group / f"{stem.format(h=h)}_stat-count_desc-count_boldmap.func.gii").agg_data()
+            for h in ("L", "R")
+        ]
     )
     assert count.shape == (20484,) and count.max() == 2 and (count == 2).sum() > 100
     polar = nib.load(group / f"{stem.format(h='L')}_stat-circmean_desc-polarangle_boldmap.func.gii")
@@ -235,8 +237,9 @@ def test_reports_only_refuses_a_damaged_map_and_keeps_the_report(
     assert _state(out) == before and not list(out.glob(".prfmap-*"))
 
 
-def test_reports_only_replaces_the_figures_as_a_set(tmp_path_factory: pytest.TempPathFactory,
-                                                    tmp_path: Path) -> None:  # fmt: skip
+def test_reports_only_replaces_the_figures_as_a_set(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
     """Issue 24, case 14: figures the rebuilt report does not draw do not stay behind."""
     import shutil
 

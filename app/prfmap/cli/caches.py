@@ -36,8 +36,9 @@ def default_cache(variable: str, env: MutableMapping[str, str]) -> Path:
     return Path(tempfile.gettempdir()) / f"torchinductor_{getpass.getuser()}"
 
 
-def place_compile_caches(backend: str, work_dir: Path | None,
-                         env: MutableMapping[str, str] | None = None) -> str | None:
+def place_compile_caches(
+    backend: str, work_dir: Path | None, env: MutableMapping[str, str] | None = None
+) -> str | None:
     """Make torch.compile's caches executable, or turn compilation off.
 
     Parameters
@@ -65,9 +66,13 @@ def place_compile_caches(backend: str, work_dir: Path | None,
     if work_dir is not None and allows_exec(work_dir):
         for variable in blocked:
             env[variable] = str(Path(work_dir) / ".cache" / variable.split("_")[0].lower())
-        return (f"{where}: mounted noexec, where torch.compile cannot load the libraries it builds; "
-                f"its caches are under {Path(work_dir) / '.cache'} instead")
+        return (
+            f"{where}: mounted noexec, where torch.compile cannot load the libraries it builds; "
+            f"its caches are under {Path(work_dir) / '.cache'} instead"
+        )
     env["PRFMAP_COMPILE"] = "0"
-    return (f"{where}: mounted noexec, where torch.compile cannot load the libraries it builds: "
-            "running without compiling (same maps, slower); mount /tmp with exec (docker run --tmpfs "
-            "/tmp:rw,exec) or pass --work-dir on a file system that allows it")
+    return (
+        f"{where}: mounted noexec, where torch.compile cannot load the libraries it builds: "
+        "running without compiling (same maps, slower); mount /tmp with exec (docker run --tmpfs "
+        "/tmp:rw,exec) or pass --work-dir on a file system that allows it"
+    )

@@ -147,13 +147,18 @@ def _log_fmriprep_options(config: Config) -> None:
     """One line for each option that fMRIPrep-style wrappers pass by habit."""
     execution = config.execution
     if execution.fs_license_file is not None:
-        logger.info("--fs-license-file %s: accepted and not used (prfmap runs no FreeSurfer)",
-                    execution.fs_license_file)
+        logger.info(
+            "--fs-license-file %s: accepted and not used (prfmap runs no FreeSurfer)",
+            execution.fs_license_file,
+        )
     if not config.inputs.validate:
         logger.info("--skip-bids-validation: bids_dir is not validated")
     if execution.omp_nthreads:
-        logger.info("--omp-nthreads %d: OpenMP/BLAS pools limited to %d thread(s) each",
-                    execution.omp_nthreads, execution.omp_nthreads)
+        logger.info(
+            "--omp-nthreads %d: OpenMP/BLAS pools limited to %d thread(s) each",
+            execution.omp_nthreads,
+            execution.omp_nthreads,
+        )
 
 
 def _write_config(config: Config, log_file: Path, command: list[str]) -> Path:
@@ -225,8 +230,12 @@ def _select_backend(execution: ExecutionConfig) -> None:
     cache_note = place_compile_caches(execution.backend, execution.work_dir)
     if cache_note:
         logger.warning(cache_note)
-    select_backend(execution.backend, nprocs=execution.nprocs, device=execution.device,
-                   omp_threads=execution.omp_nthreads)
+    select_backend(
+        execution.backend,
+        nprocs=execution.nprocs,
+        device=execution.device,
+        omp_threads=execution.omp_nthreads,
+    )
 
 
 if __name__ == "__main__":

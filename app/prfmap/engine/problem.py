@@ -77,8 +77,16 @@ def nuisance_basis(n_frames: int, nuisance: np.ndarray | None) -> np.ndarray:
     return u[:, s > s.max() * 1e-8]
 
 
-def make_problem(model: PRFModel, stim: Stimulus, tr: float, n_bases: int, nuisance: np.ndarray | None,
-                 dtype: str, slice_time_ref: float, hrf: HRF = CANONICAL) -> Problem:
+def make_problem(
+    model: PRFModel,
+    stim: Stimulus,
+    tr: float,
+    n_bases: int,
+    nuisance: np.ndarray | None,
+    dtype: str,
+    slice_time_ref: float,
+    hrf: HRF = CANONICAL,
+) -> Problem:
     """The tensors of one fit: stimulated pixels, convolution matrices of ``hrf`` (and, with
     ``n_bases`` 3, of its temporal and dispersion derivatives) and nuisance basis."""
     if dtype == "float64":
@@ -87,9 +95,17 @@ def make_problem(model: PRFModel, stim: Stimulus, tr: float, n_bases: int, nuisa
     conv = convolution_matrices(hrf_kernels(tr, n_bases, slice_time_ref, hrf=hrf), stim.run_lengths)
     pixel_area = stim.pixel_size**2
     stim_t = (tensor(design.T, dtype), tensor(px, dtype), tensor(py, dtype), pixel_area)
-    return Problem(model, stim_t, tensor(np.transpose(conv, (0, 2, 1)), dtype),
-                   tensor(nuisance_basis(stim.n_frames, nuisance), dtype), dtype, n_bases,
-                   design.shape[1], stim.n_frames, hrf)
+    return Problem(
+        model,
+        stim_t,
+        tensor(np.transpose(conv, (0, 2, 1)), dtype),
+        tensor(nuisance_basis(stim.n_frames, nuisance), dtype),
+        dtype,
+        n_bases,
+        design.shape[1],
+        stim.n_frames,
+        hrf,
+    )
 
 
 def project_units(prob: Problem, data: np.ndarray) -> Units:
