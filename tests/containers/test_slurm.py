@@ -189,16 +189,16 @@ def test_array_with_a_requeued_task_then_the_group_level(cluster: dict[str, str]
     array = sbatch(f"--array=1-{len(SUBJECTS)}", str(array_script))
     group = sbatch(f"--dependency=afterok:{array}", str(group_script))
     stopped_log = logs / f"prfmap_{array}_{STOPPED}.log"
-    saved = lambda: stopped_log.is_file() and "fitted in" in stopped_log.read_text()  # noqa: E731
+
+    def saved() -> bool:
+        return stopped_log.is_file() and "fitted in" in stopped_log.read_text()
+
+    def ended() -> bool:
+        state = _job(env, group)
+        return state.get("JobState") == "COMPLETED" or state.get("Reason") == "DependencyNeverSatisfied"
+
     _wait(saved, "a saved chunk", 300, logs)
     subprocess.run(["scancel", "--signal=TERM", f"{array}_{STOPPED}"], env=env, check=True)
-    ended = lambda: (
-        _job(env, group).get("JobState") == "COMPLETED"
-        or _job(env, group).get(  # noqa: E731
-            "Reason"
-        )
-        == "DependencyNeverSatisfied"
-    )
     _wait(ended, "the group job", 600, logs)
 
     for task in range(1, len(SUBJECTS) + 1):

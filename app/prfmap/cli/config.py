@@ -24,7 +24,7 @@ from prfmap.config import (
 )
 from prfmap.errors import UsageError
 from prfmap.io.datasets import bids_root, derivative_roots, read_bids_filter
-from prfmap.memory import default_mem_gb
+from prfmap.runtime.memory import default_mem_gb
 
 
 def _absolute(path: Path | None) -> Path | None:
@@ -171,8 +171,10 @@ def check_output_locations(
 
 
 def _check_work_dir(work_dir: Path, output_dir: Path) -> None:
-    """The work dir's files (pybids database, checkpoints) must not become part of the derivatives:
-    neither output_dir nor a folder in it, except a hidden one (which BIDS tools skip)."""
+    """Refuse a work dir whose files (pybids database, checkpoints) would join the derivatives.
+
+    Neither ``output_dir`` nor a folder in it, except a hidden one (which BIDS tools skip).
+    """
     out, where = output_dir.resolve(), work_dir.resolve()
     if where == out or (where.is_relative_to(out) and not where.relative_to(out).parts[0].startswith(".")):
         shown = "is output_dir" if where == out else f"lies inside output_dir {output_dir}"

@@ -111,6 +111,7 @@ def _fov_deg(value: str) -> float:
 
 
 def positive_float(value: str) -> float:
+    """An argparse type: a number > 0."""
     try:
         number = float(value)
     except ValueError:
@@ -121,6 +122,7 @@ def positive_float(value: str) -> float:
 
 
 def nonnegative_float(value: str) -> float:
+    """An argparse type: a number >= 0."""
     try:
         number = float(value)
     except ValueError:
@@ -131,6 +133,7 @@ def nonnegative_float(value: str) -> float:
 
 
 def nonnegative_int(value: str) -> int:
+    """An argparse type: an integer >= 0."""
     try:
         number = int(value)
     except ValueError:
@@ -141,6 +144,7 @@ def nonnegative_int(value: str) -> int:
 
 
 def positive_int(value: str) -> int:
+    """An argparse type: an integer > 0."""
     number = nonnegative_int(value)
     if number == 0:
         raise argparse.ArgumentTypeError(f"{value!r} must be a positive integer")

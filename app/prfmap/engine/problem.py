@@ -11,7 +11,7 @@ from prfmap.engine.backend import get_backend
 from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.hrf import CANONICAL, HRF, convolution_matrices, hrf_kernels
 from prfmap.engine.models import PRFModel
-from prfmap.engine.stimulus import Stimulus
+from prfmap.engine.stimulus import Stimulus, StimulusTensors
 
 
 @dataclass(frozen=True)
@@ -21,8 +21,8 @@ class Problem:
     Attributes
     ----------
     model : PRFModel
-    stim : tuple
-        ``(design (pixels, frames), x (pixels,), y (pixels,), pixel area)`` of the stimulated pixels.
+    stim : StimulusTensors
+        The stimulated pixels' apertures and coordinates.
     hrf_t : tensor, shape (bases, frames, frames)
         Transposed per-TR convolution matrices of the HRF bases.
     q : tensor, shape (frames, k)
@@ -34,7 +34,7 @@ class Problem:
     """
 
     model: PRFModel
-    stim: tuple
+    stim: StimulusTensors
     hrf_t: Any
     q: Any
     dtype: str
@@ -64,7 +64,19 @@ class Units:
 
 
 def nuisance_basis(n_frames: int, nuisance: np.ndarray | None) -> np.ndarray:
-    """Orthonormal basis (frames, k) of a constant and the mean-centred nuisance regressors."""
+    """Orthonormal basis (frames, k) of a constant and the mean-centred nuisance regressors.
+
+    Parameters
+    ----------
+    n_frames : int
+        Frames.
+    nuisance : ndarray, shape (frames, k), optional
+        Regressors.
+
+    Returns
+    -------
+    ndarray, shape (frames, k')
+    """
     cols = [np.ones((n_frames, 1))]
     if nuisance is not None:
         nuisance = np.asarray(nuisance, dtype=np.float64)
@@ -87,14 +99,40 @@ def make_problem(
     slice_time_ref: float,
     hrf: HRF = CANONICAL,
 ) -> Problem:
-    """The tensors of one fit: stimulated pixels, convolution matrices of ``hrf`` (and, with
-    ``n_bases`` 3, of its temporal and dispersion derivatives) and nuisance basis."""
+    """The tensors of one fit.
+
+    Stimulated pixels, convolution matrices of ``hrf`` (and, with ``n_bases`` 3, of its temporal and
+    dispersion derivatives) and nuisance basis.
+
+    Parameters
+    ----------
+    model : PRFModel
+        The model.
+    stim : Stimulus
+        The apertures.
+    tr : float
+        Repetition time, s.
+    n_bases : int
+        1, or 3 with the HRF's derivatives.
+    nuisance : ndarray, optional
+        (frames, k) regressors removed by preprocessing.
+    dtype : str
+        ``float32`` or ``float64``.
+    slice_time_ref : float
+        Where in each TR the volumes sample the signal.
+    hrf : HRF
+        The response.
+
+    Returns
+    -------
+    Problem
+    """
     if dtype == "float64":
         get_backend().enable_float64()
     design, px, py = stim.stimulated
     conv = convolution_matrices(hrf_kernels(tr, n_bases, slice_time_ref, hrf=hrf), stim.run_lengths)
     pixel_area = stim.pixel_size**2
-    stim_t = (tensor(design.T, dtype), tensor(px, dtype), tensor(py, dtype), pixel_area)
+    stim_t = StimulusTensors(tensor(design.T, dtype), tensor(px, dtype), tensor(py, dtype), pixel_area)
     return Problem(
         model,
         stim_t,
@@ -109,7 +147,19 @@ def make_problem(
 
 
 def project_units(prob: Problem, data: np.ndarray) -> Units:
-    """The units worth fitting (finite, not flat after the projection) and their projected data."""
+    """The units worth fitting (finite, not flat after the projection) and their projected data.
+
+    Parameters
+    ----------
+    prob : Problem
+        The fit's tensors (its nuisance basis).
+    data : ndarray, shape (units, frames)
+        The data.
+
+    Returns
+    -------
+    Units
+    """
     q = to_numpy(prob.q).astype(np.float64)
     finite = np.all(np.isfinite(data), axis=1)
     clean = np.where(finite[:, None], data, 0.0)

@@ -1,10 +1,12 @@
-"""The grid search: predictions of every grid point, then each unit's best correlation among them; and the
-seed search: each unit's best among a few candidates of its own (a model's extras around its grid start)."""
+"""The grid search: predictions of every grid point, then each unit's best correlation among them.
+
+And the seed search: each unit's best among a few candidates of its own (a model's extras around its grid
+start).
+"""
 
 from __future__ import annotations
 
 import time
-from functools import partial
 
 import numpy as np
 
@@ -24,18 +26,42 @@ from prfmap.engine.problem import Problem
 
 
 def unit_norm(y: np.ndarray) -> np.ndarray:
-    """Rows of ``y`` scaled to unit norm (zero rows stay zero)."""
+    """Rows of ``y`` scaled to unit norm (zero rows stay zero).
+
+    Parameters
+    ----------
+    y : ndarray, shape (units, frames)
+        Rows.
+
+    Returns
+    -------
+    ndarray
+    """
     norm = np.linalg.norm(y, axis=1, keepdims=True)
     return np.divide(y, norm, out=np.zeros_like(y), where=norm > 0)
 
 
 def grid_predictions(prob: Problem, theta_grid: np.ndarray, mem_gb: float) -> np.ndarray:
-    """Unit-norm projected predictions (grid, frames) of natural parameters ``theta_grid`` (grid, K)."""
+    """Unit-norm projected predictions (grid, frames) of natural parameters ``theta_grid`` (grid, K).
+
+    Parameters
+    ----------
+    prob : Problem
+        The fit's tensors.
+    theta_grid : ndarray, shape (grid, K)
+        Natural parameters.
+    mem_gb : float
+        Budget of a tile.
+
+    Returns
+    -------
+    ndarray, shape (grid, frames)
+    """
     dtype = prob.dtype
     item = np.dtype(dtype).itemsize
     n_grid = theta_grid.shape[0]
     g_tile = min(n_grid, budget_rows(mem_gb / 2, prob.pixels * item * 3, hi=4096))
-    predict_fn = compiled(("grid_pred", prob.model, dtype), partial(core.grid_predictions, prob.model))
+    predict_fn = compiled(core.grid_predictions, prob.model)
     preds = []
     for start, stop in tiles(n_grid, g_tile):
         theta = pad(theta_grid[start:stop], g_tile)
@@ -53,6 +79,26 @@ def best_grid_points(
 
     Units are streamed in tiles against blocks of the grid, keeping a running maximum, so memory does
     not grow with units × grid points.
+
+    Parameters
+    ----------
+    prob : Problem
+        The fit's tensors.
+    y_proj : ndarray, shape (units, frames)
+        Projected data.
+    grid_unit : ndarray, shape (grid, frames)
+        Unit-norm grid predictions.
+    mem_gb : float
+        Budget of a tile.
+    progress : callable, optional
+        ``progress(stage, done, total)``.
+
+    Returns
+    -------
+    index : ndarray of int, shape (units,)
+        Each unit's best grid point.
+    corr : ndarray, shape (units,)
+        Its correlation.
     """
     dtype = prob.dtype
     item = np.dtype(dtype).itemsize
@@ -61,7 +107,7 @@ def best_grid_points(
     n_units = y_unit.shape[0]
     g_block = min(n_grid, budget_rows(mem_gb / 4, prob.frames * item, hi=16384))
     u_tile = min(padded_size(n_units), budget_rows(mem_gb / 2, g_block * item * 2, hi=16384))
-    score_fn = compiled(("grid_score", dtype), core.grid_score)
+    score_fn = compiled(core.grid_score)
     best = np.full(n_units, -np.inf)
     best_idx = np.zeros(n_units, dtype=np.int64)
     grid_blocks = [(tensor(pad(grid_unit[a:b], g_block), dtype), a) for a, b in tiles(n_grid, g_block)]
@@ -85,19 +131,40 @@ def grid_search(
     theta_grid: np.ndarray,
     mem_gb: float,
     progress: ProgressFn | None,
-    timings: dict[str, float],
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
     """Each unit's best grid point (natural parameters) and its correlation with the unit's data.
 
-    ``timings`` gains ``grid_predictions`` and ``grid_scoring`` (seconds).
+    Also the seconds of ``grid_predictions`` and ``grid_scoring``.
+
+    Parameters
+    ----------
+    prob : Problem
+        The fit's tensors.
+    y_proj : ndarray, shape (units, frames)
+        Projected data.
+    theta_grid : ndarray, shape (grid, K)
+        Natural parameters of the grid.
+    mem_gb : float
+        Budget of a tile.
+    progress : callable, optional
+        ``progress(stage, done, total)``.
+
+    Returns
+    -------
+    theta : ndarray, shape (units, K)
+        Each unit's best grid point.
+    corr : ndarray, shape (units,)
+        Its correlation.
+    timings : dict
+        Seconds of ``grid_predictions`` and ``grid_scoring``.
     """
     t0 = time.perf_counter()
     grid_unit = grid_predictions(prob, theta_grid, mem_gb)
-    timings["grid_predictions"] = time.perf_counter() - t0
+    timings = {"grid_predictions": time.perf_counter() - t0}
     t0 = time.perf_counter()
     best_idx, best = best_grid_points(prob, y_proj, grid_unit, mem_gb, progress)
     timings["grid_scoring"] = time.perf_counter() - t0
-    return theta_grid[best_idx], best
+    return theta_grid[best_idx], best, timings
 
 
 def seed_search(
@@ -110,6 +177,13 @@ def seed_search(
     candidates : ndarray, shape (units, C, K)
         Natural parameters tried for each unit (:meth:`PRFModel.seed_candidates`), scored as the grid
         is: projected, unit-norm canonical-HRF predictions correlated with the unit's projected data.
+
+    Returns
+    -------
+    theta : ndarray, shape (units, K)
+        Each unit's best candidate.
+    corr : ndarray, shape (units,)
+        Its correlation.
     """
     dtype = prob.dtype
     n_units, n_cand, _ = candidates.shape
@@ -117,7 +191,7 @@ def seed_search(
     n_gauss = catalog.MODELS[prob.model.name].gaussians
     per_unit = n_cand * item * (prob.pixels * (n_gauss + 1) + prob.frames * 4)
     y_unit = unit_norm(y_proj)
-    score_fn = compiled(("seed_score", prob.model, dtype), partial(core.seed_score, prob.model))
+    score_fn = compiled(core.seed_score, prob.model)
     best, best_idx = np.empty(n_units), np.zeros(n_units, dtype=np.int64)
 
     def run(start: int, stop: int, batch: int) -> None:

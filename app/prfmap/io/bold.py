@@ -204,6 +204,10 @@ def header_tr(path: Path, kind: Kind) -> float | None:
         A ``.dtseries.nii`` (``kind="cifti"``) or a 4-D NIfTI (``kind="volume"``).
     kind : {"gifti", "cifti", "volume"}
         The file format family; GIFTI files carry no TR that prfmap reads.
+
+    Returns
+    -------
+    float or None
     """
     if kind == "gifti":
         return None
@@ -246,6 +250,18 @@ def read_volume_map(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 def read_dscalar(path: Path) -> tuple[dict[str, np.ndarray], CiftiGeometry]:
     """Read a CIFTI ``.dscalar.nii``: each named map as a (grayordinates,) array, and its geometry.
+
+    Parameters
+    ----------
+    path : Path
+        The file.
+
+    Returns
+    -------
+    maps : dict
+        Map name → (grayordinates,) values.
+    geometry : CiftiGeometry
+        Its brain models.
 
     Raises
     ------

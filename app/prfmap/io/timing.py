@@ -67,7 +67,18 @@ class SliceTimeReference:
     rule: str
 
     def describe(self, tr: float) -> dict[str, Any]:
-        """What the map sidecars record: the fraction, the seconds and the rule."""
+        """What the map sidecars record: the fraction, the seconds and the rule.
+
+        Parameters
+        ----------
+        tr : float
+            Repetition time, s.
+
+        Returns
+        -------
+        dict
+            ``Fraction``, ``Seconds`` and ``Rule``.
+        """
         return {
             "Fraction": round(self.fraction, 6),
             "Seconds": round(self.fraction * tr, 6),
@@ -77,6 +88,15 @@ class SliceTimeReference:
 
 def parse_slice_time_ref(value: str) -> float:
     """``--slice-time-ref``: a fraction of the TR in [0, 1], or ``start`` (0) or ``middle`` (0.5).
+
+    Parameters
+    ----------
+    value : str
+        The option's text.
+
+    Returns
+    -------
+    float
 
     Raises
     ------
@@ -109,6 +129,10 @@ def slice_time_reference(
     source : str
         The run's name, for messages.
 
+    Returns
+    -------
+    SliceTimeReference
+
     Raises
     ------
     BadDataError
@@ -136,8 +160,10 @@ _TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
 
 
 def _flag(value: Any, key: str, source: str) -> bool:
-    """A boolean sidecar key: JSON true/false (absent: false); the usual spellings as strings or 0/1
-    are read with a warning (see the module docstring)."""
+    """A boolean sidecar key: JSON true/false (absent: false).
+
+    The usual spellings as strings or 0/1 are read with a warning (see the module docstring).
+    """
     if value is None or isinstance(value, bool):
         return bool(value)
     text = str(value).strip().lower() if isinstance(value, str | int) else None

@@ -97,7 +97,7 @@ def visual_field_coverage(
     path: Path,
     max_units: int = 3000,
 ) -> Path:
-    """pRF centres coloured by r², and the coverage (the maximum of the pRF Gaussians).
+    """PRF centres coloured by r², and the coverage (the maximum of the pRF Gaussians).
 
     Parameters
     ----------
