@@ -230,6 +230,18 @@ def header_tr(path: Path, kind: Kind) -> float | None:
 def read_volume_map(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """Read a 3-D NIfTI map (prfmap's volume outputs): its float32 values and its affine.
 
+    Parameters
+    ----------
+    path : Path
+        The ``*_boldmap.nii.gz`` (or ``.nii``).
+
+    Returns
+    -------
+    data : ndarray
+        float32 (x, y, z).
+    affine : ndarray
+        (4, 4) voxel-to-world.
+
     Raises
     ------
     MissingInputError

@@ -37,6 +37,11 @@ def check_fov_deg(value: Any, source: str) -> float:
         Where it came from, for the message (``"--stimulus-fov-deg"``, ``"FieldOfViewDeg in
         bars.json"``).
 
+    Returns
+    -------
+    float
+        The field of view, degrees.
+
     Raises
     ------
     ValueError

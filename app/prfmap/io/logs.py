@@ -34,7 +34,13 @@ class Forward(logging.Handler):
         self.target, self.highest = target, highest
 
     def emit(self, record: logging.LogRecord) -> None:
-        """Pass the record on, at most at level ``highest``."""
+        """Pass the record on, at most at level ``highest``.
+
+        Parameters
+        ----------
+        record : logging.LogRecord
+            The library's record.
+        """
         if record.levelno > self.highest:
             record.levelno, record.levelname = self.highest, logging.getLevelName(self.highest)
         self.target.handle(record)
@@ -65,12 +71,29 @@ class LogFile(logging.FileHandler):
         self.failure: OutputError | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
-        """Write the record, unless an earlier one failed."""
+        """Write the record, unless an earlier one failed.
+
+        Parameters
+        ----------
+        record : logging.LogRecord
+            The record to write.
+        """
         if self.failure is None:
             super().emit(record)
 
     def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
-        """A disk or permission error stops the file and, in the main thread, the run."""
+        """A disk or permission error stops the file and, in the main thread, the run.
+
+        Parameters
+        ----------
+        record : logging.LogRecord
+            The record that could not be written.
+
+        Raises
+        ------
+        OutputError
+            In the main thread, for the first record a full disk or a permission refused.
+        """
         err = sys.exc_info()[1]
         if not isinstance(err, OSError) or not self._fail(err):
             super().handleError(record)

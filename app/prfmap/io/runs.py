@@ -97,6 +97,11 @@ class RunInput:
         ----------
         frames : int, optional
             The file's own frame count, to tell it from the frames the index selects.
+
+        Returns
+        -------
+        str
+            E.g. ``bars.nii.gz (148 frames) through the 101 stim_file_index rows of ..._events.tsv``.
         """
         name = Path(self.stim_file).name if self.stim_file is not None else "(no aperture)"
         if self.stim_file_index is None:
