@@ -242,16 +242,16 @@ def _codes(text: str) -> set[int]:
     return {int(c) for c in re.findall(r"\b(\d{1,3})\b", text)}
 
 
-def test_exit_codes_agree_in_the_readme_the_help_and_the_code(capsys) -> None:
-    """Issue 24, case 20 (Must show 5): --help's epilog, the README's exit-code table and
+def test_exit_codes_agree_in_the_docs_the_help_and_the_code(capsys) -> None:
+    """Issue 24, case 20 (Must show 5): --help's epilog, the usage page's exit-code table and
     prfmap.errors.ExitCode (plus 130/143 for SIGINT/SIGTERM) list the same codes."""
     from prfmap.errors import ExitCode
 
     expected = {int(c) for c in ExitCode} | {130, 143}
     epilog = build_parser().epilog
     assert _codes(epilog.split("Exit codes:", 1)[1]) == expected, epilog
-    readme = (REPO / "README.md").read_text()
-    table = readme.split("| exit code | meaning |", 1)[1].split("\n\n", 1)[0]
+    usage = (REPO / "docs" / "usage.md").read_text()
+    table = usage.split("| exit code | meaning |", 1)[1].split("\n\n", 1)[0]
     rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| ") and "---" not in line]
     assert set().union(*map(_codes, rows)) == expected, rows
 

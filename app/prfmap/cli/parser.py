@@ -405,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--backend",
         choices=BACKENDS,
         help="Keras backend that runs the fit (default: $KERAS_BACKEND, else jax); the "
-        "backend's package must be installed: pip install prfmap[<backend>]",
+        "backend's package must be installed: pip install jax, torch or tensorflow (prfmap's extras)",
     )
     g_perf.add_argument(
         "--device",

@@ -113,7 +113,8 @@ def run_participant(
         len(plans),
         ", ".join(p.name for p in plans),
     )
-    with make_progress() as progress:
+    fits = sum(1 + (len(p.runs) if config.outputs.cvr2 and len(p.runs) > 1 else 0) for p in plans)
+    with make_progress(title=f"sub-{subject}", fits=fits) as progress:
         fitted = [fit_loaded(load_fit(plan, config, progress), config, progress) for plan in plans]
     check_stop("after fitting every chunk, before writing outputs", how_to_resume(config))
     output_dir = config.outputs.output_dir
