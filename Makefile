@@ -33,6 +33,11 @@ $(VENV)/.test-installed: $(BIN)/python pyproject.toml $(REQ)/build.txt $(REQ)/te
 	command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
 	  || echo "chromium is missing: the report browser tests will fail (PRFMAP_SKIP_BROWSER=1 skips them)"
+	# Debian's slurm-wlm and munge for the SLURM array test (it starts a private one-node cluster as root).
+	{ command -v slurmctld && command -v munged; } >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] \
+	  && command -v apt-get >/dev/null && apt-get update -qq \
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge; } \
+	  || echo "slurm-wlm or munge is missing: the SLURM test needs them (and root)"
 	touch $@ $(VENV)/.demo-installed
 
 demo: $(VENV)/.demo-installed

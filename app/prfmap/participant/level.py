@@ -33,6 +33,7 @@ from prfmap.derivatives import (
 )
 from prfmap.errors import PrfmapError
 from prfmap.io.bids import find_runs
+from prfmap.io.logs import LogFile
 from prfmap.io.publish import COMMIT, new_staging, participant_lock, publish_participant, recover_staging
 from prfmap.io.runs import RunInput
 from prfmap.participant.checkpoint import remove_checkpoints
@@ -169,9 +170,7 @@ def _participant_log(output_dir: Path, subject: str) -> Iterator[Path]:
     logs = output_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     path = logs / f"sub-{subject}_{time.strftime('%Y%m%d-%H%M%S')}.log"
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setLevel(logging.DEBUG)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+    handler = LogFile(path)  # a full disk ends the run with one line (exit 73), not tracebacks
     root = logging.getLogger("prfmap")
     root.addHandler(handler)
     try:

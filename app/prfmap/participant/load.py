@@ -146,6 +146,7 @@ def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
     kept: list[RunInput] = []
     left_out: dict[str, str] = {}
     designs: dict[str, np.ndarray] = {}
+    names: dict[str, str] = {}
     first: _Run | None = None
     common, lacked = common_mask(plan)
     for i, run in enumerate(plan.runs):
@@ -182,6 +183,7 @@ def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
         preprocessed.append(pre)
         kept.append(run)
         designs.setdefault(run.stimulus_key, read.aperture.design)
+        names.setdefault(run.stimulus_key, run.aperture_label(read.aperture.source_frames))
     progress("load runs", len(plan.runs), len(plan.runs))
     if not kept:
         raise BadDataError(
@@ -190,7 +192,6 @@ def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
         )
     plan = dataclasses.replace(plan, runs=tuple(kept))
     keys = [run.stimulus_key for run in plan.runs]
-    names = {run.stimulus_key: Path(run.stim_file).name for run in plan.runs}
     combined = combine_runs(preprocessed, keys, designs, names=names)
     logger.info(
         "%s: %d run(s), %d stimulus sequence(s) → %d units × %d frames",
