@@ -46,6 +46,12 @@ STATUS_FLAGS: dict[int, tuple[str, str]] = {
         "sigma stopped at the resolution floor (one aperture pixel): the pRF is "
         "smaller than the stimulus resolves, sigma is an upper limit; the position is an estimate",
     ),
+    256: (
+        "not_cross_validated",
+        "reproducibility was not tested: the fit was not cross-validated (--no-cvr2, or a single "
+        "run), so not_reproducible cannot be set and r2 on the fitted data alone does not tell a "
+        "pRF from noise",
+    ),
 }
 """Bits of the ``status`` map; a unit's status is the sum of the bits that apply to it."""
 

@@ -76,12 +76,31 @@ class FitOutcome:
             File label → (units,) values.
         """
         maps = self.result.maps()
+        label = catalog.PARAMETERS["status"].label
         if self.cv is not None:
             maps[catalog.PARAMETERS["cvr2"].label] = self.cv.cvr2
-            status = maps.get(catalog.PARAMETERS["status"].label)
-            if status is not None:
-                maps[catalog.PARAMETERS["status"].label] = mark_not_reproducible(status, self.cv.z)
+            if label in maps:
+                maps[label] = mark_not_reproducible(maps[label], self.cv.z)
+        elif label in maps:
+            maps[label] = mark_not_cross_validated(maps[label])
         return maps
+
+
+def mark_not_cross_validated(status: np.ndarray) -> np.ndarray:
+    """``status`` with the ``not_cross_validated`` bit on every fitted unit (a fit without cvr2).
+
+    Parameters
+    ----------
+    status : ndarray, shape (units,)
+        The fit's status map.
+
+    Returns
+    -------
+    ndarray, shape (units,)
+    """
+    codes = catalog.status_codes(status)
+    codes[(codes & catalog.STATUS_BITS["no_signal"]) == 0] |= catalog.STATUS_BITS["not_cross_validated"]
+    return codes.astype(np.float64)
 
 
 def mark_not_reproducible(status: np.ndarray, z: np.ndarray) -> np.ndarray:
