@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from prfmap.engine import catalog
+from prfmap.engine import catalog, frames
 from prfmap.engine.backend import compile_enabled, get_backend
 from prfmap.engine.problem import Problem
 
@@ -30,6 +30,7 @@ def compiled(key: tuple, fn: Callable) -> Callable:
     """
     if not compile_enabled():
         return fn
+    key = (frames.mode(), *key)  # the arithmetic traced depends on PRFMAP_REFERENCE
     if key not in _COMPILED:
         _COMPILED[key] = get_backend().compile_fun(fn)
     return _COMPILED[key]

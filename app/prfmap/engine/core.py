@@ -22,14 +22,15 @@ def project(t: Any, q: Any) -> Any:
 
 
 def hrf_regressors(neural: Any, hrf_t: Any) -> Any:
-    """Convolve neural time courses (J, units, frames) with each HRF basis: (J, bases, units, frames).
+    """Convolve neural responses (J, units, distinct) with each HRF basis: (J, bases, units, frames).
 
-    One 2-D product of (J·units, frames) by the bases side by side (frames, bases·frames).
+    One 2-D product of (J·units, distinct) by the bases side by side (distinct, bases·frames); ``hrf_t``
+    (bases, distinct, frames) also expands the distinct frames (:mod:`prfmap.engine.frames`).
     """
-    n_j, n_units, n_frames = tuple(ops.shape(neural))
-    n_bases = tuple(ops.shape(hrf_t))[0]
-    kernels = ops.reshape(ops.transpose(hrf_t, (1, 0, 2)), (n_frames, n_bases * n_frames))
-    out = matmul(ops.reshape(neural, (n_j * n_units, n_frames)), kernels)
+    n_j, n_units, n_distinct = tuple(ops.shape(neural))
+    n_bases, _, n_frames = tuple(ops.shape(hrf_t))
+    kernels = ops.reshape(ops.transpose(hrf_t, (1, 0, 2)), (n_distinct, n_bases * n_frames))
+    out = matmul(ops.reshape(neural, (n_j * n_units, n_distinct)), kernels)
     out = ops.reshape(out, (n_j, n_units, n_bases, n_frames))
     if n_bases == 1:
         return ops.reshape(out, (n_j, 1, n_units, n_frames))

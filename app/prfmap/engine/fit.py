@@ -153,6 +153,7 @@ def estimate_hrf(
         best = fit_prf(data[top], stim, tr, "gauss", "lm", hrf=hrf, **common)
         theta = model.from_report({k: best.params[k][units.index] for k in ("x", "y", "sigma")})
         neural = to_numpy(model.neural(tensor(theta, prob.dtype), prob.stim, jacobian=False))[0]
+        neural = neural[:, prob.frame_index]  # distinct frames to frames
         hrf = best_hrf(neural.astype(np.float64), units.y, q, tr, stim.run_lengths, slice_time_ref)[0]
     return hrf
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from prfmap.engine import frames
 from prfmap.engine.backend import get_backend
 from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.hrf import CANONICAL, HRF, convolution_matrices, hrf_kernels
@@ -22,15 +23,20 @@ class Problem:
     ----------
     model : PRFModel
     stim : tuple
-        ``(design (pixels, frames), x (pixels,), y (pixels,), pixel area)`` of the stimulated pixels.
-    hrf_t : tensor, shape (bases, frames, frames)
-        Transposed per-TR convolution matrices of the HRF bases.
+        ``(design (pixels, distinct), x (pixels,), y (pixels,), pixel area)`` of the stimulated pixels
+        and the distinct frames (:mod:`~prfmap.engine.frames`).
+    hrf_t : tensor, shape (bases, distinct, frames)
+        Transposed per-TR convolution matrices of the HRF bases, folded with the expansion of the
+        distinct frames to the frames (:func:`~prfmap.engine.frames.fold_expansion`).
     q : tensor, shape (frames, k)
         Orthonormal nuisance basis (a constant first) projected out of data and predictions.
     dtype : str
     n_bases, pixels, frames : int
     hrf : HRF
         The response of the first basis (its derivatives follow when ``n_bases`` is 3).
+    frame_index : ndarray of int, shape (frames,)
+        Each frame's distinct frame: a neural response (..., distinct) at every frame is
+        ``response[..., frame_index]``.
     """
 
     model: PRFModel
@@ -42,6 +48,7 @@ class Problem:
     pixels: int
     frames: int
     hrf: HRF = CANONICAL
+    frame_index: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -84,12 +91,14 @@ def make_problem(model: PRFModel, stim: Stimulus, tr: float, n_bases: int, nuisa
     if dtype == "float64":
         get_backend().enable_float64()
     design, px, py = stim.stimulated
+    distinct, index = frames.distinct_frames(design)
     conv = convolution_matrices(hrf_kernels(tr, n_bases, slice_time_ref, hrf=hrf), stim.run_lengths)
+    hrf_t = frames.fold_expansion(np.transpose(conv, (0, 2, 1)), index, distinct.shape[0])
     pixel_area = stim.pixel_size**2
-    stim_t = (tensor(design.T, dtype), tensor(px, dtype), tensor(py, dtype), pixel_area)
-    return Problem(model, stim_t, tensor(np.transpose(conv, (0, 2, 1)), dtype),
-                   tensor(nuisance_basis(stim.n_frames, nuisance), dtype), dtype, n_bases,
-                   design.shape[1], stim.n_frames, hrf)
+    stim_t = (tensor(distinct.T, dtype), tensor(px, dtype), tensor(py, dtype), pixel_area)
+    q = tensor(nuisance_basis(stim.n_frames, nuisance), dtype)
+    return Problem(model, stim_t, tensor(hrf_t, dtype), q, dtype, n_bases, design.shape[1], stim.n_frames,
+                   hrf, index)
 
 
 def project_units(prob: Problem, data: np.ndarray) -> Units:

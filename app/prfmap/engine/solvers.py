@@ -38,6 +38,7 @@ class Data(NamedTuple):
     lower: Any  # (K,) internal bounds; every step is projected into [lower, upper]
     upper: Any
     eccentricity: Any  # () largest distance of the centre (columns 0, 1) from fixation
+    max_steps: Any = None  # () LM: steps a unit may take in all (``LMState.steps``); None: no cap
 
 
 def project(u: Any, data: Data) -> Any:
@@ -80,6 +81,8 @@ class LMState(NamedTuple):
     damping: Any  # (units,)
     active: Any  # (units,) bool: still moving
     rejected: Any  # (units,) consecutive rejected steps
+    steps: Any  # (units,) steps taken (accepted or not)
+    fresh: Any  # (units,) bool: cost, jtj, jte not yet evaluated; the next step evaluates them at u
 
 
 class LevenbergMarquardt:
@@ -104,33 +107,42 @@ class LevenbergMarquardt:
                                                   data.q)
         n = ops.shape(u)[0]
         return LMState(u, cost, jtj, jte, damping, ops.ones((n,), dtype="bool"),
-                       ops.zeros((n,), dtype=u.dtype))
+                       ops.zeros((n,), dtype=u.dtype), ops.zeros((n,), dtype=u.dtype),
+                       ops.zeros((n,), dtype="bool"))
 
     def step(self, state: LMState, data: Data) -> LMState:
-        u, cost, jtj, jte, lam, active, rejected = state
+        """One damped Gauss–Newton step of every moving unit; a ``fresh`` unit is evaluated where it is
+        (its start: :mod:`~prfmap.engine.streaming` loads units into a running batch that way)."""
+        u, cost, jtj, jte, lam, active, rejected, steps, fresh = state
+        move = active & ~fresh
+        if data.max_steps is not None:
+            move = move & (steps < data.max_steps)
         diag = ops.diagonal(jtj, axis1=1, axis2=2)
         k = ops.shape(u)[1]
         damp = lam[:, None] * diag + (1.0 - data.free)[None] + 1e-9 * at_least(
             ops.max(diag, axis=1, keepdims=True), core.TINY)
         system = jtj + ops.eye(k, dtype=u.dtype)[None] * damp[:, :, None]
         delta = -ops.solve(system, jte[:, :, None])[:, :, 0] * data.free[None] * ops.cast(
-            active, u.dtype)[:, None]
+            move, u.dtype)[:, None]
         u_new = project(u + delta, data)
         cost_new, jtj_new, jte_new = core.vp_normal_equations(self.model, u_new, data.y, data.free,
                                                               data.stim, data.hrf_t, data.q)
-        accept = active & (cost_new < cost) & ops.isfinite(cost_new)
+        accept = move & (cost_new < cost) & ops.isfinite(cost_new)
+        take = accept | fresh
         rel = (cost - cost_new) / at_least(cost, core.TINY)
-        rejected = ops.where(accept, 0.0, rejected + ops.cast(active, u.dtype))
+        rejected = ops.where(accept, 0.0, rejected + ops.cast(move, u.dtype))
         done = (accept & (rel < self.tol)) | (rejected >= 4.0)
-        a1 = accept[:, None]
+        t1 = take[:, None]
         return LMState(
-            ops.where(a1, u_new, u),
-            ops.where(accept, cost_new, cost),
-            ops.where(a1[:, :, None], jtj_new, jtj),
-            ops.where(a1, jte_new, jte),
-            ops.clip(ops.where(accept, lam * 0.3, lam * 8.0), 1e-7, 1e7),
+            ops.where(t1, u_new, u),
+            ops.where(take, cost_new, cost),
+            ops.where(t1[:, :, None], jtj_new, jtj),
+            ops.where(t1, jte_new, jte),
+            ops.where(fresh, lam, ops.clip(ops.where(accept, lam * 0.3, lam * 8.0), 1e-7, 1e7)),
             active & ~done,
             rejected,
+            steps + ops.cast(move, u.dtype),
+            ops.zeros_like(fresh),
         )
 
     def terminate(self, state: LMState) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from prfmap.engine import catalog
+from prfmap.engine import catalog, frames, streaming
 from prfmap.engine.batching import ProgressFn
 from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.grid import grid_theta
@@ -112,8 +112,10 @@ def refine(prob: Problem, refiner: catalog.RefinerSpec, u: np.ndarray, y: np.nda
         flags["grid_only"][:] = True
         flags["grid_only"][chosen] = False
     if solver is not None and chosen.size:
-        u[chosen], moving, iterations = refine_units(solver, prob, u[chosen], y[chosen], free, bounds,
-                                                     mem_gb, max_iter or refiner.max_iter, progress)
+        # issue 18: LM streams its units through the batch (frames.reference(): rounds, as before)
+        driver = refine_units if refiner.name != "lm" or frames.reference() else streaming.refine_streaming
+        u[chosen], moving, iterations = driver(solver, prob, u[chosen], y[chosen], free, bounds, mem_gb,
+                                               max_iter or refiner.max_iter, progress)
         flags["refined"][chosen], flags["not_converged"][chosen] = True, moving
     timings["refine"] = time.perf_counter() - t0
     return {"refine_r2_min": float(refine_r2_min), "units_refined": int(chosen.size) if solver else 0,
