@@ -54,6 +54,15 @@ def padded_size(n: int, smallest: int = 256) -> int:
     return max(smallest, 1 << max(int(n - 1).bit_length(), 0))
 
 
+def ladder_size(n: int, smallest: int = 256, factor: int = 8) -> int:
+    """Batch size for ``n`` rows from a coarse ladder, ``smallest · factor**j`` (issue 18): fewer
+    shapes to compile (seconds each for a solver's loop) at the price of more padding."""
+    size = smallest
+    while size < n:
+        size *= factor
+    return size
+
+
 def budget_rows(mem_gb: float, bytes_per_row: float, lo: int = 16, hi: int = 65536) -> int:
     """Rows of ``bytes_per_row`` that fit in ``mem_gb``, clipped to ``[lo, hi]``."""
     rows = int(mem_gb * 2**30 / max(bytes_per_row, 1.0))
@@ -85,10 +94,10 @@ def run_batches(n_units: int, batch: int, run: Callable[[int, int, int], None],
                 stage: str, progress: ProgressFn | None, shrink: bool = True) -> None:
     """Call ``run(start, stop, batch)`` over the units; halve the batch and retry on out-of-memory.
 
-    With ``shrink``, a batch larger than the units (padded to a power of two) is reduced first.
+    With ``shrink``, a batch larger than the units (padded to :func:`ladder_size`) is reduced first.
     """
     if shrink:
-        batch = min(batch, padded_size(n_units))
+        batch = min(batch, ladder_size(n_units) if not frames.reference() else padded_size(n_units))
     backend = get_backend()
     start = 0
     while start < n_units:

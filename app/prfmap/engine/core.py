@@ -10,7 +10,8 @@ from typing import Any
 
 from keras import ops
 
-from prfmap.engine.core_ops import at_least, matmul
+from prfmap.engine import frames
+from prfmap.engine.core_ops import at_least, matmul, spd_solve
 from prfmap.engine.models import PRFModel
 
 TINY = 1e-20
@@ -44,7 +45,13 @@ def _eye_like(m: Any) -> Any:
 def solve_small(m: Any, rhs: Any) -> Any:
     """Batched solve of small symmetric systems (units, n, n) · x = rhs (units, n, r), regularised."""
     scale = at_least(ops.mean(ops.diagonal(m, axis1=1, axis2=2), axis=1), TINY)
-    return ops.solve(m + 1e-7 * scale[:, None, None] * _eye_like(m), rhs)
+    return solve_spd(m + 1e-7 * scale[:, None, None] * _eye_like(m), rhs)
+
+
+def solve_spd(m: Any, rhs: Any) -> Any:
+    """Batched solve of symmetric positive definite systems: :func:`~prfmap.engine.core_ops.spd_solve`
+    (issue 18), or ``keras.ops.solve`` with ``PRFMAP_REFERENCE=1``."""
+    return ops.solve(m, rhs) if frames.reference() else spd_solve(m, rhs)
 
 
 def linear_fit(a: Any, y: Any) -> tuple[Any, Any]:
@@ -127,6 +134,23 @@ def grid_predictions(model, theta, stim, hrf_t, q):
     pred = project(matmul(neural[0], hrf_t[0]), q)
     norm = ops.sqrt(ops.sum(pred * pred, axis=1, keepdims=True))
     return ops.where(norm > 1e-12, pred / at_least(norm, 1e-12), 0.0)
+
+
+def grid_responses(model, theta, stim, hrf_t, q):
+    """Neural responses (grid, distinct) of grid points ``theta`` (grid, K), scaled so that their
+    projected canonical-HRF predictions have unit norm (issue 18: the grid scored in the space of the
+    distinct frames, :func:`grid_score_folded`)."""
+    neural = model.neural(theta, stim, jacobian=False)[0]
+    pred = project(matmul(neural, hrf_t[0]), q)
+    norm = ops.sqrt(ops.sum(pred * pred, axis=1, keepdims=True))
+    return ops.where(norm > 1e-12, neural / at_least(norm, 1e-12), 0.0)
+
+
+def grid_score_folded(y_unit: Any, grid_resp: Any, hrf_t: Any) -> tuple[Any, Any]:
+    """:func:`grid_score` of unit-norm projected data (units, F) against :func:`grid_responses`:
+    ``<y, P(n M)> = <y Mᵀ, n>`` for data already orthogonal to the nuisance basis, so the product
+    runs over the distinct frames (``M = hrf_t[0]``, (distinct, frames))."""
+    return grid_score(matmul(y_unit, ops.transpose(hrf_t[0])), grid_resp)
 
 
 def grid_score(y_unit: Any, grid_unit: Any) -> tuple[Any, Any]:

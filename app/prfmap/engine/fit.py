@@ -15,17 +15,18 @@ from typing import Any
 import keras
 import numpy as np
 
-from prfmap.engine import catalog, stages
+from prfmap.engine import catalog, frames, stages
 from prfmap.engine.backend import compile_enabled, get_backend
-from prfmap.engine.batching import ProgressFn, memory_budget
+from prfmap.engine.batching import ProgressFn, compiled, memory_budget
 from prfmap.engine.catalog import HRF_OPTIONS
 from prfmap.engine.core_ops import tensor, to_numpy
-from prfmap.engine.grid import polar_grid
+from prfmap.engine.grid import grid_theta, polar_grid
 from prfmap.engine.hrf import HRF, HRF_BASES
 from prfmap.engine.models import PRFModel, floatx, free_mask, get_model
 from prfmap.engine.participant_hrf import FEWEST_UNITS, HRF_PASSES, best_hrf, canonical_fallback, top_units
 from prfmap.engine.problem import Problem, Units, make_problem, project_units
 from prfmap.engine.result import FitResult, bounds_record, checked_fit, final_fit
+from prfmap.engine.search import grid_search
 from prfmap.engine.stimulus import Stimulus
 
 __all__ = ["FitResult", "estimate_hrf", "fit_prf"]
@@ -140,8 +141,7 @@ def estimate_hrf(
     """
     common = {"nuisance": nuisance, "slice_time_ref": slice_time_ref, "mem_gb": mem_gb, "dtype": dtype,
               "progress": progress}
-    screen = fit_prf(data, stim, tr, "gauss", "none", hrf="canonical", **common)
-    top = top_units(screen.r2)
+    top = top_units(_screen_r2(data, stim, tr, **common))
     if top.size < FEWEST_UNITS:
         return canonical_fallback()
     model = get_model("gauss")
@@ -152,10 +152,34 @@ def estimate_hrf(
     for _ in range(HRF_PASSES):
         best = fit_prf(data[top], stim, tr, "gauss", "lm", hrf=hrf, **common)
         theta = model.from_report({k: best.params[k][units.index] for k in ("x", "y", "sigma")})
-        neural = to_numpy(model.neural(tensor(theta, prob.dtype), prob.stim, jacobian=False))[0]
+        neural = to_numpy(_neural(model, prob.dtype)(tensor(theta, prob.dtype), prob.stim))
         neural = neural[:, prob.frame_index]  # distinct frames to frames
         hrf = best_hrf(neural.astype(np.float64), units.y, q, tr, stim.run_lengths, slice_time_ref)[0]
     return hrf
+
+
+def _screen_r2(data: np.ndarray, stim: Stimulus, tr: float, **common: Any) -> np.ndarray:
+    """Every unit's r² with the Gaussian and SPM's HRF at its best grid point (NaN without signal).
+
+    The grid correlation squared is the r² of the linear fit at that point, so (issue 18) no final
+    fit is run for it; ``PRFMAP_REFERENCE=1`` runs ``fit_prf(refine="none")`` as before.
+    """
+    if frames.reference():
+        return fit_prf(data, stim, tr, "gauss", "none", hrf="canonical", **common).r2
+    data, mem_gb = _check_data(data, stim), memory_budget(common.pop("mem_gb"))
+    model, progress = get_model("gauss"), common.pop("progress")
+    prob, units, timings, _ = _setup(model, data, stim, tr, "canonical", common.pop("nuisance"),
+                                     common.pop("slice_time_ref"), None, dtype=floatx(common.pop("dtype")),
+                                     mem_gb=mem_gb, progress=progress)
+    _, corr = grid_search(prob, units.y, grid_theta(model, polar_grid(stim)), mem_gb, progress, timings)
+    r2 = np.full(len(data), np.nan)
+    r2[units.index] = corr**2
+    return r2
+
+
+def _neural(model: PRFModel, dtype: str) -> Any:
+    """The compiled neural response (units, distinct frames) of natural parameters, without derivatives."""
+    return compiled(("neural", model, dtype), lambda theta, stim: model.neural(theta, stim, False)[0])
 
 
 def _setup(model: PRFModel, data: np.ndarray, stim: Stimulus, tr: float, hrf: str | HRF,

@@ -61,5 +61,6 @@ def distinct_frames(design: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def fold_expansion(conv_t: np.ndarray, index: np.ndarray, n_distinct: int) -> np.ndarray:
     """``M[b] = Eᵀ conv_t[b]``: the transposed convolution matrices (bases, frames, frames) summed over
     the frames that show the same distinct frame, (bases, distinct, frames)."""
-    expansion = (index[:, None] == np.arange(n_distinct)[None]).astype(conv_t.dtype)  # E
-    return expansion.T @ conv_t
+    folded = np.zeros((conv_t.shape[0], n_distinct, conv_t.shape[2]), dtype=conv_t.dtype)
+    np.add.at(folded, (slice(None), index), conv_t)
+    return folded

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from keras import ops
+from scipy import special
 
 from prfmap.engine import catalog
 from prfmap.engine.core_ops import at_least, matmul
@@ -61,6 +62,22 @@ def from_internal(u: Any, transform: str) -> tuple[Any, Any]:
         v = ops.sigmoid(ops.clip(u, -LOGIT_LIMIT, LOGIT_LIMIT))
         return v, v * (1.0 - v)
     raise ValueError(transform)
+
+
+def natural_values(model: PRFModel, u: np.ndarray) -> np.ndarray:
+    """Natural parameters (units, K) of internal ``u`` in float64 numpy, as :meth:`PRFModel.natural`
+    computes them in tensors (on the host: no eager backend operations, no compilation)."""
+    u = np.asarray(u, dtype=np.float64)
+    cols = []
+    for k, p in enumerate(model.params):
+        if p.transform == "identity":
+            cols.append(u[:, k])
+        elif p.transform == "exp":
+            cols.append(np.exp(np.clip(u[:, k], -30.0, 30.0)))
+        else:
+            v = special.expit(np.clip(u[:, k], -LOGIT_LIMIT, LOGIT_LIMIT))
+            cols.append(1.0 + (MAX_SCALE - 1.0) * v if p.transform == "scale" else v)
+    return np.stack(cols, axis=1)
 
 
 def gaussian_responses(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,9 @@ class Problem:
     frame_index : ndarray of int, shape (frames,)
         Each frame's distinct frame: a neural response (..., distinct) at every frame is
         ``response[..., frame_index]``.
+    grid_key : str
+        A digest of what grid predictions depend on besides the model and the grid: the stimulated
+        pixels, the first HRF basis, the nuisance basis and the dtype.
     """
 
     model: PRFModel
@@ -49,6 +53,7 @@ class Problem:
     frames: int
     hrf: HRF = CANONICAL
     frame_index: np.ndarray | None = None
+    grid_key: str = ""
 
 
 @dataclass(frozen=True)
@@ -84,21 +89,44 @@ def nuisance_basis(n_frames: int, nuisance: np.ndarray | None) -> np.ndarray:
     return u[:, s > s.max() * 1e-8]
 
 
+_RECENT: list[tuple[tuple, Stimulus, np.ndarray | None, Problem]] = []
+RECENT_PROBLEMS = 4
+"""Problems kept for a stimulus and nuisance met again (the chunks of one fit, a fold's predictions)."""
+
+
 def make_problem(model: PRFModel, stim: Stimulus, tr: float, n_bases: int, nuisance: np.ndarray | None,
                  dtype: str, slice_time_ref: float, hrf: HRF = CANONICAL) -> Problem:
     """The tensors of one fit: stimulated pixels, convolution matrices of ``hrf`` (and, with
-    ``n_bases`` 3, of its temporal and dispersion derivatives) and nuisance basis."""
+    ``n_bases`` 3, of its temporal and dispersion derivatives) and nuisance basis.
+
+    The last few are kept: the same ``stim`` and ``nuisance`` objects with the same other arguments
+    give the same tensors without building them again.
+    """
     if dtype == "float64":
         get_backend().enable_float64()
+    key = (tr, n_bases, dtype, slice_time_ref, hrf, frames.mode())
+    for k, s, n, prob in _RECENT:
+        if k == key and s is stim and n is nuisance:
+            return replace(prob, model=model)
+    prob = _make_problem(model, stim, tr, n_bases, nuisance, dtype, slice_time_ref, hrf)
+    _RECENT[:] = [(key, stim, nuisance, prob), *_RECENT[: RECENT_PROBLEMS - 1]]
+    return prob
+
+
+def _make_problem(model: PRFModel, stim: Stimulus, tr: float, n_bases: int, nuisance: np.ndarray | None,
+                  dtype: str, slice_time_ref: float, hrf: HRF) -> Problem:
     design, px, py = stim.stimulated
     distinct, index = frames.distinct_frames(design)
     conv = convolution_matrices(hrf_kernels(tr, n_bases, slice_time_ref, hrf=hrf), stim.run_lengths)
     hrf_t = frames.fold_expansion(np.transpose(conv, (0, 2, 1)), index, distinct.shape[0])
     pixel_area = stim.pixel_size**2
     stim_t = (tensor(distinct.T, dtype), tensor(px, dtype), tensor(py, dtype), pixel_area)
-    q = tensor(nuisance_basis(stim.n_frames, nuisance), dtype)
-    return Problem(model, stim_t, tensor(hrf_t, dtype), q, dtype, n_bases, design.shape[1], stim.n_frames,
-                   hrf, index)
+    basis = nuisance_basis(stim.n_frames, nuisance)
+    digest = hashlib.blake2b(dtype.encode())
+    for part in (distinct, px, py, np.float64(pixel_area), hrf_t[0], basis, index):
+        digest.update(np.ascontiguousarray(part).tobytes())
+    return Problem(model, stim_t, tensor(hrf_t, dtype), tensor(basis, dtype), dtype, n_bases, design.shape[1],
+                   stim.n_frames, hrf, index, digest.hexdigest())
 
 
 def project_units(prob: Problem, data: np.ndarray) -> Units:

@@ -13,7 +13,7 @@ import numpy as np
 from prfmap.engine import catalog, core
 from prfmap.engine.batching import batch_size, compiled, pad, run_batches
 from prfmap.engine.core_ops import tensor, to_numpy
-from prfmap.engine.models import Bounds, PRFModel
+from prfmap.engine.models import Bounds, PRFModel, natural_values
 from prfmap.engine.problem import Problem, Units
 
 __all__ = ["FitResult", "bounds_record", "checked_fit", "final_fit"]
@@ -71,7 +71,7 @@ def final_fit(prob: Problem, units: Units, u: np.ndarray, *, shape: tuple[int, i
             fitted[start:stop] = to_numpy(out[3])[:k]
 
     run_batches(n, batch_size(prob, mem_gb, 0), run, "finalize", None)
-    theta = to_numpy(model.natural(tensor(u, dtype))[0]).astype(np.float64)
+    theta = natural_values(model, u)
     timings["linear"] = time.perf_counter() - t0
 
     def full(values: np.ndarray, fill: float = np.nan) -> np.ndarray:

@@ -122,7 +122,7 @@ class LevenbergMarquardt:
         damp = lam[:, None] * diag + (1.0 - data.free)[None] + 1e-9 * at_least(
             ops.max(diag, axis=1, keepdims=True), core.TINY)
         system = jtj + ops.eye(k, dtype=u.dtype)[None] * damp[:, :, None]
-        delta = -ops.solve(system, jte[:, :, None])[:, :, 0] * data.free[None] * ops.cast(
+        delta = -core.solve_spd(system, jte[:, :, None])[:, :, 0] * data.free[None] * ops.cast(
             move, u.dtype)[:, None]
         u_new = project(u + delta, data)
         cost_new, jtj_new, jte_new = core.vp_normal_equations(self.model, u_new, data.y, data.free,

@@ -11,9 +11,8 @@ import numpy as np
 
 from prfmap.engine import catalog, frames, streaming
 from prfmap.engine.batching import ProgressFn
-from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.grid import grid_theta
-from prfmap.engine.models import Bounds, free_mask, get_model
+from prfmap.engine.models import Bounds, free_mask, get_model, natural_values
 from prfmap.engine.problem import Problem
 from prfmap.engine.search import grid_search, seed_search
 from prfmap.engine.solvers import Adam, LevenbergMarquardt, Solver, refine_units
@@ -80,7 +79,7 @@ def _seed_start(prob: Problem, gauss: Problem, u_gauss: np.ndarray, sigma_floor:
     """
     t0 = time.perf_counter()
     model = prob.model
-    theta = to_numpy(gauss.model.natural(tensor(u_gauss, prob.dtype))[0]).astype(np.float64)
+    theta = natural_values(gauss.model, u_gauss)
     theta[:, 2] = np.maximum(theta[:, 2], sigma_floor)
     start = model.from_report({**{k: theta[:, i] for i, k in enumerate(gauss.model.names)}, **fixed})
     candidates = model.seed_candidates(start, keep=set(fixed))

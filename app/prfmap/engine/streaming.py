@@ -6,9 +6,9 @@ keep computing every row until the slowest unit of the batch stops, and a last r
 pads them to the whole batch. Here the batch is a set of *slots*: every few steps the slots whose
 unit has stopped take the next units of the queue, which the next step evaluates where they start
 (``LMState.fresh``), so a slot idles only between a unit's stop and the next refill, and no
-evaluation is repeated. Once the queue is empty the batch shrinks by quarters as its units stop
-(each size compiled once per process). The data of all units stay on the device; between calls only
-the slots' indices, starts and stop flags travel.
+evaluation is repeated. Once the queue is empty the batch shrinks as its units stop, through a few
+sizes (:func:`slot_size`), each compiled once per process. The data of all units stay on the
+device; between calls only the slots' indices, starts and stop flags travel.
 
 The arithmetic of each step is :meth:`LevenbergMarquardt.step`'s; each unit takes the same steps as
 in rounds, up to its own cap of ``max_iter`` steps.
@@ -24,7 +24,7 @@ import numpy as np
 from keras import ops
 
 from prfmap.engine.backend import get_backend, loops_compiled
-from prfmap.engine.batching import MIN_BATCH, ProgressFn, batch_size, compiled, padded_size
+from prfmap.engine.batching import MIN_BATCH, ProgressFn, batch_size, compiled, pad, padded_size
 from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.models import Bounds
 from prfmap.engine.problem import Problem
@@ -32,11 +32,23 @@ from prfmap.engine.solvers import Data, LevenbergMarquardt, LMState, clip
 
 REFILL_STEPS = 4
 """Steps between refills of the slots."""
-SHRINK = 4
-"""Once the queue is empty, the batch shrinks by this factor whenever so few slots are still busy."""
+SHRINK = 8
+"""Batch sizes are ``SMALLEST_SLOTS`` times powers of this; once the queue is empty, the batch
+shrinks to the next smaller size whenever that holds every unit still busy."""
+SMALLEST_SLOTS = 64
+"""Below this, a step costs less than compiling another batch size (seconds on a CPU) saves."""
 QUEUE_BATCHES = 4
 """A stream's batch holds about a quarter of its units (at most the memory budget's batch), so that
 the tail, where slots empty, is short beside the stream."""
+
+
+def slot_size(n_units: int, budget: int) -> int:
+    """Slots for a stream of ``n_units``: the smallest of ``SMALLEST_SLOTS · SHRINK**j`` that holds a
+    ``QUEUE_BATCHES``-th of them, at most ``budget`` (the memory budget's batch)."""
+    size = SMALLEST_SLOTS
+    while size * QUEUE_BATCHES < n_units and size * SHRINK <= budget:
+        size *= SHRINK
+    return max(min(size, budget), MIN_BATCH)
 
 
 def _loaded(state: LMState, reset: Any, u: Any, busy: Any) -> LMState:
@@ -76,6 +88,12 @@ def _advance(
     return keras.ops.while_loop(cond, body, (start, ops.convert_to_tensor(0)))
 
 
+def _rows(field: Any, order: np.ndarray) -> Any:
+    """Rows ``order`` of a state field, through the host."""
+    values = to_numpy(field)[order]
+    return ops.convert_to_tensor(values, dtype=str(values.dtype))
+
+
 def _empty_state(n: int, k: int, dtype: str) -> LMState:
     zeros = np.zeros(n)
     return LMState(
@@ -112,11 +130,10 @@ class _Stream:
         self.unit[free], self.start[free], self.pending[free] = units, starts, True
 
     def shrink(self, size: int) -> None:
-        """Keep the busy slots in a batch of ``size`` (on the device too)."""
+        """Keep the busy slots in a batch of ``size`` (rows picked on the host: the state is small)."""
         keep = np.flatnonzero(self.unit >= 0)
         order = np.concatenate([keep, np.flatnonzero(self.unit < 0)])[:size]
-        index = tensor(order, "int32")
-        self.state = LMState(*(ops.take(field, index, axis=0) for field in self.state))
+        self.state = LMState(*(_rows(field, order) for field in self.state))
         self.unit, self.pending, self.start = self.unit[order], self.pending[order], self.start[order]
 
     def advance(self, steps: int) -> int:
@@ -124,7 +141,8 @@ class _Stream:
         dtype, busy = self.prob.dtype, self.unit >= 0
         reset = self.pending | ~busy
         rows = tensor(np.where(busy, self.unit, 0), "int32")
-        data = self.data._replace(y=ops.take(self.y_all, rows, axis=0))
+        gather = compiled(("gather_rows",), partial(ops.take, axis=0))  # y_all's rows are padded: few shapes
+        data = self.data._replace(y=gather(self.y_all, rows))
         # copies: a backend may share a numpy array's memory, and these arrays change on the host
         args = (
             tensor(reset.copy(), "bool"),
@@ -174,10 +192,7 @@ def refine_streaming(
     """
     n, k = u0.shape
     u_out, moving = clip(u0.copy(), bounds), np.zeros(n, dtype=bool)
-    slots = min(
-        batch_size(prob, mem_gb, k) // solver.copies or MIN_BATCH,
-        padded_size(-(-n // QUEUE_BATCHES), smallest=MIN_BATCH),
-    )
+    slots = slot_size(n, batch_size(prob, mem_gb, k) // solver.copies)
     iterations, finished = [0, 0], np.zeros(n, dtype=bool)
     while not finished.all():
         try:
@@ -227,7 +242,8 @@ def _run_stream(
         *limits,
         max_steps=tensor(np.asarray(max_iter), dtype),
     )
-    stream = _Stream(solver, prob, tensor(y[todo], dtype), data, slots, u_out.shape[1])
+    y_all = tensor(pad(y[todo], padded_size(todo.size)), dtype)
+    stream = _Stream(solver, prob, y_all, data, slots, u_out.shape[1])
     queued = 0
     while True:
         free_slots = int(np.sum(stream.unit < 0))
@@ -238,8 +254,8 @@ def _run_stream(
         busy = int(np.sum(stream.unit >= 0))
         if busy == 0:
             return
-        if queued == todo.size and busy <= stream.slots // SHRINK and stream.slots > MIN_BATCH:
-            stream.shrink(max(MIN_BATCH, stream.slots // SHRINK))
+        if queued == todo.size and busy <= stream.slots // SHRINK and stream.slots >= SMALLEST_SLOTS * SHRINK:
+            stream.shrink(stream.slots // SHRINK)
         taken = stream.advance(REFILL_STEPS)
         iterations[1] += taken * stream.slots
         local, u, still, steps = stream.stopped(max_iter)
