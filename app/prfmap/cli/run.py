@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from prfmap import __version__
-from prfmap.cli.caches import place_compile_caches
+from prfmap.cli.caches import place_compile_caches, place_xla_cache
 from prfmap.cli.config import build_config
 from prfmap.cli.parser import build_parser
 from prfmap.config import Config, ExecutionConfig
@@ -193,6 +193,9 @@ def _select_backend(execution: ExecutionConfig) -> None:
     cache_note = place_compile_caches(execution.backend, execution.work_dir)
     if cache_note:
         logger.warning(cache_note)
+    xla_cache = place_xla_cache(execution.backend, execution.work_dir)
+    if xla_cache is not None:
+        logger.debug("JAX compilation cache: %s", xla_cache)
     select_backend(execution.backend, nprocs=execution.nprocs, device=execution.device,
                    omp_threads=execution.omp_nthreads)
 
