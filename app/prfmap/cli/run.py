@@ -7,7 +7,8 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from prfmap import __version__
@@ -105,12 +106,7 @@ def _run_level(config: Config, command: list[str]) -> None:
         rebuild_reports(config, command)
         return
     if config.execution.analysis_level == "participant":
-        if config.inputs.validate:
-            check_bids_dir(config.inputs.bids_dir)
-        _select_backend(config.execution)
-        # Imported here: it imports Keras, which must not load before the backend is selected.
-        from prfmap.workflow import run_participant_level
-
+        run_participant_level = _validated_and_imported(config)
         run_participant_level(config, command)
         return
     # Imported here: the group level's report loads matplotlib, which the participant level defers.
@@ -123,6 +119,28 @@ def _run_level(config: Config, command: list[str]) -> None:
         threshold_on=config.outputs.threshold_on,
         report=config.outputs.report,
     )
+
+
+def _validated_and_imported(config: Config) -> Callable[[Config, list[str]], list[Path]]:
+    """Validate ``bids_dir`` while the backend is selected and the participant level imported.
+
+    The validator is a program of its own and Keras takes seconds to import, so the two overlap
+    (issue 18); nothing is written meanwhile, and a validation error is still the one reported
+    (exit 16) when both fail.
+    """
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        validation = pool.submit(check_bids_dir, config.inputs.bids_dir) if config.inputs.validate else None
+        try:
+            _select_backend(config.execution)
+            # Imported here: it imports Keras, which must not load before the backend is selected.
+            from prfmap.workflow import run_participant_level
+        except BaseException:
+            if validation is not None:
+                validation.result()
+            raise
+        if validation is not None:
+            validation.result()
+    return run_participant_level
 
 
 def _log_fmriprep_options(config: Config) -> None:

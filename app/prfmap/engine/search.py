@@ -76,6 +76,15 @@ def _grid_predictions(prob: Problem, theta_grid: np.ndarray, mem_gb: float) -> n
     return np.concatenate(preds)
 
 
+def _unit_tile(n_units: int, most: int) -> int:
+    """Rows per tile of the scoring: at most ``most``, the units split evenly over the fewest tiles
+    and rounded up to 256 rows (few shapes; issue 18: a power of two padded 20,484 units to 32,768)."""
+    if frames.reference():
+        return min(padded_size(n_units), most)
+    per_tile = -(-n_units // max(-(-n_units // most), 1))
+    return max(min(most, -(-per_tile // 256) * 256), 1)
+
+
 def best_grid_points(prob: Problem, y_proj: np.ndarray, grid_unit: np.ndarray, mem_gb: float,
                      progress: ProgressFn | None) -> tuple[np.ndarray, np.ndarray]:
     """Index of each unit's best-correlated grid prediction, and that correlation.
@@ -89,7 +98,7 @@ def best_grid_points(prob: Problem, y_proj: np.ndarray, grid_unit: np.ndarray, m
     y_unit = unit_norm(y_proj)
     n_units = y_unit.shape[0]
     g_block = min(n_grid, budget_rows(mem_gb / 4, grid_unit.shape[1] * item, hi=16384))
-    u_tile = min(padded_size(n_units), budget_rows(mem_gb / 2, g_block * item * 2, hi=16384))
+    u_tile = _unit_tile(n_units, budget_rows(mem_gb / 2, g_block * item * 2, hi=16384))
     if folded(prob):
         score_fn = partial(compiled(("grid_score_folded", dtype), core.grid_score_folded), hrf_t=prob.hrf_t)
     else:
