@@ -9,6 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from PIL import Image, PngImagePlugin  # noqa: E402
 
 from prfmap.io.atomic import atomic_path  # noqa: E402
 
@@ -74,8 +75,6 @@ def _cropped(fig: plt.Figure) -> np.ndarray | None:
 
 def _write_png(rgba: np.ndarray, path: Path, metadata: dict[str, str] | None) -> None:
     """A PNG of ``rgba`` with matplotlib's text chunks (``Software``) and ``metadata``."""
-    from PIL import Image, PngImagePlugin
-
     info = PngImagePlugin.PngInfo()
     for key, value in {
         "Software": f"Matplotlib version{matplotlib.__version__}, https://matplotlib.org/",
