@@ -4,9 +4,9 @@ Writes (or reuses, ``--dataset``) the default ``prfmap-synth`` participant (fsav
 frames), then runs ``prfmap <bids> <out> participant`` with the defaults (cvr2, the participant HRF
 and the report on) twice with one ``--work-dir``: ``cold`` (nothing cached) and ``warm`` (the JAX
 compilation cache and the pybids index the first run kept). Each stage's seconds come from the run
-log's timestamps; with the float32 matrix-multiply speed of JAX measured before and after (the faster
-is the reference) they are also given in TFLOP-equivalents (seconds × that speed), which is what to
-compare on a shared, noisy machine.
+log's timestamps, beside the run's CPU seconds (which other jobs move less); with the float32
+matrix-multiply speed of JAX measured before and after (the faster is the reference) they are also
+given in TFLOP-equivalents (seconds × that speed), which is what to compare on a shared, noisy machine.
 
     KERAS_BACKEND=jax python tests/benchmarks/bench_participant.py [--dataset DIR] [--json FILE]
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -60,8 +61,8 @@ def stage_seconds(log: Path, started: datetime, ended: datetime) -> dict[str, fl
     return out
 
 
-def run_participant(bids: Path, out: Path, work: Path) -> tuple[float, dict[str, float]]:
-    """Run the participant level with the defaults; its wall time and stage seconds."""
+def run_participant(bids: Path, out: Path, work: Path) -> tuple[float, float, dict[str, float]]:
+    """Run the participant level with the defaults; its wall time, CPU seconds and stage seconds."""
     shutil.rmtree(out, ignore_errors=True)
     command = [
         str(BIN / "prfmap"),
@@ -74,11 +75,17 @@ def run_participant(bids: Path, out: Path, work: Path) -> tuple[float, dict[str,
         str(work),
     ]
     started = datetime.now()
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _children_cpu()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
     log = next(p for p in sorted((out / "logs").glob("prfmap_*.log")) if not p.stem.endswith("config"))
-    return wall, stage_seconds(log, started, datetime.now())
+    return wall, cpu, stage_seconds(log, started, datetime.now())
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of the finished child processes (less moved by other jobs than wall time)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
