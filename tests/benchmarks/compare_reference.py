@@ -2,9 +2,9 @@
 
 Runs ``prfmap <bids> <out> participant`` with the defaults (cvr2, the participant HRF, the report
 off to save time) once with the engine as it is and once with ``PRFMAP_REFERENCE=1`` on one backend,
-then prints, for the centre (x, y), σ, eccentricity and polar angle, the median and 95th percentile
-of the absolute differences between the two runs' maps, over the vertices with r² ≥ 0.1 in both and
-over every fitted vertex, and the seconds of each run.
+then prints, for the centre (x, y), σ, eccentricity and polar angle, the median, 95th percentile,
+largest value and share above 0.01 of the absolute differences between the two runs' maps, over the
+vertices with r² ≥ 0.1 in both and over every fitted vertex, and the seconds of each run.
 
     KERAS_BACKEND=jax python tests/benchmarks/compare_reference.py BIDS_DIR [--backend torch] [--json F]
 """
