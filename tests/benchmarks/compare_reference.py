@@ -77,6 +77,8 @@ def differences(fast: dict[str, np.ndarray], slow: dict[str, np.ndarray]) -> dic
             out[f"{label}_{name}"] = {
                 "median": round(float(np.median(delta[where])), 5),
                 "p95": round(float(np.percentile(delta[where], 95)), 5),
+                "max": round(float(np.max(delta[where])), 5),
+                "share_over_0.01": round(float(np.mean(delta[where] > 0.01)), 5),
             }
     out["vertices"] = {"prf": int(prf.sum()), "fitted": int(fitted.sum())}
     return out
