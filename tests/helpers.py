@@ -142,9 +142,7 @@ def read_maps(bids_dir: Path, output_dir: Path, labels, subject: str = "01") -> 
     for label in labels:
         gifti = sorted(func.glob(f"*_model-*_desc-{label}_boldmap.func.gii"))
         if gifti:
-            assert [("hemi-L" in p.name, "hemi-R" in p.name) for p in gifti] == [
-                (True, False), (False, True)
-            ]  # fmt: skip
+            assert [("hemi-L" in p.name, "hemi-R" in p.name) for p in gifti] == [(True, False), (False, True)]
             out[label] = np.concatenate([nib.load(p).darrays[0].data for p in gifti])
             continue
         (path,) = sorted(func.glob(f"*_model-*_desc-{label}_boldmap.nii.gz"))
@@ -173,16 +171,32 @@ def chunked_env(chunk: int | None = CHUNK) -> dict[str, str]:
 
 def participant_command(bids: Path, out: Path, *args: str | Path) -> list[str]:
     """``python -m prfmap.cli.run BIDS OUT participant ARGS`` on one core without reports."""
-    return [sys.executable, "-m", "prfmap.cli.run", str(bids), str(out), "participant",
-            "--no-report", "--nprocs", "1", *map(str, args)]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "prfmap.cli.run",
+        str(bids),
+        str(out),
+        "participant",
+        "--no-report",
+        "--nprocs",
+        "1",
+        *map(str, args),
+    ]
 
 
 def run_participant(
     bids: Path, out: Path, *args: str | Path, chunk: int | None = CHUNK
 ) -> subprocess.CompletedProcess:
     """Run ``prfmap`` to the end (text output captured)."""
-    return subprocess.run(participant_command(bids, out, *args), env=chunked_env(chunk), capture_output=True,
-                          text=True, timeout=600, check=False)  # fmt: skip
+    return subprocess.run(
+        participant_command(bids, out, *args),
+        env=chunked_env(chunk),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def start_participant(
@@ -191,8 +205,13 @@ def start_participant(
     """Start ``prfmap`` in the background, output to ``<out><tag>.stdout`` and ``.stderr`` next to ``out``."""
     log = out.parent / f"{out.name}{tag}.stdout"
     err = out.parent / f"{out.name}{tag}.stderr"
-    return subprocess.Popen(participant_command(bids, out, *args), env=chunked_env(chunk),
-                            stdout=log.open("w"), stderr=err.open("w"), text=True)  # fmt: skip
+    return subprocess.Popen(
+        participant_command(bids, out, *args),
+        env=chunked_env(chunk),
+        stdout=log.open("w"),
+        stderr=err.open("w"),
+        text=True,
+    )
 
 
 def wait_for(

@@ -39,8 +39,12 @@ def test_defaults_are_filled_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert config.execution.mem_gb_auto and config.execution.mem_gb >= 1.0
     assert config.outputs.report and not config.outputs.save_predictions
     assert config.fit.engine_kwargs() == {
-        "model": "gauss", "refine": "lm", "refine_r2_min": 0.1, "hrf": "participant", "seed": 0
-    }  # fmt: skip
+        "model": "gauss",
+        "refine": "lm",
+        "refine_r2_min": 0.1,
+        "hrf": "participant",
+        "seed": 0,
+    }
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.fit.model = "css"  # type: ignore[misc]
 
@@ -50,11 +54,32 @@ def test_options_reach_their_sections(tmp_path: Path) -> None:
     flt = tmp_path / "filter.json"
     flt.write_text(json.dumps({"bold": {"acquisition": "mb4", "echo": None}}))
     config = configure(
-        root, tmp_path / "out", "participant", "--participant-label", "sub-01", "02", "--run", "run-2",
-        "--derivatives", f"smooth={tmp_path / 'smooth'}", "--bids-filter-file", flt, "--mem-gb", "3",
-        "--confounds", "trans_*", "--model", "dog", "--random-seed", "7", "--no-report", "-w", "work",
-        "--slice-time-ref", "start",
-    )  # fmt: skip
+        root,
+        tmp_path / "out",
+        "participant",
+        "--participant-label",
+        "sub-01",
+        "02",
+        "--run",
+        "run-2",
+        "--derivatives",
+        f"smooth={tmp_path / 'smooth'}",
+        "--bids-filter-file",
+        flt,
+        "--mem-gb",
+        "3",
+        "--confounds",
+        "trans_*",
+        "--model",
+        "dog",
+        "--random-seed",
+        "7",
+        "--no-report",
+        "-w",
+        "work",
+        "--slice-time-ref",
+        "start",
+    )
     assert config.inputs.participant_labels == ("01", "02") and config.inputs.runs == (2,)
     assert config.inputs.derivatives == (("smooth", tmp_path / "smooth"),)
     assert dict(config.inputs.bids_filter) == {"acquisition": "mb4", "echo": None}
@@ -65,8 +90,15 @@ def test_options_reach_their_sections(tmp_path: Path) -> None:
     assert config.fit.slice_time_ref == 0.0 and config.fit.engine_kwargs()["slice_time_ref"] == 0.0
 
 
-@pytest.mark.parametrize(("options", "hrf"), [((), "participant"), (("--hrf", "canonical"), "canonical"),
-                                              (("--hrf", "vertex"), "vertex"), (("--fit-hrf",), "vertex")])
+@pytest.mark.parametrize(
+    ("options", "hrf"),
+    [
+        ((), "participant"),
+        (("--hrf", "canonical"), "canonical"),
+        (("--hrf", "vertex"), "vertex"),
+        (("--fit-hrf",), "vertex"),
+    ],
+)
 def test_the_hrf_option_reaches_the_engine(tmp_path: Path, options: tuple[str, ...], hrf: str) -> None:
     config = configure(bids_root(tmp_path), tmp_path / "out", "participant", *options)
     assert config.fit.hrf == hrf and config.fit.engine_kwargs()["hrf"] == hrf

@@ -59,8 +59,9 @@ def test_cvr2_is_the_signed_squared_correlation_over_all_held_out_runs():
     def predict(result, stim):
         return 0.5 * shape["prediction"] + drift  # gain 0.5: cvr2 fits one gain
 
-    cv = cross_validate(runs, ["a"] * 3, {"a": np.zeros((FRAMES, 2, 2))}, fov_deg=10.0,
-                        fit=fit, predict=predict)
+    cv = cross_validate(
+        runs, ["a"] * 3, {"a": np.zeros((FRAMES, 2, 2))}, fov_deg=10.0, fit=fit, predict=predict
+    )
     assert [f.held_out for f in cv.folds] == [0, 1, 2] and len(cv.seconds) == 3
     # the same number computed by hand from the projected runs
     q, _ = np.linalg.qr(np.column_stack([np.ones(FRAMES), runs[0].nuisance]))
@@ -93,23 +94,37 @@ def test_the_held_out_z_is_standard_normal_without_a_prf_despite_autocorrelation
     n = 2000
     t = np.arange(FRAMES)
     smooth = np.convolve(np.ones(6) / 6, np.sin(2 * np.pi * t / 24), mode="same")
-    runs = [PreprocessedRun(_ar1(rng, (n, FRAMES), 0.6).astype(np.float32), dct_basis(FRAMES, TR, 0.01))
-            for _ in range(2)]
+    runs = [
+        PreprocessedRun(_ar1(rng, (n, FRAMES), 0.6).astype(np.float32), dct_basis(FRAMES, TR, 0.01))
+        for _ in range(2)
+    ]
     prediction = np.tile(smooth, (n, 1)) + 0.3 * _ar1(rng, (n, FRAMES), 0.9)
 
     def fit(training, stim, fold):
         return FitResult("gauss", {}, np.zeros(n), np.zeros(n))
 
-    cv = cross_validate(runs, ["a"] * 2, {"a": np.zeros((FRAMES, 2, 2))}, fov_deg=10.0, fit=fit,
-                        predict=lambda result, stim: prediction)
+    cv = cross_validate(
+        runs,
+        ["a"] * 2,
+        {"a": np.zeros((FRAMES, 2, 2))},
+        fov_deg=10.0,
+        fit=fit,
+        predict=lambda result, stim: prediction,
+    )
     # both series autocorrelated: the naive c·sqrt(N) would spread far wider than N(0, 1)
     assert 0.85 < np.std(cv.z) < 1.2 and abs(np.mean(cv.z)) < 0.1
     assert np.std(np.sign(cv.cvr2) * np.sqrt(np.abs(cv.cvr2)) * np.sqrt(2 * FRAMES)) > 1.5
     assert np.mean(reproducible(cv.z)) < 0.01
     response = np.tile(np.sin(2 * np.pi * t / 8), (n, 1))  # a response a run repeats (bar passes)
     signal_runs = _runs(rng, response, 3)
-    cv = cross_validate(signal_runs, ["a"] * 3, {"a": np.zeros((FRAMES, 2, 2))}, fov_deg=10.0, fit=fit,
-                        predict=lambda result, stim: response)
+    cv = cross_validate(
+        signal_runs,
+        ["a"] * 3,
+        {"a": np.zeros((FRAMES, 2, 2))},
+        fov_deg=10.0,
+        fit=fit,
+        predict=lambda result, stim: response,
+    )
     assert np.all(reproducible(cv.z)) and np.median(cv.cvr2) < 0.4
 
 
@@ -149,14 +164,16 @@ def test_runs_with_other_apertures_are_predicted_from_a_fit_of_the_others():
 def test_fewer_than_two_runs_have_no_folds():
     rng = np.random.default_rng(1)
     runs = _runs(rng, np.zeros((N, FRAMES)), 1)
-    cv = cross_validate(runs, ["a"], {"a": np.zeros((FRAMES, 2, 2))}, fov_deg=10.0,
-                        fit=None, predict=None)  # type: ignore[arg-type]
+    cv = cross_validate(runs, ["a"], {"a": np.zeros((FRAMES, 2, 2))}, fov_deg=10.0, fit=None, predict=None)  # type: ignore[arg-type]
     assert cv.folds == [] and np.isnan(cv.cvr2).all()
 
 
 def _fit_participant(root: Path, out: Path, *options: str):
-    config = build_config(build_parser().parse_args([str(root), str(out), "participant",
-                                                     "--work-dir", str(out / "work"), *options]))
+    config = build_config(
+        build_parser().parse_args(
+            [str(root), str(out), "participant", "--work-dir", str(out / "work"), *options]
+        )
+    )
     (plan,) = plan_fits(find_runs(config.inputs, work_dir=out / "work"), config.fit.model)
     fitted = fit_group(load_group(plan, config, lambda *a: None), config, lambda *a: None)
     return config, fitted
@@ -168,8 +185,9 @@ def participants(tmp_path_factory):
     root = tmp_path_factory.mktemp("cv")
     out = {}
     for name, noise_runs in (("normal", 0), ("noise", 1)):
-        bids = make_synthetic_dataset(root / name / "bids", SynthConfig(
-            space="T1w", small=True, runs=2, noise_runs=noise_runs, seed=4))
+        bids = make_synthetic_dataset(
+            root / name / "bids", SynthConfig(space="T1w", small=True, runs=2, noise_runs=noise_runs, seed=4)
+        )
         out[name] = (bids, *_fit_participant(bids, root / name / "out"))
     return out
 
@@ -223,13 +241,16 @@ def _write_participant(out: Path, subject: str, maps: dict[str, np.ndarray], n: 
     geometry = GiftiGeometry(hemis={"L": n, "R": n})
     func = key.func_dir(out)
     for label, values in maps.items():
-        geometry.write_maps({label: values},
-                            lambda h, lab=label: func / f"{key.stem(hemi=h, param=lab)}_boldmap.func.gii")
+        geometry.write_maps(
+            {label: values}, lambda h, lab=label: func / f"{key.stem(hemi=h, param=lab)}_boldmap.func.gii"
+        )
 
 
 def test_the_group_level_can_threshold_on_cvr2(tmp_path):
     stacks = {
-        "polarangle": np.zeros((2, 3)), "eccentricity": np.ones((2, 3)), "sigma": np.ones((2, 3)),
+        "polarangle": np.zeros((2, 3)),
+        "eccentricity": np.ones((2, 3)),
+        "sigma": np.ones((2, 3)),
         "r2": np.array([[0.5, 0.5, 0.5], [0.5, 0.5, 0.05]]),
         "cvr2": np.array([[0.3, 0.02, np.nan], [0.3, 0.3, 0.3]]),
     }
@@ -268,10 +289,13 @@ def test_the_api_for_held_out_validations_gives_the_maps_cvr2(participants):
     tr, ref = loaded.tr, loaded.slice_time.fraction
     kwargs = config.fit.engine_kwargs()
     cv = cross_validate(
-        loaded.runs, [run.stimulus_key for run in loaded.plan.runs], loaded.designs,
+        loaded.runs,
+        [run.stimulus_key for run in loaded.plan.runs],
+        loaded.designs,
         fov_deg=loaded.fov_deg,
-        fit=lambda train, stim, fold: fit_prf(train.data, stim, tr, nuisance=train.nuisance,
-                                              slice_time_ref=ref, **kwargs),
+        fit=lambda train, stim, fold: fit_prf(
+            train.data, stim, tr, nuisance=train.nuisance, slice_time_ref=ref, **kwargs
+        ),
         predict=engine_predictor(tr, config.fit.model, slice_time_ref=ref),
     )
     both = np.isfinite(cv.cvr2) & np.isfinite(fitted.cv.cvr2)

@@ -82,8 +82,10 @@ def test_a_few_non_finite_frames_are_interpolated():
     assert np.isfinite(fixed).all() and np.abs(fixed - clean)[~touched].max() < 0.1
     assert np.abs(fixed - clean)[touched].max() < 1.0  # a 2 % sine, interpolated over <= 4.5 s
     message = preprocess_run(broken, tr).repair.message("run-1")
-    assert message == ("run-1: 3 unit(s) with non-finite frames repaired by linear interpolation "
-                       "(7 frame(s) in all, at most 4 in one unit)")
+    assert message == (
+        "run-1: 3 unit(s) with non-finite frames repaired by linear interpolation "
+        "(7 frame(s) in all, at most 4 in one unit)"
+    )
 
 
 def test_units_with_too_many_non_finite_frames_are_refused_and_counted():
@@ -96,8 +98,10 @@ def test_units_with_too_many_non_finite_frames_are_refused_and_counted():
     res = preprocess_run(data, tr)
     assert np.isnan(res.data[[0, 1, 3]]).all() and np.isfinite(res.data[[2, 4]]).all()
     assert res.repair == FrameRepair(repaired_units=1, repaired_frames=2, most_frames=2, refused_units=2)
-    assert "2 unit(s) refused (NaN in every map): more than 5% of their frames non-finite or a gap " \
-           "over 4 s" in res.repair.message("run-2")
+    assert (
+        "2 unit(s) refused (NaN in every map): more than 5% of their frames non-finite or a gap "
+        "over 4 s" in res.repair.message("run-2")
+    )
     # the gap limit is in seconds: at a TR of 1 s, four frames are a 4-s gap and are repaired
     assert repair_nonfinite(data[1:2], 1.0)[1].repaired_units == 1
     assert preprocess_run(_bold(2, n, tr), tr).repair.message("run-3") is None

@@ -55,8 +55,7 @@ def test_hrf_kernel_matches_an_independent_exact_integral():
 def test_gaussian_overlap_is_the_covered_fraction():
     design = np.ones((2, 101, 101), np.float32)
     design[1, :, 51:] = 0  # right half blank (x > 0)
-    cover = gaussian_overlap(design, 20.0, np.array([0.0, 3.0]), np.array([0.0, 0.0]),
-                             np.array([1.0, 1.0]))
+    cover = gaussian_overlap(design, 20.0, np.array([0.0, 3.0]), np.array([0.0, 0.0]), np.array([1.0, 1.0]))
     np.testing.assert_allclose(cover[:, 0], 1.0, atol=1e-3)
     assert abs(cover[0, 1] - 0.5) < 0.05  # half of a central pRF (plus the x = 0 column)
     assert cover[1, 1] < 0.01  # a pRF at x = 3 deg sees nothing of the left half
@@ -124,15 +123,15 @@ def test_fsaverage5_prfs_sit_on_the_occipital_pole(small_sets):
     assert 500 < empty.sum() < 2000 and not (empty & mask).any()
 
 
-def nilearn_kernel(tr: float, delay: float, dispersion: float, sample_time: float,
-                   n_taps: int) -> np.ndarray:
+def nilearn_kernel(tr: float, delay: float, dispersion: float, sample_time: float, n_taps: int) -> np.ndarray:
     """A unit's per-TR kernel computed numerically from nilearn's two-gamma HRF (the independent
     reference of the synth's exact gamma-CDF kernels): the HRF on a fine grid, convolved with a
     one-TR boxcar, read at ``m TR + sample_time``."""
     from nilearn.glm.first_level.hemodynamic_models import _gamma_difference_hrf
 
-    hrf = _gamma_difference_hrf(tr, oversampling=50, delay=delay, undershoot=16.0 + delay - 6.0,
-                                dispersion=dispersion)
+    hrf = _gamma_difference_hrf(
+        tr, oversampling=50, delay=delay, undershoot=16.0 + delay - 6.0, dispersion=dispersion
+    )
     boxcar = np.zeros((n_taps + 1) * 50)
     boxcar[:50] = 1.0
     fine = np.convolve(boxcar, hrf)[: len(boxcar)]
@@ -196,9 +195,11 @@ def test_clean_noise_free_data_is_the_canonical_forward_model(tmp_path):
     kernel = hrf_kernel(run.tr)
     expected = np.stack([np.convolve(o, kernel)[: design.shape[0]] for o in overlap])
     pre = preprocess_run(data, run.tr, high_pass_hz=0.02).data[m]
-    q, _ = np.linalg.qr(np.column_stack([np.ones(design.shape[0]),
-                                         preprocess_run(data[:1], run.tr, high_pass_hz=0.02)
-                                         .nuisance]))
+    q, _ = np.linalg.qr(
+        np.column_stack(
+            [np.ones(design.shape[0]), preprocess_run(data[:1], run.tr, high_pass_hz=0.02).nuisance]
+        )
+    )
     expected = _projected(expected, q)
     r = [np.corrcoef(a, b)[0, 1] for a, b in zip(pre, expected, strict=True)]
     assert np.min(r) > 0.97
@@ -221,11 +222,14 @@ def test_realistic_responses_follow_each_units_hrf_and_slice_time(tmp_path):
     design = load_aperture(run.stim_file, tr=run.tr).design
     overlap = gaussian_overlap(design, 20.0, truth["x"][m], truth["y"][m], truth["sigma"][m])
     n = design.shape[0]
-    expected = np.stack([
-        np.convolve(o, nilearn_kernel(run.tr, d, w, t, 24))[:n]
-        for o, d, w, t in zip(overlap, truth["hrfdelay"][m], truth["hrfdispersion"][m],
-                              truth["sampletime"][m], strict=True)
-    ])
+    expected = np.stack(
+        [
+            np.convolve(o, nilearn_kernel(run.tr, d, w, t, 24))[:n]
+            for o, d, w, t in zip(
+                overlap, truth["hrfdelay"][m], truth["hrfdispersion"][m], truth["sampletime"][m], strict=True
+            )
+        ]
+    )
     psc = data[m] / data[m].mean(axis=1, keepdims=True) * 100 - 100
     q = np.ones((n, 1)) / np.sqrt(n)
     expected, psc = _projected(expected, q), _projected(psc.astype(np.float64), q)
@@ -238,8 +242,9 @@ def test_realistic_responses_follow_each_units_hrf_and_slice_time(tmp_path):
 def test_only_the_global_noise_model_shares_a_fluctuation_across_units(tmp_path):
     shared = {}
     for model in ("realistic", "global"):
-        root = make_synthetic_dataset(tmp_path / model, SynthConfig(
-            space="T1w", small=True, runs=1, noise_model=model, drift=0.0))
+        root = make_synthetic_dataset(
+            tmp_path / model, SynthConfig(space="T1w", small=True, runs=1, noise_model=model, drift=0.0)
+        )
         run = find_inputs(root)[0]
         data, _ = load_bold(run)
         noise = preprocess_run(data, run.tr, high_pass_hz=0.0).data[load_truth(root)["noise"]]
@@ -274,11 +279,13 @@ def test_sidecars_say_how_volumes_sample_time(tmp_path):
         "middle": (False, {"SliceTimingCorrected": True, "StartTime": 0.75}),
     }
     for mode, (with_slices, derivative) in expected.items():
-        root = make_synthetic_dataset(tmp_path / mode, SynthConfig(
-            space="T1w", small=True, runs=1, slice_timing=mode))
+        root = make_synthetic_dataset(
+            tmp_path / mode, SynthConfig(space="T1w", small=True, runs=1, slice_timing=mode)
+        )
         raw = json.loads((root / "sub-01/func/sub-01_task-prf_run-1_bold.json").read_text())
-        prep = json.loads(next((root / "derivatives/fmriprep/sub-01/func").glob(
-            "*_desc-preproc_bold.json")).read_text())
+        prep = json.loads(
+            next((root / "derivatives/fmriprep/sub-01/func").glob("*_desc-preproc_bold.json")).read_text()
+        )
         assert {k: prep[k] for k in derivative} == derivative
         assert ("StartTime" in prep) == ("StartTime" in derivative)
         assert ("SliceTiming" in raw) == with_slices
@@ -347,8 +354,10 @@ def test_cli_writes_a_dataset_and_rejects_bad_options(tmp_path, capsys):
     truth = json.loads((out / "derivatives/prfsynth/truth.json").read_text())["Settings"]
     assert truth["slice_timing"] == "uncorrected" and truth["hrf_delay_jitter"] == 1.0
     clean = tmp_path / "clean"
-    assert main([str(clean), "--space", "T1w", "--small", "--runs", "1", "--clean",
-                 "--hrf-delay-jitter", "0.5"]) == 0
+    assert (
+        main([str(clean), "--space", "T1w", "--small", "--runs", "1", "--clean", "--hrf-delay-jitter", "0.5"])
+        == 0
+    )
     truth = json.loads((clean / "derivatives/prfsynth/truth.json").read_text())["Settings"]
     assert {k: truth[k] for k in CLEAN} == CLEAN  # --clean wins over the options it sets
     for argv, match in (

@@ -18,15 +18,16 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 def documented_warnings() -> set[str]:
     """The validator warning codes the README's BIDS-validation section lists."""
     text = README.read_text()
-    section = text[text.index("## BIDS validation"):]
+    section = text[text.index("## BIDS validation") :]
     section = section[: section.find("\n## ", 1)]
     return set(re.findall(r"`([A-Z][A-Z_]+)`", section))
 
 
 @pytest.mark.parametrize("space", SPACES)
 def test_synthetic_datasets_pass_the_validator(tmp_path, space):
-    root = make_synthetic_dataset(tmp_path / "bids", SynthConfig(
-        subjects=1, runs=2, space=space, small=True, dummy_scans=2))
+    root = make_synthetic_dataset(
+        tmp_path / "bids", SynthConfig(subjects=1, runs=2, space=space, small=True, dummy_scans=2)
+    )
     for dataset in (root, root / "derivatives" / "fmriprep", root / "derivatives" / "prfsynth"):
         result = validate_dataset(dataset)
         assert result.exit_code == 0, f"{dataset.name}: {result.summary()}"

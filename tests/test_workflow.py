@@ -60,8 +60,9 @@ def test_plans_group_runs_by_task_and_space(plan: FitPlan) -> None:
     runs = [*plan.runs, dataclasses.replace(plan.runs[0], task="wedges")]
     plans = plan_fits(runs, "css")
     assert [(p.name, len(p.runs)) for p in plans] == [
-        ("task-prf_space-T1w_model-css", 2), ("task-wedges_space-T1w_model-css", 1)
-    ]  # fmt: skip
+        ("task-prf_space-T1w_model-css", 2),
+        ("task-wedges_space-T1w_model-css", 1),
+    ]
 
 
 def test_load_group_drops_dummy_scans_and_averages_runs(bids: Path, plan: FitPlan, tmp_path: Path) -> None:
@@ -149,19 +150,29 @@ def test_the_slice_time_reference_comes_from_the_sidecars(bids: Path, plan: FitP
     mixed = FitPlan(plan.key, (plan.runs[0], other))
     with pytest.raises(BadDataError, match="imply different slice-time references .* --slice-time-ref"):
         load_group(mixed, configure(bids, tmp_path / "c"), no_progress)
-    assert load_group(mixed, configure(bids, tmp_path / "d", "--slice-time-ref", "0.2"),
-                      no_progress).slice_time.fraction == 0.2
+    assert (
+        load_group(
+            mixed, configure(bids, tmp_path / "d", "--slice-time-ref", "0.2"), no_progress
+        ).slice_time.fraction
+        == 0.2
+    )
 
 
-@pytest.mark.parametrize(("mode", "fraction", "rule"), [
-    ("start", 0.0, "no_information"), ("middle", 0.5, "start_time"),
-])
-def test_each_sampling_gets_its_reference_without_options(tmp_path: Path, mode: str, fraction: float,
-                                                          rule: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "fraction", "rule"),
+    [
+        ("start", 0.0, "no_information"),
+        ("middle", 0.5, "start_time"),
+    ],
+)
+def test_each_sampling_gets_its_reference_without_options(
+    tmp_path: Path, mode: str, fraction: float, rule: str
+) -> None:
     """Data sampled at the TR start (SliceTimingCorrected false, no SliceTiming) and data with
     StartTime = TR/2: the selected reference, with no option given."""
-    root = make_synthetic_dataset(tmp_path / "bids", SynthConfig(space="T1w", small=True, runs=1,
-                                                                 slice_timing=mode))
+    root = make_synthetic_dataset(
+        tmp_path / "bids", SynthConfig(space="T1w", small=True, runs=1, slice_timing=mode)
+    )
     config = configure(root, tmp_path / "out")
     (plan,) = plan_fits(find_runs(config.inputs, work_dir=tmp_path / "work"), "gauss")
     loaded = load_group(plan, config, no_progress)
@@ -185,18 +196,29 @@ def test_non_finite_frames_are_repaired_or_refused_never_dropped_silently(
     (plan,) = plan_fits(find_runs(config.inputs, work_dir=tmp_path / "work"), "gauss")
     with caplog.at_level("WARNING", logger="prfmap"):
         loaded = load_group(plan, config, no_progress)
-    expected = ("sub-01_task-prf_run-1: 2 unit(s) with non-finite frames repaired by linear "
-                "interpolation (3 frame(s) in all, at most 2 in one unit); 1 unit(s) refused (NaN in "
-                "every map): more than 5% of their frames non-finite or a gap over 4 s")
+    expected = (
+        "sub-01_task-prf_run-1: 2 unit(s) with non-finite frames repaired by linear "
+        "interpolation (3 frame(s) in all, at most 2 in one unit); 1 unit(s) refused (NaN in "
+        "every map): more than 5% of their frames non-finite or a gap over 4 s"
+    )
     assert expected in caplog.text and loaded.warnings == (expected,)
     rows = np.isnan(loaded.combined.data).all(axis=1)
     assert rows[:3].tolist() == [False, False, True]
 
 
-def test_participant_hrf_is_estimated_per_fit_and_fold_and_recorded(bids: Path, plan: FitPlan, tmp_path: Path,
-                                                                    caplog: pytest.LogCaptureFixture) -> None:
-    config = configure(bids, tmp_path / "out", "--hrf", "participant", "--refine", "none",
-                       "--work-dir", str(tmp_path / "work"))
+def test_participant_hrf_is_estimated_per_fit_and_fold_and_recorded(
+    bids: Path, plan: FitPlan, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = configure(
+        bids,
+        tmp_path / "out",
+        "--hrf",
+        "participant",
+        "--refine",
+        "none",
+        "--work-dir",
+        str(tmp_path / "work"),
+    )
     with caplog.at_level("INFO", logger="prfmap"):
         fitted = fit_group(load_group(plan, config, no_progress), config, no_progress)
     # once for the fit of both runs, once per leave-one-run-out fold from its training run

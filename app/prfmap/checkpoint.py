@@ -189,8 +189,14 @@ def fit_chunked(
         else:
             loaded = _fit_chunk(data, stim, tr, kwargs, path, start, stop, progress)
             fitted += 1
-            logger.info("%s: %s (units %d-%d) fitted in %.1f s and saved", name, label, start, stop,
-                        loaded[1]["seconds"])  # fmt: skip
+            logger.info(
+                "%s: %s (units %d-%d) fitted in %.1f s and saved",
+                name,
+                label,
+                start,
+                stop,
+                loaded[1]["seconds"],
+            )
         chunks.append(loaded)
         if progress:
             progress("chunks", i + 1, len(starts))
@@ -207,9 +213,11 @@ def _budget(
     saved = _read_identity(where / "identity.json")
     if saved is not None:
         logger.info(
-            "%s: resuming with the saved chunk size %d and engine budget %s GB", name, saved["chunk"],
+            "%s: resuming with the saved chunk size %d and engine budget %s GB",
+            name,
+            saved["chunk"],
             saved["mem_gb"],
-        )  # fmt: skip
+        )
         return int(saved["chunk"]), saved["mem_gb"]
     used = {**identity, "used": {"chunk": chunk, "mem_gb": mem_gb}}
     write_text_atomic(where / "identity.json", json.dumps(used, indent=2, default=str) + "\n")

@@ -166,8 +166,9 @@ def cross_validate(
     seconds = []
     for fold in folds:
         start = time.perf_counter()
-        training = combine_runs([runs[i] for i in fold.training],
-                                [stimulus_keys[i] for i in fold.training], designs)
+        training = combine_runs(
+            [runs[i] for i in fold.training], [stimulus_keys[i] for i in fold.training], designs
+        )
         stim = Stimulus(training.design, fov_deg=fov_deg, run_lengths=training.run_lengths)
         result = fit(training, stim, fold)
         held = runs[fold.held_out]
@@ -225,8 +226,9 @@ def _scores(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return cvr2, np.where(valid, strict, np.nan), np.where(valid, z, np.nan)
 
 
-def engine_predictor(tr: float, model: str, *, slice_time_ref: float = 0.5,
-                     chunk: int = PREDICT_CHUNK) -> PredictFn:
+def engine_predictor(
+    tr: float, model: str, *, slice_time_ref: float = 0.5, chunk: int = PREDICT_CHUNK
+) -> PredictFn:
     """A ``predict`` for :func:`cross_validate`: :func:`prfmap.engine.predict` on a fold fit's
     parameters and HRF (``settings["hrf_model"]``), ``chunk`` units at a time (the last chunk
     padded, so one compiled shape serves all); NaN rows where the fit has no finite parameters."""
@@ -251,8 +253,15 @@ def engine_predictor(tr: float, model: str, *, slice_time_ref: float = 0.5,
 
 def _neutral(key: str) -> float:
     """A valid stand-in for a parameter of a unit without a fit (its prediction is discarded)."""
-    return {"sigma": 1.0, "n": 0.5, "sigma_surround": 2.0, "sigma_norm": 2.0, "amplitude_norm": 1.0,
-            "baseline_activation": 1.0, "baseline_norm": 1.0}.get(key, 0.0)
+    return {
+        "sigma": 1.0,
+        "n": 0.5,
+        "sigma_surround": 2.0,
+        "sigma_norm": 2.0,
+        "amplitude_norm": 1.0,
+        "baseline_activation": 1.0,
+        "baseline_norm": 1.0,
+    }.get(key, 0.0)
 
 
 def _padded(values: np.ndarray, size: int, fill: float) -> np.ndarray:

@@ -30,9 +30,16 @@ from prfmap.io.references import spatial_reference
 MAP_SUFFIX = "boldmap"
 BIDS_VERSION = "1.9.0"
 BIDSIGNORE_LINES = (
-    "*.html", "/sub-*/figures", "/group", "/logs", "*_boldmap.*",
-    "*_bold.func.gii", "*_bold.dtseries.nii", "*hemi-*bold.json", "*den-*bold.json",
-)  # fmt: skip
+    "*.html",
+    "/sub-*/figures",
+    "/group",
+    "/logs",
+    "*_boldmap.*",
+    "*_bold.func.gii",
+    "*_bold.dtseries.nii",
+    "*hemi-*bold.json",
+    "*den-*bold.json",
+)
 """What the BIDS specification (and so the validator) does not cover yet: the reports and their
 figures, the group level, the logs, the maps (``boldmap``), and surface (GIFTI) and CIFTI time
 series with their sidecars (as fMRIPrep's own ``.bidsignore``)."""
@@ -59,6 +66,7 @@ FIT_STATUS = (
     "the status map (desc-status) flags the doubtful ones: a sum of the bits in its Levels; the "
     "refinement keeps each parameter inside its Bounds (FitSettings.bounds gives the numbers used)"
 )
+
 
 @dataclass(frozen=True)
 class OutputKey:
@@ -119,11 +127,18 @@ class OutputKey:
         return bids_name(entities)
 
 
-def _with_reference(sidecar: Mapping[str, Any], key: OutputKey, hemi: str | None,
-                    reference_dir: Path | None) -> dict[str, Any]:
+def _with_reference(
+    sidecar: Mapping[str, Any], key: OutputKey, hemi: str | None, reference_dir: Path | None
+) -> dict[str, Any]:
     """``sidecar`` with the ``SpatialReference`` of ``key``'s space (when BIDS asks for one)."""
-    reference = spatial_reference(key.space, hemi=hemi, den=key.den, subject=key.subject,
-                                  session=key.session, fmriprep_dir=reference_dir)
+    reference = spatial_reference(
+        key.space,
+        hemi=hemi,
+        den=key.den,
+        subject=key.subject,
+        session=key.session,
+        fmriprep_dir=reference_dir,
+    )
     return {**sidecar, "SpatialReference": reference} if reference else dict(sidecar)
 
 
@@ -167,13 +182,16 @@ def map_sidecar(
         if entry is not None and entry.bound != catalog.UNBOUNDED:
             sidecar["Bounds"] = entry.bound.describe(entry.key)
         if entry is not None and entry.key == "status":
-            sidecar["Levels"] = {str(bit): f"{name}: {text}"
-                                 for bit, (name, text) in catalog.STATUS_FLAGS.items()}
+            sidecar["Levels"] = {
+                str(bit): f"{name}: {text}" for bit, (name, text) in catalog.STATUS_FLAGS.items()
+            }
     sidecar["FitStatus"] = FIT_STATUS
     sidecar["VisualFieldCoordinates"] = VISUAL_FIELD_CONVENTION
     sidecar["PolarAngleConvention"] = POLAR_ANGLE_CONVENTION
-    sidecar["HRF"] = {"Description": settings.get("hrf", "SPM canonical two-gamma (nilearn spm_hrf)"),
-                      **hrf_record(settings.get("hrf_model"))}
+    sidecar["HRF"] = {
+        "Description": settings.get("hrf", "SPM canonical two-gamma (nilearn spm_hrf)"),
+        **hrf_record(settings.get("hrf_model")),
+    }
     sidecar["FitSettings"] = dict(settings)
     sidecar.update({k: v for k, v in provenance.items() if k != "MapNames"})
     return sidecar
@@ -183,9 +201,13 @@ def hrf_record(record: Mapping[str, Any] | None) -> dict[str, Any]:
     """The sidecar's account of a fit's HRF (``FitResult.settings["hrf_model"]``) in BIDS-style keys."""
     if not record:
         return {}
-    return {"Option": record["option"], "PeakDelay": record["delay_s"],
-            "PeakDispersion": record["dispersion"], "TimeToPeak": record["peak_s"],
-            "EstimatedFromUnits": record["units"]}
+    return {
+        "Option": record["option"],
+        "PeakDelay": record["delay_s"],
+        "PeakDispersion": record["dispersion"],
+        "TimeToPeak": record["peak_s"],
+        "EstimatedFromUnits": record["units"],
+    }
 
 
 def dataset_description(
@@ -268,7 +290,6 @@ def bids_uri(path: str | Path, links: Mapping[str, Path]) -> str:
         if path.is_relative_to(root) and (best is None or len(root.parts) > best[0]):
             best = (len(root.parts), f"bids:{name}:{path.relative_to(root).as_posix()}")
     return best[1] if best else str(path)
-
 
 
 def relative_link(root: str | Path, output_dir: str | Path) -> str:

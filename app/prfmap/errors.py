@@ -100,9 +100,13 @@ def output_error(err: OSError) -> OutputError | None:
     path = err.filename
     where = f" writing {path} (in {os.path.dirname(os.fspath(path)) or '.'})" if path else ""
     if err.errno in (errno.ENOSPC, errno.EDQUOT):
-        hint = ("free space there, or give --work-dir a folder on a disk with room for the "
-                "checkpoints (and output_dir one for the maps and reports)")
+        hint = (
+            "free space there, or give --work-dir a folder on a disk with room for the "
+            "checkpoints (and output_dir one for the maps and reports)"
+        )
     else:
-        hint = ("make sure this user may write there (in a container, run it as yourself: "
-                "docker run -u \"$(id -u):$(id -g)\")")
+        hint = (
+            "make sure this user may write there (in a container, run it as yourself: "
+            'docker run -u "$(id -u):$(id -g)")'
+        )
     return OutputError(f"{what}{where}; {hint}")

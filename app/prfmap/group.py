@@ -43,8 +43,11 @@ COUNT_DESCRIPTION = (
 )
 THRESHOLD_MAPS = ("r2", "cvr2")
 """What the group level may threshold on: r2 (the fitted data) or cvr2 (held-out runs)."""
-CVR2_STATISTIC = ("mean", "1", "mean cross-validated variance explained over all participants with a "
-                  "finite cvr2")
+CVR2_STATISTIC = (
+    "mean",
+    "1",
+    "mean cross-validated variance explained over all participants with a finite cvr2",
+)
 
 
 @dataclass(frozen=True)
@@ -209,8 +212,9 @@ def combine(
     count = ok.sum(axis=0)
     some = count > 0
     polar = np.full(count.shape, np.nan)
-    polar[some] = circmean(np.where(ok, stacks["polarangle"], np.nan)[:, some], high=180.0,
-                           low=-180.0, axis=0, nan_policy="omit")
+    polar[some] = circmean(
+        np.where(ok, stacks["polarangle"], np.nan)[:, some], high=180.0, low=-180.0, axis=0, nan_policy="omit"
+    )
     out = {"polarangle": np.where(polar == -180.0, 180.0, polar)}  # range (−180, 180]
     for label in ("eccentricity", "sigma"):
         masked = np.where(ok, stacks[label], np.nan)
@@ -247,9 +251,15 @@ def _spaces_message(sets: list[ParticipantMaps], subjects: list[str]) -> str:
 
 def _group_name(key: OutputKey, hemi: str, param: str | None, stat: str) -> str:
     entities = {
-        "task": key.task, "hemi": hemi, "space": key.space, "res": key.res, "den": key.den,
-        "model": key.model, "stat": stat, "desc": param,
-    }  # fmt: skip
+        "task": key.task,
+        "hemi": hemi,
+        "space": key.space,
+        "res": key.res,
+        "den": key.den,
+        "model": key.model,
+        "stat": stat,
+        "desc": param,
+    }
     return bids_name(entities, MAP_SUFFIX, ".func.gii")
 
 
@@ -276,7 +286,9 @@ def _stack(sets: list[ParticipantMaps], label: str, hemi: str) -> np.ndarray:
 
 
 def _per_subject(
-    stacks: dict[str, np.ndarray], members: list[ParticipantMaps], r2_threshold: float,
+    stacks: dict[str, np.ndarray],
+    members: list[ParticipantMaps],
+    r2_threshold: float,
     threshold_on: str = "r2",
 ) -> dict[str, np.ndarray]:
     """Combine the sessions of each participant first, so each counts once."""
@@ -467,7 +479,8 @@ def _write_fit(
                     "Participants": [f"sub-{s}" for s in subjects],
                     "Sources": sources,
                     "SpatialReference": spatial_reference(
-                        key.space, hemi="L" if "_hemi-L_" in path.name else "R", den=key.den),
+                        key.space, hemi="L" if "_hemi-L_" in path.name else "R", den=key.den
+                    ),
                     "GeneratedBy": {"Name": "prfmap", "Version": __version__},
                 },
             )

@@ -55,10 +55,12 @@ class FrameRepair:
     refused_units: int = 0
 
     def __add__(self, other: FrameRepair) -> FrameRepair:
-        return FrameRepair(self.repaired_units + other.repaired_units,
-                           self.repaired_frames + other.repaired_frames,
-                           max(self.most_frames, other.most_frames),
-                           self.refused_units + other.refused_units)
+        return FrameRepair(
+            self.repaired_units + other.repaired_units,
+            self.repaired_frames + other.repaired_frames,
+            max(self.most_frames, other.most_frames),
+            self.refused_units + other.refused_units,
+        )
 
     def message(self, run: str) -> str | None:
         """One line for the log and the report; None when no unit had non-finite frames."""
@@ -268,8 +270,7 @@ def preprocess_run(
     n_vol = data.shape[1]
     if dummy_scans < 0 or n_vol - dummy_scans < 2:
         raise BadDataError(
-            f"{n_vol} volumes with {dummy_scans} dummy scans leave fewer than 2; check "
-            "--dummy-scans"
+            f"{n_vol} volumes with {dummy_scans} dummy scans leave fewer than 2; check --dummy-scans"
         )
     n = n_vol - dummy_scans
     columns = [dct_basis(n, tr, high_pass_hz or 0.0)]
@@ -370,8 +371,7 @@ def combine_runs(
         raise ValueError("give one stimulus key per run, and at least one run")
     n_units = {r.data.shape[0] for r in runs}
     if len(n_units) != 1:
-        raise BadDataError(f"runs differ in their number of units ({sorted(n_units)}); fit them "
-                           "in one space")
+        raise BadDataError(f"runs differ in their number of units ({sorted(n_units)}); fit them in one space")
     order: list[str] = list(dict.fromkeys(stimulus_keys))
     groups, nuisance_blocks, design_blocks, lengths = [], [], [], []
     for key in order:
@@ -388,8 +388,7 @@ def combine_runs(
             raise BadDataError(_frames_message((names or {}).get(key, key), design.shape[0], members))
         groups.append(members)
         nuisance_blocks.append(
-            _orthonormal(np.concatenate([r.nuisance for r in members], axis=1), n,
-                         drop_constant=True)
+            _orthonormal(np.concatenate([r.nuisance for r in members], axis=1), n, drop_constant=True)
         )
         design_blocks.append(design)
         lengths.append(n)
@@ -536,8 +535,10 @@ def select_confounds(table: pd.DataFrame, columns: Sequence[str], path: str = ""
     """
     chosen: list[str] = []
     for col in columns:
-        hits = fnmatch.filter(table.columns, col) if any(c in col for c in "*?[") else (
-            [col] if col in table.columns else []
+        hits = (
+            fnmatch.filter(table.columns, col)
+            if any(c in col for c in "*?[")
+            else ([col] if col in table.columns else [])
         )
         if not hits:
             raise UsageError(

@@ -128,8 +128,9 @@ def stop_on_signal(how_to_resume: str = DEFAULT_RESUME, exit_deadline: bool = Fa
     os.set_blocking(write_fd, False)
     previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
     cancelled = threading.Event()
-    watchdog = threading.Thread(target=_watch, args=(read_fd, cancelled), name="prfmap-stop-watchdog",
-                                daemon=True)
+    watchdog = threading.Thread(
+        target=_watch, args=(read_fd, cancelled), name="prfmap-stop-watchdog", daemon=True
+    )
     watchdog.start()
     try:
         yield

@@ -57,19 +57,45 @@ false`` (what simulators write); ``middle``: every unit at TR/2, ``SliceTimingCo
 ``StartTime`` = TR/2, no ``SliceTiming`` (the earlier synthetic data)."""
 SURFACE_SLICES = 36
 """Slices of the simulated acquisition for surface spaces (volumes: one per voxel along z)."""
-CLEAN = {"hrf_delay_jitter": 0.0, "hrf_dispersion_jitter": 0.0, "slice_timing": "middle",
-         "noise_model": "ar1", "noise_fraction": 0.0}
+CLEAN = {
+    "hrf_delay_jitter": 0.0,
+    "hrf_dispersion_jitter": 0.0,
+    "slice_timing": "middle",
+    "noise_model": "ar1",
+    "noise_fraction": 0.0,
+}
 """``SynthConfig(**CLEAN)`` (``prfmap-synth --clean``): the earlier, idealised data."""
-TRUTH_LABELS = ("x", "y", "sigma", "amplitude", "baseline", "polarangle", "eccentricity",
-                "hrfdelay", "hrfdispersion", "sampletime")
+TRUTH_LABELS = (
+    "x",
+    "y",
+    "sigma",
+    "amplitude",
+    "baseline",
+    "polarangle",
+    "eccentricity",
+    "hrfdelay",
+    "hrfdispersion",
+    "sampletime",
+)
 TRUTH_MASKS = {"mask": "prf", "noise": "noise"}
 """Ground-truth masks (``load_truth`` key → ``desc`` label): units with a pRF; units with signal
 but no pRF (drifts and noise only)."""
 FMRIPREP_BIDSIGNORE = (
-    "*.html", "logs/", "figures/", "*_xfm.*", "*.surf.gii", "*_boldref.nii.gz",
-    "*_bold.func.gii", "*_mixing.tsv", "*_AROMAnoiseICs.csv", "*_timeseries.tsv",
-    "*_bold.dtseries.nii", "*hemi-*bold.json", "*den-*bold.json", "*.shape.gii",
-)  # fmt: skip
+    "*.html",
+    "logs/",
+    "figures/",
+    "*_xfm.*",
+    "*.surf.gii",
+    "*_boldref.nii.gz",
+    "*_bold.func.gii",
+    "*_mixing.tsv",
+    "*_AROMAnoiseICs.csv",
+    "*_timeseries.tsv",
+    "*_bold.dtseries.nii",
+    "*hemi-*bold.json",
+    "*den-*bold.json",
+    "*.shape.gii",
+)
 """fMRIPrep's own .bidsignore (what the specification does not cover yet), plus the surface and
 CIFTI series and the fsnative surface shapes (sulcal depth) the current validator does not know
 either, with their sidecars."""
@@ -77,7 +103,9 @@ TRUTH_BIDSIGNORE = ("*_boldmap.*", "*_mask.func.gii", "truth.json")
 RAW_BOLD_SHAPE = (2, 2)
 """Voxels per slice of the raw BOLD stand-ins (one plane per acquisition slice, so that
 ``SliceTiming`` matches them): the raw dataset is valid BIDS; prfmap reads derivatives."""
-SPHERE_URI = "https://templateflow.s3.amazonaws.com/tpl-fsaverage/tpl-fsaverage_hemi-{}_den-10k_sphere.surf.gii"
+SPHERE_URI = (
+    "https://templateflow.s3.amazonaws.com/tpl-fsaverage/tpl-fsaverage_hemi-{}_den-10k_sphere.surf.gii"
+)
 # bar directions (degrees, direction of motion; 0 = rightwards, 90 = upwards)
 BAR_DIRECTIONS = (0, 225, 90, 315, 180, 45, 270, 135)
 
@@ -348,7 +376,7 @@ def hrf_kernel(tr: float, n_taps: int | None = None, sample_time: float | None =
     boxcar = np.zeros((n_taps + 1) * HRF_OVERSAMPLING)
     boxcar[:HRF_OVERSAMPLING] = 1.0
     fine = np.convolve(boxcar, hrf)[: len(boxcar)]
-    return fine[offset :: HRF_OVERSAMPLING][:n_taps]
+    return fine[offset::HRF_OVERSAMPLING][:n_taps]
 
 
 def gaussian_overlap(
@@ -416,9 +444,7 @@ def _occipital_coordinates(pial: np.ndarray, sphere: np.ndarray, sign: float):
     def near(point):
         return int(np.argmin(np.linalg.norm(pial - np.asarray(point), axis=1)))
 
-    pole, anterior, dorsal = near([sign * 10, -104, 0]), near([sign * 6, -70, 6]), near(
-        [sign * 6, -90, 25]
-    )
+    pole, anterior, dorsal = near([sign * 10, -104, 0]), near([sign * 6, -70, 6]), near([sign * 6, -90, 25])
     c = s[pole]
     e1 = _unit(s[anterior] - (s[anterior] @ c) * c)
     e2 = np.cross(c, e1)
@@ -432,10 +458,15 @@ def _occipital_coordinates(pial: np.ndarray, sphere: np.ndarray, sign: float):
 
 def _fsaverage5_layout(rng: np.random.Generator) -> tuple[UnitGeometry, dict, np.ndarray, np.ndarray]:
     mesh = datasets.load_fsaverage("fsaverage5")
-    return _gifti_layout([
-        (np.asarray(mesh["pial"].parts[part].coordinates), np.asarray(mesh["sphere"].parts[part].coordinates))
-        for part in ("left", "right")
-    ])
+    return _gifti_layout(
+        [
+            (
+                np.asarray(mesh["pial"].parts[part].coordinates),
+                np.asarray(mesh["sphere"].parts[part].coordinates),
+            )
+            for part in ("left", "right")
+        ]
+    )
 
 
 def _gifti_layout(
@@ -445,9 +476,13 @@ def _gifti_layout(
     u_all, v_all, sign_all, prf_all, empty_all, z_all = [], [], [], [], [], []
     for (pial, sphere), sign in zip(parts, (-1.0, 1.0), strict=True):
         u, v = _occipital_coordinates(pial, sphere, sign)
-        medial = (sign * pial[:, 0] < 8) & (pial[:, 1] > -45) & (pial[:, 1] < 25) & (
-            pial[:, 2] > -15
-        ) & (pial[:, 2] < 30)
+        medial = (
+            (sign * pial[:, 0] < 8)
+            & (pial[:, 1] > -45)
+            & (pial[:, 1] < 25)
+            & (pial[:, 2] > -15)
+            & (pial[:, 2] < 30)
+        )
         prf = prf_region(u, v, pial, medial)
         u_all.append((u + 2) / 40)
         v_all.append(v / 20)
@@ -456,8 +491,12 @@ def _gifti_layout(
         empty_all.append(medial)
         z_all.append(pial[:, 2])
     geom = GiftiGeometry(hemis={"L": len(u_all[0]), "R": len(u_all[1])})
-    coords = {"u": np.concatenate(u_all), "v": np.concatenate(v_all),
-              "sign": np.concatenate(sign_all), "z": np.concatenate(z_all)}
+    coords = {
+        "u": np.concatenate(u_all),
+        "v": np.concatenate(v_all),
+        "sign": np.concatenate(sign_all),
+        "z": np.concatenate(z_all),
+    }
     return geom, coords, np.concatenate(prf_all), np.concatenate(empty_all)
 
 
@@ -509,8 +548,12 @@ def _volume_layout(small: bool) -> tuple[UnitGeometry, dict, np.ndarray, np.ndar
     posterior = inside[:, 1] < -0.45
     side = np.sign(inside[:, 0])
     prf = posterior & (np.abs(inside[:, 0]) > 0.05) & (np.abs(inside[:, 2]) < 0.6)
-    coords = {"u": (inside[:, 1] + 1) / 0.55, "v": inside[:, 2] / 0.6, "sign": -side,
-              "z": ijk[mask.ravel(), 2]}
+    coords = {
+        "u": (inside[:, 1] + 1) / 0.55,
+        "v": inside[:, 2] / 0.6,
+        "sign": -side,
+        "z": ijk[mask.ravel(), 2],
+    }
     header = nib.Nifti1Header()
     header.set_qform(affine, code=1)
     header.set_sform(affine, code=1)
@@ -533,8 +576,7 @@ def make_layout(config: SynthConfig, rng: np.random.Generator) -> Layout:
         raise ValueError(f"space must be one of {SPACES}, got {config.space!r}")
     n = geom.n_units
     prf = prf & (rng.uniform(size=n) >= config.noise_fraction)
-    params = {k: np.full(n, np.nan) for k in ("x", "y", "sigma", "amplitude", "hrf_delay",
-                                              "hrf_dispersion")}
+    params = {k: np.full(n, np.nan) for k in ("x", "y", "sigma", "amplitude", "hrf_delay", "hrf_dispersion")}
     jitter = {k: coords[k][prf] + rng.normal(0, 0.01, prf.sum()) for k in ("u", "v")}
     for k, val in retinotopy(jitter["u"], jitter["v"], coords["sign"][prf], rng).items():
         params[k][prf] = val
@@ -552,7 +594,10 @@ def make_layout(config: SynthConfig, rng: np.random.Generator) -> Layout:
 
 
 def simulate_run(
-    layout: Layout, design: np.ndarray, config: SynthConfig, rng: np.random.Generator,
+    layout: Layout,
+    design: np.ndarray,
+    config: SynthConfig,
+    rng: np.random.Generator,
     respond: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Raw BOLD of one run and the noise-free percent-signal-change response of each unit.
@@ -578,8 +623,9 @@ def simulate_run(
     p = layout.params
     idx = np.flatnonzero(layout.prf)
     overlap = gaussian_overlap(design, config.fov_deg, p["x"][idx], p["y"][idx], p["sigma"][idx])
-    kernels = unit_kernels(config.tr, acquisition.sample_time[idx], p["hrf_delay"][idx],
-                           p["hrf_dispersion"][idx])
+    kernels = unit_kernels(
+        config.tr, acquisition.sample_time[idx], p["hrf_delay"][idx], p["hrf_dispersion"][idx]
+    )
     response[idx] = p["amplitude"][idx, None] * convolve_units(overlap, kernels)
     n_vol = n_frames + config.dummy_scans
     levels = unit_noise_levels(n_units, config.noise, config.noise_model, rng)
@@ -622,7 +668,11 @@ def _bold_name(sub: str, config: SynthConfig, run: int) -> str:
 
 
 def _write_bold(
-    layout: Layout, bold: np.ndarray, config: SynthConfig, func: Path, stem: str,
+    layout: Layout,
+    bold: np.ndarray,
+    config: SynthConfig,
+    func: Path,
+    stem: str,
     rng: np.random.Generator,
 ) -> list[Path]:
     geom = layout.geometry
@@ -659,8 +709,12 @@ def _write_bold(
 
 
 def _truth_entities(sub: str, config: SynthConfig) -> tuple[str, str]:
-    space = {"fsaverage5": "space-fsaverage5", "fsLR": "space-fsLR_den-91k",
-             "T1w": "space-T1w", "fsnative": "space-fsnative"}[config.space]
+    space = {
+        "fsaverage5": "space-fsaverage5",
+        "fsLR": "space-fsLR_den-91k",
+        "T1w": "space-T1w",
+        "fsnative": "space-fsnative",
+    }[config.space]
     return f"sub-{sub}_task-{config.task}", space
 
 
@@ -673,8 +727,9 @@ def _truth_path(func: Path, prefix: str, space: str, tail: str) -> Callable[[str
     return path_for
 
 
-def _write_truth(layout: Layout, truth: dict[str, np.ndarray], config: SynthConfig,
-                 func: Path, sub: str) -> list[Path]:
+def _write_truth(
+    layout: Layout, truth: dict[str, np.ndarray], config: SynthConfig, func: Path, sub: str
+) -> list[Path]:
     geom = layout.geometry
     prefix, space = _truth_entities(sub, config)
     meta = {"Description": "prfmap-synth ground truth"}
@@ -726,11 +781,20 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
     _write_raw_top(root, config, design)
     fmriprep = root / "derivatives" / "fmriprep"
     truth_dir = root / "derivatives" / "prfsynth"
-    write_json_atomic(fmriprep / "dataset_description.json", _deriv_description(
-        "fMRIPrep-like (synthetic)",
-        "Synthetic stand-in for fMRIPrep outputs, written by prfmap-synth", root))
-    write_json_atomic(truth_dir / "dataset_description.json", _deriv_description(
-        "prfsynth ground truth", "Ground-truth pRF parameters of the synthetic dataset", root))
+    write_json_atomic(
+        fmriprep / "dataset_description.json",
+        _deriv_description(
+            "fMRIPrep-like (synthetic)",
+            "Synthetic stand-in for fMRIPrep outputs, written by prfmap-synth",
+            root,
+        ),
+    )
+    write_json_atomic(
+        truth_dir / "dataset_description.json",
+        _deriv_description(
+            "prfsynth ground truth", "Ground-truth pRF parameters of the synthetic dataset", root
+        ),
+    )
     write_json_atomic(truth_dir / "truth.json", _truth_description(config))
     for s in range(1, config.subjects + 1):
         sub = f"{s:02d}"
@@ -747,14 +811,15 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
             mean_response = response
             timing = acquisition_timing(config, layout.n_slices)
             _write_raw_run(raw_func, stem, config, design.shape[0], timing)
-            _write_raw_bold(raw_func / f"{stem}_bold.nii.gz", config, bold.shape[1],
-                            layout.n_slices, rng)
+            _write_raw_bold(raw_func / f"{stem}_bold.nii.gz", config, bold.shape[1], layout.n_slices, rng)
             _write_bold(layout, bold, config, der_func, stem, rng)
-            write_text_atomic(der_func / f"{stem}_desc-confounds_timeseries.tsv",
-                              _confounds(bold, config, rng))
+            write_text_atomic(
+                der_func / f"{stem}_desc-confounds_timeseries.tsv", _confounds(bold, config, rng)
+            )
         assert mean_response is not None
-        _write_truth(layout, _truth_maps(layout, mean_response, config), config,
-                     truth_dir / f"sub-{sub}" / "func", sub)
+        _write_truth(
+            layout, _truth_maps(layout, mean_response, config), config, truth_dir / f"sub-{sub}" / "func", sub
+        )
         _write_spatial_references(layout, fmriprep, sub, truth_dir / f"sub-{sub}" / "func")
     write_text_atomic(fmriprep / ".bidsignore", "\n".join(FMRIPREP_BIDSIGNORE) + "\n")
     write_text_atomic(truth_dir / ".bidsignore", "\n".join(TRUTH_BIDSIGNORE) + "\n")
@@ -766,9 +831,18 @@ def _truth_description(config: SynthConfig) -> dict[str, Any]:
     return {
         "Settings": asdict(config),
         "Model": "gauss",
-        "Units": {"x": "deg", "y": "deg", "sigma": "deg", "amplitude": "percent",
-                  "baseline": "percent", "polarangle": "deg", "eccentricity": "deg",
-                  "hrfdelay": "s", "hrfdispersion": "1", "sampletime": "s"},
+        "Units": {
+            "x": "deg",
+            "y": "deg",
+            "sigma": "deg",
+            "amplitude": "percent",
+            "baseline": "percent",
+            "polarangle": "deg",
+            "eccentricity": "deg",
+            "hrfdelay": "s",
+            "hrfdispersion": "1",
+            "sampletime": "s",
+        },
         "ForwardModel": (
             "bold = S0 * (1 + (response + drift + noise) / 100); response = amplitude * "
             "(HRF * overlap)(t), the HRF integrated over each TR and read at the unit's sample "
@@ -790,7 +864,9 @@ def _truth_maps(layout: Layout, response: np.ndarray, config: SynthConfig) -> di
     timing = acquisition_timing(config, layout.n_slices)
     signal = ~layout.empty
     truth = {
-        "x": p["x"], "y": p["y"], "sigma": p["sigma"],
+        "x": p["x"],
+        "y": p["y"],
+        "sigma": p["sigma"],
         "amplitude": p["amplitude"] * scale,
         "baseline": np.where(layout.prf, 100 * (scale - 1), np.nan),
         "polarangle": np.degrees(np.arctan2(p["y"], p["x"])),
@@ -807,51 +883,61 @@ def _deriv_description(name: str, description: str, root: Path) -> dict:
         "Name": name,
         "BIDSVersion": "1.9.0",
         "DatasetType": "derivative",
-        "GeneratedBy": [{"Name": "prfmap-synth", "Version": __version__,
-                         "Description": description}],
+        "GeneratedBy": [{"Name": "prfmap-synth", "Version": __version__, "Description": description}],
         "SourceDatasets": [{"URL": "bids:raw:"}],
         "DatasetLinks": {"raw": "../.."},
     }
 
 
 def _write_raw_top(root: Path, config: SynthConfig, design: np.ndarray) -> None:
-    write_json_atomic(root / "dataset_description.json", {
-        "Name": "prfmap synthetic retinotopy dataset",
-        "BIDSVersion": "1.9.0",
-        "DatasetType": "raw",
-        "GeneratedBy": [{"Name": "prfmap-synth", "Version": __version__}],
-        "License": "CC0",
-    })
-    rows = ["participant_id\tage\tsex"] + [
-        f"sub-{s:02d}\tn/a\tn/a" for s in range(1, config.subjects + 1)
-    ]
+    write_json_atomic(
+        root / "dataset_description.json",
+        {
+            "Name": "prfmap synthetic retinotopy dataset",
+            "BIDSVersion": "1.9.0",
+            "DatasetType": "raw",
+            "GeneratedBy": [{"Name": "prfmap-synth", "Version": __version__}],
+            "License": "CC0",
+        },
+    )
+    rows = ["participant_id\tage\tsex"] + [f"sub-{s:02d}\tn/a\tn/a" for s in range(1, config.subjects + 1)]
     write_text_atomic(root / "participants.tsv", "\n".join(rows) + "\n")
-    write_text_atomic(root / "README", (
-        "Synthetic pRF mapping dataset written by prfmap-synth. Bar sweeps (stimuli/bars.nii.gz),"
-        " preprocessed BOLD in derivatives/fmriprep (synthetic, not made by fMRIPrep) and the "
-        "ground truth in derivatives/prfsynth.\n"
-    ))
+    write_text_atomic(
+        root / "README",
+        (
+            "Synthetic pRF mapping dataset written by prfmap-synth. Bar sweeps (stimuli/bars.nii.gz),"
+            " preprocessed BOLD in derivatives/fmriprep (synthetic, not made by fMRIPrep) and the "
+            "ground truth in derivatives/prfsynth.\n"
+        ),
+    )
     stim = np.moveaxis(design, 0, -1)[:, :, None, :].astype(np.uint8)
     img = nib.Nifti1Image(stim, np.eye(4))
     with atomic_path(root / "stimuli" / "bars.nii.gz") as tmp:
         nib.save(img, tmp)
-    write_json_atomic(root / "stimuli" / "bars.json", {
-        "FieldOfViewDeg": config.fov_deg,
-        "RepetitionTime": config.tr,
-        "Description": ("Bar apertures: axis 0 rows top to bottom, axis 1 columns left to "
-                        "right, axis 2 singleton, axis 3 frames (one per TR); 1 = stimulus"),
-    })
-    write_json_atomic(root / f"task-{config.task}_events.json", {
-        "stim_file": {"Description": "Aperture file under stimuli/ shown during the run"},
-    })
+    write_json_atomic(
+        root / "stimuli" / "bars.json",
+        {
+            "FieldOfViewDeg": config.fov_deg,
+            "RepetitionTime": config.tr,
+            "Description": (
+                "Bar apertures: axis 0 rows top to bottom, axis 1 columns left to "
+                "right, axis 2 singleton, axis 3 frames (one per TR); 1 = stimulus"
+            ),
+        },
+    )
+    write_json_atomic(
+        root / f"task-{config.task}_events.json",
+        {
+            "stim_file": {"Description": "Aperture file under stimuli/ shown during the run"},
+        },
+    )
 
 
 def _write_raw_run(func: Path, stem: str, config: SynthConfig, n_frames: int, timing: Timing) -> None:
     onset = config.dummy_scans * config.tr
     write_text_atomic(
         func / f"{stem}_events.tsv",
-        "onset\tduration\ttrial_type\tstim_file\n"
-        f"{onset:g}\t{n_frames * config.tr:g}\tbars\tbars.nii.gz\n",
+        f"onset\tduration\ttrial_type\tstim_file\n{onset:g}\t{n_frames * config.tr:g}\tbars\tbars.nii.gz\n",
     )
     meta: dict[str, Any] = {"RepetitionTime": config.tr, "TaskName": config.task}
     if timing.slice_timing is not None:
@@ -859,8 +945,9 @@ def _write_raw_run(func: Path, stem: str, config: SynthConfig, n_frames: int, ti
     write_json_atomic(func / f"{stem}_bold.json", meta)
 
 
-def _write_raw_bold(path: Path, config: SynthConfig, n_volumes: int, n_slices: int,
-                    rng: np.random.Generator) -> None:
+def _write_raw_bold(
+    path: Path, config: SynthConfig, n_volumes: int, n_slices: int, rng: np.random.Generator
+) -> None:
     """A raw BOLD stand-in of a few voxels per slice with the run's volumes and TR (prfmap reads
     the fMRIPrep-like derivatives, but a BIDS dataset has the raw data its sidecars describe)."""
     shape = (*RAW_BOLD_SHAPE, n_slices)
@@ -894,16 +981,24 @@ def _write_spatial_references(layout: Layout, fmriprep: Path, sub: str, truth_fu
     for sidecar in sorted(func.glob("*_space-T1w_desc-preproc_bold.json")):
         _add_to_json(sidecar, {"SpatialReference": f"bids::{anat}", "SkullStripped": False})
     for mask in sorted(func.glob("*_space-T1w_desc-brain_mask.nii.gz")):
-        _add_to_json(mask.with_name(mask.name.replace(".nii.gz", ".json")),
-                     {"SpatialReference": f"bids::{anat}", "Type": "Brain"})
-    _add_to_json(truth_func.parents[1] / "dataset_description.json",
-                 {"DatasetLinks": {"raw": "../..", "fmriprep": "../fmriprep"}})
-    what = {"prf": "voxels with a pRF in the ground truth",
-            "noise": "voxels with signal but no pRF (drifts and noise only) in the ground truth"}
+        _add_to_json(
+            mask.with_name(mask.name.replace(".nii.gz", ".json")),
+            {"SpatialReference": f"bids::{anat}", "Type": "Brain"},
+        )
+    _add_to_json(
+        truth_func.parents[1] / "dataset_description.json",
+        {"DatasetLinks": {"raw": "../..", "fmriprep": "../fmriprep"}},
+    )
+    what = {
+        "prf": "voxels with a pRF in the ground truth",
+        "noise": "voxels with signal but no pRF (drifts and noise only) in the ground truth",
+    }
     for desc, description in what.items():
         for mask in sorted(truth_func.glob(f"*_desc-{desc}_mask.nii.gz")):
-            _add_to_json(mask.with_name(mask.name.replace(".nii.gz", ".json")),
-                         {"SpatialReference": f"bids:fmriprep:{anat}", "Description": description})
+            _add_to_json(
+                mask.with_name(mask.name.replace(".nii.gz", ".json")),
+                {"SpatialReference": f"bids:fmriprep:{anat}", "Description": description},
+            )
 
 
 def _add_to_json(path: Path, content: dict) -> None:
@@ -948,9 +1043,7 @@ def _read_map(func: Path, pattern: str) -> np.ndarray:
     gii = sorted(func.glob(pattern + ".func.gii"))
     if gii:
         by_hemi = {("L" if "hemi-L" in p.name else "R"): p for p in gii}
-        return np.concatenate(
-            [np.asarray(nib.load(by_hemi[h]).darrays[0].data) for h in ("L", "R")]
-        )
+        return np.concatenate([np.asarray(nib.load(by_hemi[h]).darrays[0].data) for h in ("L", "R")])
     (path,) = sorted(func.glob(pattern + ".nii.gz"))
     brain = func.parents[2] / "fmriprep" / func.parent.name / "func"
     mask_path = sorted(brain.glob("*_desc-brain_mask.nii.gz"))[0]

@@ -40,8 +40,9 @@ RESPIRATION_HZ = (0.2, 0.35)
 CARDIAC_HZ = (0.9, 1.3)
 
 
-def hrf_integral(t: np.ndarray, delay: np.ndarray | float = HRF_DELAY,
-                 dispersion: np.ndarray | float = 1.0) -> np.ndarray:
+def hrf_integral(
+    t: np.ndarray, delay: np.ndarray | float = HRF_DELAY, dispersion: np.ndarray | float = 1.0
+) -> np.ndarray:
     """Integral from 0 to ``t`` (seconds) of the unit-integral two-gamma HRF.
 
     Parameters
@@ -61,13 +62,15 @@ def hrf_integral(t: np.ndarray, delay: np.ndarray | float = HRF_DELAY,
     t = np.maximum(np.asarray(t, dtype=np.float64), 0.0)
     delay = np.asarray(delay, dtype=np.float64)
     peak = stats.gamma.cdf(t, delay / dispersion, scale=dispersion)
-    under = stats.gamma.cdf(t, (HRF_UNDERSHOOT + delay - HRF_DELAY) / HRF_U_DISPERSION,
-                            scale=HRF_U_DISPERSION)
+    under = stats.gamma.cdf(
+        t, (HRF_UNDERSHOOT + delay - HRF_DELAY) / HRF_U_DISPERSION, scale=HRF_U_DISPERSION
+    )
     return (peak - HRF_RATIO * under) / (1.0 - HRF_RATIO)
 
 
-def unit_kernels(tr: float, sample_time: np.ndarray, delay: np.ndarray,
-                 dispersion: np.ndarray, n_taps: int | None = None) -> np.ndarray:
+def unit_kernels(
+    tr: float, sample_time: np.ndarray, delay: np.ndarray, dispersion: np.ndarray, n_taps: int | None = None
+) -> np.ndarray:
     """Each unit's response to a unit stimulus shown for one TR, ``m`` TRs before its volume.
 
     Parameters
@@ -155,8 +158,13 @@ class Acquisition:
         return np.arange(n_volumes)[None, :] * self.tr + self.sample_time[:, None]
 
 
-def realistic_noise(sd: np.ndarray, acquisition: Acquisition, n_volumes: int,
-                    rng: np.random.Generator, model: str = "realistic") -> np.ndarray:
+def realistic_noise(
+    sd: np.ndarray,
+    acquisition: Acquisition,
+    n_volumes: int,
+    rng: np.random.Generator,
+    model: str = "realistic",
+) -> np.ndarray:
     """Noise (units, volumes) of total per-unit standard deviation ``sd`` (percent): AR(1) noise,
     respiration and cardiac cycles sampled at each unit's own times (so aliased, the rates drawn
     once per run), and (``model="global"``) a slow fluctuation shared by every unit with per-unit

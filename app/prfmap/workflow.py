@@ -222,9 +222,7 @@ def run_participant_level(config: Config, command: Sequence[str] = ()) -> list[P
     """
     execution, output_dir = config.execution, config.outputs.output_dir
     if execution.mem_gb_auto:
-        logger.info(
-            "memory budget %.1f GB (--mem-gb; default: half the available memory)", execution.mem_gb
-        )
+        logger.info("memory budget %.1f GB (--mem-gb; default: half the available memory)", execution.mem_gb)
     with stop_on_signal(how_to_resume(config), exit_deadline=True), _work_dir(execution.work_dir) as work_dir:
         recover_staging(output_dir)
         runs = find_runs(config.inputs, work_dir=work_dir)
@@ -250,8 +248,11 @@ def run_participant(
     plans = plan_fits(runs, config.fit.model)
     logger.info(
         "sub-%s: %d run(s) in %d fit(s): %s",
-        subject, len(runs), len(plans), ", ".join(p.name for p in plans),
-    )  # fmt: skip
+        subject,
+        len(runs),
+        len(plans),
+        ", ".join(p.name for p in plans),
+    )
     with make_progress() as progress:
         fitted = [fit_group(load_group(plan, config, progress), config, progress) for plan in plans]
     check_stop("after fitting every chunk, before writing outputs", how_to_resume(config))
@@ -364,14 +365,25 @@ def load_group(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedGro
         if first is None:
             first = dataclasses.replace(read, data=read.data[:, :0], confounds=None)
             _log_resampling(run, read.aperture)
-            check_memory(plan, config, read.data.shape[0], read.data.shape[1] - read.dummy_scans,
-                         read.aperture.design[0].size)  # fmt: skip
+            check_memory(
+                plan,
+                config,
+                read.data.shape[0],
+                read.data.shape[1] - read.dummy_scans,
+                read.aperture.design[0].size,
+            )
         else:
             _check_alike(run, read, plan.runs[0], first)
-        preprocessed.append(preprocess_run(
-            read.data, run.tr, dummy_scans=read.dummy_scans, high_pass_hz=config.preprocessing.high_pass_hz,
-            confounds=read.confounds, source=run.bold_files[0].name,
-        ))  # fmt: skip
+        preprocessed.append(
+            preprocess_run(
+                read.data,
+                run.tr,
+                dummy_scans=read.dummy_scans,
+                high_pass_hz=config.preprocessing.high_pass_hz,
+                confounds=read.confounds,
+                source=run.bold_files[0].name,
+            )
+        )
         repaired = preprocessed[-1].repair.message(run.name)
         if repaired:
             logger.warning(repaired)
@@ -382,8 +394,11 @@ def load_group(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedGro
     combined = combine_runs(preprocessed, keys, designs, names=names)
     logger.info(
         "%s: %d run(s), %d stimulus sequence(s) → %d units × %d frames",
-        plan.name, len(plan.runs), len(designs), *combined.data.shape,
-    )  # fmt: skip
+        plan.name,
+        len(plan.runs),
+        len(designs),
+        *combined.data.shape,
+    )
     aperture = first.aperture
     return LoadedGroup(
         plan=plan,
@@ -425,9 +440,14 @@ def slice_time_of(plan: FitPlan, config: Config) -> SliceTimeReference:
         chosen = next(iter(found.values()))
     tr = plan.runs[0].tr
     log = logger.warning if chosen.rule == "no_information" else logger.info
-    log("%s: volumes sample the signal %.3f s into each TR (slice-time reference %.3g: %s)%s",
-        plan.name, chosen.fraction * tr, chosen.fraction, RULES[chosen.rule],
-        "; pass --slice-time-ref if the acquisition is known" if chosen.rule == "no_information" else "")
+    log(
+        "%s: volumes sample the signal %.3f s into each TR (slice-time reference %.3g: %s)%s",
+        plan.name,
+        chosen.fraction * tr,
+        chosen.fraction,
+        RULES[chosen.rule],
+        "; pass --slice-time-ref if the acquisition is known" if chosen.rule == "no_information" else "",
+    )
     return chosen
 
 
@@ -437,14 +457,21 @@ def _read_run(run: RunInput, config: Config) -> _Run:
     if run.stim_file is None:
         raise MissingInputError(f"no stimulus aperture for {run.name}; pass --stimulus")
     aperture = load_aperture(
-        run.stim_file, tr=run.tr, fov_deg=config.inputs.stimulus_fov_deg,
-        frame_index=run.stim_file_index, resample=True,
-    )  # fmt: skip
+        run.stim_file,
+        tr=run.tr,
+        fov_deg=config.inputs.stimulus_fov_deg,
+        frame_index=run.stim_file_index,
+        resample=True,
+    )
     prep = config.preprocessing
     dummy, confounds = run_confounds(
-        run.confounds, data.shape[1], columns=prep.confounds, dummy_scans=prep.dummy_scans,
-        run=run.name, bold=" and ".join(p.name for p in run.bold_files),
-    )  # fmt: skip
+        run.confounds,
+        data.shape[1],
+        columns=prep.confounds,
+        dummy_scans=prep.dummy_scans,
+        run=run.name,
+        bold=" and ".join(p.name for p in run.bold_files),
+    )
     return _Run(data, geometry, aperture, dummy, confounds)
 
 
@@ -452,10 +479,13 @@ def _log_resampling(run: RunInput, aperture: Aperture) -> None:
     if aperture.resampled:
         rows, cols = aperture.design.shape[1:]
         logger.info(
-            "aperture %s: %d × %d pixels area-averaged to %d × %d (%.3f° each, the grid's "
-            "smallest pRF size)", Path(run.stim_file).name, *aperture.source_shape, rows, cols,
+            "aperture %s: %d × %d pixels area-averaged to %d × %d (%.3f° each, the grid's smallest pRF size)",
+            Path(run.stim_file).name,
+            *aperture.source_shape,
+            rows,
+            cols,
             aperture.fov_deg / (cols - 1),
-        )  # fmt: skip
+        )
 
 
 def _check_alike(run: RunInput, read: _Run, first_run: RunInput, first: _Run) -> None:
@@ -496,8 +526,9 @@ def check_memory(plan: FitPlan, config: Config, units: int, volumes: int, pixels
         f"{volumes} volumes × {len(plan.runs)} run(s){', with predictions' if predictions else ''})"
     )
     if execution.mem_gb_auto:
-        logger.warning("%s, more than the default --mem-gb %.2f GB; it may run out of memory", what,
-                       execution.mem_gb)  # fmt: skip
+        logger.warning(
+            "%s, more than the default --mem-gb %.2f GB; it may run out of memory", what, execution.mem_gb
+        )
         return
     raise UsageError(f"--mem-gb {execution.mem_gb:g} is too small: {what}; pass --mem-gb {minimum:g} or more")
 
@@ -532,14 +563,25 @@ def fit_group(loaded: LoadedGroup, config: Config, progress: ProgressFn) -> Fitt
         )
     logger.info(
         "%s: fitted %d units in %.1f s, median r² %.3f",
-        plan.name, int(fitted.sum()), seconds,
+        plan.name,
+        int(fitted.sum()),
+        seconds,
         float(np.nanmedian(r2[fitted])) if fitted.any() else float("nan"),
-    )  # fmt: skip
+    )
     return FittedGroup(loaded, result, seconds, warnings, cross_validate_group(loaded, config, progress))
 
 
-def _checkpointed_fit(loaded: LoadedGroup, config: Config, data: CombinedData, stim: Stimulus,
-                      name: str, progress: ProgressFn, *, keep: bool, **identity: Any) -> FitResult:
+def _checkpointed_fit(
+    loaded: LoadedGroup,
+    config: Config,
+    data: CombinedData,
+    stim: Stimulus,
+    name: str,
+    progress: ProgressFn,
+    *,
+    keep: bool,
+    **identity: Any,
+) -> FitResult:
     """``fit_chunked`` of combined runs with the configuration's fit options; ``identity`` adds
     what else tells this fit's checkpoints apart (a fold's held-out run)."""
     execution = config.execution
@@ -550,8 +592,12 @@ def _checkpointed_fit(loaded: LoadedGroup, config: Config, data: CombinedData, s
         "mem_gb": engine_mem_gb(execution.mem_gb),
         "return_predictions": keep,
     }
-    settings = {**config.to_dict()["fit"], "slice_time_ref": loaded.slice_time.fraction,
-                "return_predictions": keep, **identity}
+    settings = {
+        **config.to_dict()["fit"],
+        "slice_time_ref": loaded.slice_time.fraction,
+        "return_predictions": keep,
+        **identity,
+    }
     if fit_kwargs["hrf"] == "participant":
         hrf = participant_hrf(loaded, data, stim, fit_kwargs, name, progress)
         fit_kwargs["hrf"], settings["hrf_model"] = hrf, hrf.describe()
@@ -571,17 +617,36 @@ def _checkpointed_fit(loaded: LoadedGroup, config: Config, data: CombinedData, s
     )
 
 
-def participant_hrf(loaded: LoadedGroup, data: CombinedData, stim: Stimulus, fit_kwargs: dict[str, Any],
-                    name: str, progress: ProgressFn) -> HRF:
+def participant_hrf(
+    loaded: LoadedGroup,
+    data: CombinedData,
+    stim: Stimulus,
+    fit_kwargs: dict[str, Any],
+    name: str,
+    progress: ProgressFn,
+) -> HRF:
     """The HRF of ``--hrf participant``, estimated once from all units of ``data`` (the combined
     runs of the fit, or of one cross-validation fold's training runs) before the chunked fit."""
     start = time.perf_counter()
-    hrf = estimate_hrf(data.data, stim, loaded.tr, nuisance=data.nuisance,
-                       slice_time_ref=fit_kwargs["slice_time_ref"], mem_gb=fit_kwargs["mem_gb"],
-                       progress=progress)
-    logger.info("%s: participant HRF from %d units in %.1f s: peak delay %.2f s, dispersion %.2f "
-                "(maximum at %.2f s; SPM's canonical: 6 s, 1, 5 s)", name, hrf.units,
-                time.perf_counter() - start, hrf.delay, hrf.dispersion, hrf.peak_s())
+    hrf = estimate_hrf(
+        data.data,
+        stim,
+        loaded.tr,
+        nuisance=data.nuisance,
+        slice_time_ref=fit_kwargs["slice_time_ref"],
+        mem_gb=fit_kwargs["mem_gb"],
+        progress=progress,
+    )
+    logger.info(
+        "%s: participant HRF from %d units in %.1f s: peak delay %.2f s, dispersion %.2f "
+        "(maximum at %.2f s; SPM's canonical: 6 s, 1, 5 s)",
+        name,
+        hrf.units,
+        time.perf_counter() - start,
+        hrf.delay,
+        hrf.dispersion,
+        hrf.peak_s(),
+    )
     return hrf
 
 
@@ -597,17 +662,25 @@ def cross_validate_group(loaded: LoadedGroup, config: Config, progress: Progress
 
     def fit_fold(training: CombinedData, stim: Stimulus, fold: Fold) -> FitResult:
         name = f"{plan.name} fold {fold.held_out + 1}/{len(names)} (held out: {names[fold.held_out]})"
-        return _checkpointed_fit(loaded, config, training, stim, name, progress, keep=False,
-                                 held_out_run=names[fold.held_out])
+        return _checkpointed_fit(
+            loaded, config, training, stim, name, progress, keep=False, held_out_run=names[fold.held_out]
+        )
 
     cv = cross_validate(
-        loaded.runs, [run.stimulus_key for run in plan.runs], loaded.designs, fov_deg=loaded.fov_deg,
-        fit=fit_fold, predict=engine_predictor(loaded.tr, config.fit.model,
-                                               slice_time_ref=loaded.slice_time.fraction),
-    )  # fmt: skip
-    logger.info("%s: cvr2 from %d leave-one-run-out folds in %.1f s, median %.3f", plan.name,
-                len(cv.folds), sum(cv.seconds), float(np.nanmedian(cv.cvr2)) if np.isfinite(cv.cvr2).any()
-                else float("nan"))  # fmt: skip
+        loaded.runs,
+        [run.stimulus_key for run in plan.runs],
+        loaded.designs,
+        fov_deg=loaded.fov_deg,
+        fit=fit_fold,
+        predict=engine_predictor(loaded.tr, config.fit.model, slice_time_ref=loaded.slice_time.fraction),
+    )
+    logger.info(
+        "%s: cvr2 from %d leave-one-run-out folds in %.1f s, median %.3f",
+        plan.name,
+        len(cv.folds),
+        sum(cv.seconds),
+        float(np.nanmedian(cv.cvr2)) if np.isfinite(cv.cvr2).any() else float("nan"),
+    )
     return cv
 
 
@@ -619,15 +692,13 @@ def write_group(fitted: FittedGroup, config: Config, folder: Path) -> tuple[Path
     provenance = provenance_of(fitted, config)
     func = key.func_dir(folder)
     reference_dir = config.inputs.fmriprep_dir
-    written = write_map_files(func, key, geometry, maps, dict(result.settings), provenance,
-                              reference_dir)
+    written = write_map_files(func, key, geometry, maps, dict(result.settings), provenance, reference_dir)
     if config.outputs.save_predictions and result.predictions is not None:
         series = {
             f"{key.model}prediction": (result.predictions, "fitted model time series"),
             "preproc": (loaded.combined.data, "preprocessed data the model was fitted to"),
         }
-        written += write_series_files(func, key, geometry, series, loaded.tr, provenance,
-                                      reference_dir)
+        written += write_series_files(func, key, geometry, series, loaded.tr, provenance, reference_dir)
     return tuple(written)
 
 
@@ -670,15 +741,18 @@ def variance_explained(fitted: FittedGroup, config: Config) -> dict[str, Any]:
     out: dict[str, Any] = {
         "r2": "variance explained in the data that were fitted (after nuisance projection)",
         "Threshold": f"{config.outputs.threshold_on} >= {config.outputs.r2_threshold:g} "
-                     "(--threshold-on, --r2-threshold)",
+        "(--threshold-on, --r2-threshold)",
     }
     if fitted.cv is None:
-        out["cvr2"] = ("not computed: " + ("--no-cvr2" if not config.outputs.cvr2 else
-                                            "it needs two or more runs"))
+        out["cvr2"] = "not computed: " + (
+            "--no-cvr2" if not config.outputs.cvr2 else "it needs two or more runs"
+        )
         return out
     out["cvr2"] = DEFINITION
-    out["Folds"] = [{"HeldOut": names[f.held_out], "Fitted": [names[i] for i in f.training],
-                     "Seconds": round(t, 3)} for f, t in zip(fitted.cv.folds, fitted.cv.seconds, strict=True)]
+    out["Folds"] = [
+        {"HeldOut": names[f.held_out], "Fitted": [names[i] for i in f.training], "Seconds": round(t, 3)}
+        for f, t in zip(fitted.cv.folds, fitted.cv.seconds, strict=True)
+    ]
     return out
 
 
@@ -706,8 +780,11 @@ def report_context(
         dummy_scans=max(loaded.dummy_scans, default=0),
         design=loaded.combined.design,
         fov_deg=loaded.fov_deg,
-        settings={**dict(result.settings), "slice_time_reference": loaded.slice_time.describe(loaded.tr),
-                  "variance_explained": variance_explained(fitted, config)},
+        settings={
+            **dict(result.settings),
+            "slice_time_reference": loaded.slice_time.describe(loaded.tr),
+            "variance_explained": variance_explained(fitted, config),
+        },
         backend=backend_info(),
         timings={**fitted.timings, "write": write_seconds, **dict(result.timings)},
         warnings=list(fitted.warnings),

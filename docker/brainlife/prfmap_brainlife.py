@@ -38,8 +38,7 @@ USAGE_ERROR = 64
 OUTPUT_DIR = "prfmap"
 PRF_DIR = "prf"
 HTML_DIR = "html"
-PRF_MEASURES = {"polarangle": "polarAngle", "eccentricity": "eccentricity", "sigma": "rfWidth",
-                "r2": "r2"}
+PRF_MEASURES = {"polarangle": "polarAngle", "eccentricity": "eccentricity", "sigma": "rfWidth", "r2": "r2"}
 """prfmap's map label → the file name of brainlife's ``neuro/prf`` datatype."""
 HEMI_PREFIX = {"L": "lh", "R": "rh"}
 CIFTI_CORTEX = {"CIFTI_STRUCTURE_CORTEX_LEFT": "lh", "CIFTI_STRUCTURE_CORTEX_RIGHT": "rh"}
@@ -232,21 +231,45 @@ def brainlife_outputs(task_dir: Path) -> dict[str, Any]:
     files = write_prf_datatype(sets[first], task_dir / PRF_DIR)
     tags = [f"space-{space}", f"model-{model}", f"task-{task}"]
     product[PRF_DIR] = {
-        "meta": {"subject": subject, "session": session, "task": task, "space": space,
-                 "den": den, "res": res, "model": model, "files": files,
-                 "PolarAngleConvention": POLAR_ANGLE_CONVENTION,
-                 "Units": {"polarAngle": "deg", "eccentricity": "deg", "rfWidth": "deg",
-                           "r2": "fraction of variance"}},
+        "meta": {
+            "subject": subject,
+            "session": session,
+            "task": task,
+            "space": space,
+            "den": den,
+            "res": res,
+            "model": model,
+            "files": files,
+            "PolarAngleConvention": POLAR_ANGLE_CONVENTION,
+            "Units": {
+                "polarAngle": "deg",
+                "eccentricity": "deg",
+                "rfWidth": "deg",
+                "r2": "fraction of variance",
+            },
+        },
         "tags": tags,
         "datatype_tags": ["prfmap"],
     }
-    messages.append({"type": "success", "msg": (
-        f"prfmap fitted sub-{subject} task-{task} space-{space} model-{model}; "
-        f"{len(files)} files in {PRF_DIR}/")})
+    messages.append(
+        {
+            "type": "success",
+            "msg": (
+                f"prfmap fitted sub-{subject} task-{task} space-{space} model-{model}; "
+                f"{len(files)} files in {PRF_DIR}/"
+            ),
+        }
+    )
     for key in others:
-        messages.append({"type": "warning", "msg": (
-            f"also fitted: sub-{key[0]} ses-{key[1]} task-{key[2]} space-{key[3]}; its maps are in "
-            f"{OUTPUT_DIR}/ only ({PRF_DIR}/ holds one fit)")})
+        messages.append(
+            {
+                "type": "warning",
+                "msg": (
+                    f"also fitted: sub-{key[0]} ses-{key[1]} task-{key[2]} space-{key[3]}; its maps are in "
+                    f"{OUTPUT_DIR}/ only ({PRF_DIR}/ holds one fit)"
+                ),
+            }
+        )
     if copy_reports(output_dir, task_dir / HTML_DIR):
         messages.append({"type": "info", "msg": f"the prfmap report is in {HTML_DIR}/"})
     return product

@@ -62,8 +62,7 @@ def pins(files: list[Path]) -> dict[str, str]:
     return out
 
 
-def constraints(installed: dict[str, str], pinned: set[str],
-                lock: dict[str, str] | None = None) -> list[str]:
+def constraints(installed: dict[str, str], pinned: set[str], lock: dict[str, str] | None = None) -> list[str]:
     """``name==version`` for each installed project not in ``pinned``, then each locked one.
 
     Parameters
@@ -119,8 +118,9 @@ def main(argv: list[str]) -> int:
         for line in wrong:
             print(f"unpinned: {line}", file=sys.stderr)
         if wrong:
-            print(f"{len(wrong)} installed package(s) are not pinned; run `make docker-lock`",
-                  file=sys.stderr)
+            print(
+                f"{len(wrong)} installed package(s) are not pinned; run `make docker-lock`", file=sys.stderr
+            )
         return 1 if wrong else 0
     lock = None
     if argv[:1] == ["--lock"]:

@@ -32,9 +32,17 @@ def queries() -> list[dict[str, str | None]]:
         for (template, density), suffixes in table.items():
             for hemi in HEMIS:
                 for suffix in suffixes:
-                    out.append(dict(template=template, hemi=hemi, density=density,
-                                    suffix=suffix, extension=extension, desc=None,
-                                    space=None))
+                    out.append(
+                        dict(
+                            template=template,
+                            hemi=hemi,
+                            density=density,
+                            suffix=suffix,
+                            extension=extension,
+                            desc=None,
+                            space=None,
+                        )
+                    )
     return out
 
 

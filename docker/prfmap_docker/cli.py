@@ -47,8 +47,7 @@ def build_launcher_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="prfmap-docker",
         add_help=False,
-        usage="prfmap-docker [launcher options] bids_dir output_dir {participant,group} "
-        "[prfmap options]",
+        usage="prfmap-docker [launcher options] bids_dir output_dir {participant,group} [prfmap options]",
         description="Run prfmap in its Docker image. bids_dir is mounted read-only at /data, "
         "output_dir at /out, --work-dir at /work, --derivatives under /derivatives and the "
         "folders of --stimulus and --bids-filter-file under /inputs; the container runs as "
@@ -57,21 +56,37 @@ def build_launcher_parser() -> argparse.ArgumentParser:
         epilog=f"prfmap options passed through: {prfmap_options}. Run "
         "'prfmap-docker --help' for prfmap's own help, from the image.",
     )
-    parser.add_argument("--image", help="image to run (default: prfmap/prfmap:"
-                        f"{__version__}-<backend>, else a local prfmap:{__version__}-<backend>)")
-    parser.add_argument("--gpus", help="GPUs as docker run takes them: all, a number, or "
-                        "device=0,2 (default: none, prfmap computes on the CPU)")
-    parser.add_argument("--user", default=caller_user(), help="uid:gid to run as (default: "
-                        "yours); an empty string runs as the image's own user")
-    parser.add_argument("-e", "--env", action="append", default=[], metavar="NAME=VALUE",
-                        help="environment variable for the container; may be repeated")
-    parser.add_argument("--read-only", action="store_true",
-                        help="read-only root file system, caches on a tmpfs at /tmp")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the equivalent docker run command and exit")
+    parser.add_argument(
+        "--image",
+        help="image to run (default: prfmap/prfmap:"
+        f"{__version__}-<backend>, else a local prfmap:{__version__}-<backend>)",
+    )
+    parser.add_argument(
+        "--gpus",
+        help="GPUs as docker run takes them: all, a number, or "
+        "device=0,2 (default: none, prfmap computes on the CPU)",
+    )
+    parser.add_argument(
+        "--user",
+        default=caller_user(),
+        help="uid:gid to run as (default: yours); an empty string runs as the image's own user",
+    )
+    parser.add_argument(
+        "-e",
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="environment variable for the container; may be repeated",
+    )
+    parser.add_argument(
+        "--read-only", action="store_true", help="read-only root file system, caches on a tmpfs at /tmp"
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the equivalent docker run command and exit"
+    )
     parser.add_argument("--launcher-help", action="help", help="show this help and exit")
-    parser.add_argument("--launcher-version", action="version",
-                        version=f"prfmap-docker {__version__}")
+    parser.add_argument("--launcher-version", action="version", version=f"prfmap-docker {__version__}")
     return parser
 
 
@@ -108,12 +123,14 @@ def _settings(ns: argparse.Namespace) -> RunSettings:
             raise LauncherError(f"--env {item!r}: expected NAME=VALUE")
         env[key] = value
     device_requests(ns.gpus)
-    return RunSettings(image=ns.image, gpus=ns.gpus, user=ns.user or None, env=env,
-                       read_only=ns.read_only)
+    return RunSettings(image=ns.image, gpus=ns.gpus, user=ns.user or None, env=env, read_only=ns.read_only)
 
 
-def main(argv: list[str] | None = None, client_factory: Callable[[], Any] = docker.from_env,
-         log: BinaryIO | None = None) -> int:
+def main(
+    argv: list[str] | None = None,
+    client_factory: Callable[[], Any] = docker.from_env,
+    log: BinaryIO | None = None,
+) -> int:
     """Run ``prfmap-docker``.
 
     Parameters
@@ -147,9 +164,7 @@ def main(argv: list[str] | None = None, client_factory: Callable[[], Any] = dock
             try:
                 folder.mkdir(parents=True, exist_ok=True)
             except OSError as err:
-                raise LauncherError(
-                    f"cannot create {folder}: {err.strerror}", EXIT_CANT_CREATE
-                ) from None
+                raise LauncherError(f"cannot create {folder}: {err.strerror}", EXIT_CANT_CREATE) from None
         image = resolve_image(client, plan.backend, settings.image, log)
         return run_container(client, image, plan, settings, log)
     except LauncherError as err:

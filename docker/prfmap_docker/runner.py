@@ -143,8 +143,7 @@ def resolve_image(client: Any, backend: str, image: str | None, log: BinaryIO) -
     return name
 
 
-def run_container(client: Any, image: str, plan: RunPlan, settings: RunSettings,
-                  log: BinaryIO) -> int:
+def run_container(client: Any, image: str, plan: RunPlan, settings: RunSettings, log: BinaryIO) -> int:
     """Run prfmap in ``image``, copy its output to ``log`` as it comes, return its exit code."""
     kwargs: dict[str, Any] = {
         "command": plan.command,

@@ -51,9 +51,24 @@ def run(bids: Path, out: Path, mem_gb: float) -> dict[str, float]:
     """One participant level in a child process: wall seconds and the child's peak RSS (GB)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(APP), os.environ.get("PYTHONPATH")])))
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "prfmap.cli.run", str(bids), str(out), "participant",
-                    "--mem-gb", str(mem_gb), "--no-report", "--work-dir", str(out) + "-work"],
-                   env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "prfmap.cli.run",
+            str(bids),
+            str(out),
+            "participant",
+            "--mem-gb",
+            str(mem_gb),
+            "--no-report",
+            "--work-dir",
+            str(out) + "-work",
+        ],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     wall = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # call once per process
     return {"wall_s": round(wall, 1), "peak_gb": round(peak * 1024 / 2**30, 3)}
@@ -61,8 +76,9 @@ def run(bids: Path, out: Path, mem_gb: float) -> dict[str, float]:
 
 def read(out: Path, label: str) -> np.ndarray:
     func = out / "sub-01" / "func"
-    return np.concatenate([nib.load(next(func.glob(f"*hemi-{h}_*desc-{label}_boldmap.func.gii")))
-                           .darrays[0].data for h in "LR"])
+    return np.concatenate(
+        [nib.load(next(func.glob(f"*hemi-{h}_*desc-{label}_boldmap.func.gii"))).darrays[0].data for h in "LR"]
+    )
 
 
 def main() -> int:
@@ -80,10 +96,15 @@ def main() -> int:
         shutil.rmtree(str(out) + "-work", ignore_errors=True)
         # a fresh interpreter per run, so that ru_maxrss of the children is this run's own
         here = str(Path(__file__).parent)
-        code = (f"import sys, json; sys.path.insert(0, {here!r}); import bench_aperture as b; "
-                f"print(json.dumps(b.run(b.Path({str(bids)!r}), b.Path({str(out)!r}), {args.mem_gb!r})))")
-        line = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                              text=True).stdout.strip().splitlines()[-1]
+        code = (
+            f"import sys, json; sys.path.insert(0, {here!r}); import bench_aperture as b; "
+            f"print(json.dumps(b.run(b.Path({str(bids)!r}), b.Path({str(out)!r}), {args.mem_gb!r})))"
+        )
+        line = (
+            subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+            .stdout.strip()
+            .splitlines()[-1]
+        )
         report[name] = json.loads(line)
     from prfmap.synth import load_truth
 
@@ -93,8 +114,10 @@ def main() -> int:
     report["vertices_with_prf"] = int(prf.sum())
     for label in LABELS:
         diff = np.abs(read(outs["768px"], label) - read(outs["100px"], label))[prf]
-        report[f"abs_diff_{label}"] = {"median": round(float(np.nanmedian(diff)), 4),
-                                       "p90": round(float(np.nanpercentile(diff, 90)), 4)}
+        report[f"abs_diff_{label}"] = {
+            "median": round(float(np.nanmedian(diff)), 4),
+            "p90": round(float(np.nanpercentile(diff, 90)), 4),
+        }
     for name, out in outs.items():
         centre = np.hypot(read(out, "x") - truth["x"], read(out, "y") - truth["y"])[prf]
         sigma = np.abs(read(out, "sigma") - truth["sigma"])[prf]

@@ -37,8 +37,12 @@ def outside_bounds(maps: dict[str, np.ndarray], sidecars: dict[str, dict]) -> di
     """Per map: finite values outside the bound its sidecar documents (numbers from FitSettings)."""
     settings = next(iter(sidecars.values()))["FitSettings"]
     radius = settings["bounds"]["x"][1] / catalog.CENTRE_RADII
-    scales = {"radius": radius, "fov": settings["bounds"]["sigma"][1],
-              "pixel": settings["bounds"]["sigma"][0], "sigma": maps["sigma"]}
+    scales = {
+        "radius": radius,
+        "fov": settings["bounds"]["sigma"][1],
+        "pixel": settings["bounds"]["sigma"][0],
+        "sigma": maps["sigma"],
+    }
     counts = {}
     for label, values in maps.items():
         entry = catalog.parameter_by_label(label)
@@ -63,7 +67,8 @@ def measure(bids: Path, out: Path) -> dict:
     status = np.nan_to_num(maps["status"], nan=0).astype(int)
     above = noise & (maps["r2"] >= R2_THRESHOLD)
     return {
-        "prf_vertices": int(prf.sum()), "noise_vertices": int(noise.sum()),
+        "prf_vertices": int(prf.sum()),
+        "noise_vertices": int(noise.sum()),
         "outside_bounds": outside_bounds({k: maps[k] for k in labels}, sidecars),
         "prf_centre_error_above_5deg": int(np.sum(prf & (error > 5))),
         "prf_centre_error_above_5deg_percent": round(100 * float(np.mean(error[prf] > 5)), 3),
@@ -71,10 +76,12 @@ def measure(bids: Path, out: Path) -> dict:
         "median_centre_error": round(float(np.nanmedian(error[prf])), 4),
         "noise_above_r2_threshold": int(above.sum()),
         "noise_above_threshold_unflagged": int(np.sum(above & (status == 0))),
-        "status_counts_prf": {name: int(np.sum(prf & (status & bit > 0)))
-                              for bit, (name, _) in catalog.STATUS_FLAGS.items()},
-        "status_counts_noise": {name: int(np.sum(noise & (status & bit > 0)))
-                                for bit, (name, _) in catalog.STATUS_FLAGS.items()},
+        "status_counts_prf": {
+            name: int(np.sum(prf & (status & bit > 0))) for bit, (name, _) in catalog.STATUS_FLAGS.items()
+        },
+        "status_counts_noise": {
+            name: int(np.sum(noise & (status & bit > 0))) for bit, (name, _) in catalog.STATUS_FLAGS.items()
+        },
         "max_eccentricity": round(float(np.nanmax(maps["eccentricity"])), 3),
         "max_sigma": round(float(np.nanmax(maps["sigma"])), 3),
     }
@@ -93,8 +100,12 @@ def main() -> int:
             make_synthetic_dataset(bids, SynthConfig(seed=seed))
         out = root / f"seed{seed}" / ("out" + "".join(args.options).replace("-", "_"))
         wall = participant(bids, out, *args.options)
-        print(json.dumps({"seed": seed, "options": args.options, "wall_s": round(wall, 1),
-                          **measure(bids, out)}), flush=True)
+        print(
+            json.dumps(
+                {"seed": seed, "options": args.options, "wall_s": round(wall, 1), **measure(bids, out)}
+            ),
+            flush=True,
+        )
     if args.keep is None:
         shutil.rmtree(root, ignore_errors=True)
     return 0

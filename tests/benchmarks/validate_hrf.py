@@ -51,8 +51,9 @@ CASES = {
 def load_mapped_region(bids: Path, work: Path):
     """The loaded participant (as ``prfmap participant`` loads it) restricted to its pRF units and
     :data:`NOISE_UNITS` units without a pRF drawn at random."""
-    opts = build_parser().parse_args([str(bids), str(work / "out"), "participant", "--work-dir",
-                                      str(work / "work")])
+    opts = build_parser().parse_args(
+        [str(bids), str(work / "out"), "participant", "--work-dir", str(work / "work")]
+    )
     config = build_config(opts)
     (plan,) = plan_fits(find_runs(config.inputs, work_dir=work / "work"), "gauss")
     with make_progress() as progress:
@@ -82,21 +83,32 @@ def measure(loaded, runs, combined, truth, option: str) -> dict:
         fold_hrfs.append(fitted.settings["hrf_model"])
         return fitted
 
-    cv = cross_validate(runs, [run.stimulus_key for run in loaded.plan.runs], loaded.designs, fov_deg=fov,
-                        fit=fit_fold, predict=engine_predictor(tr, "gauss", slice_time_ref=stref))
+    cv = cross_validate(
+        runs,
+        [run.stimulus_key for run in loaded.plan.runs],
+        loaded.designs,
+        fov_deg=fov,
+        fit=fit_fold,
+        predict=engine_predictor(tr, "gauss", slice_time_ref=stref),
+    )
     prf = truth["mask"]
     ok = prf & np.isfinite(result.params["sigma"])
     both = prf & np.isfinite(cv.cvr2)
     error = result.params["sigma"] - truth["sigma"]
     return {
-        "hrf": option, "prf_units": int(prf.sum()), "units": int(prf.size),
+        "hrf": option,
+        "prf_units": int(prf.sum()),
+        "units": int(prf.size),
         "median_abs_sigma_error": round(float(np.median(np.abs(error[ok]))), 4),
         "median_sigma_bias": round(float(np.median(error[ok])), 4),
-        "median_centre_error": round(float(np.median(np.hypot(result.params["x"] - truth["x"],
-                                                              result.params["y"] - truth["y"])[ok])), 4),
+        "median_centre_error": round(
+            float(np.median(np.hypot(result.params["x"] - truth["x"], result.params["y"] - truth["y"])[ok])),
+            4,
+        ),
         "median_cvr2_prf": round(float(np.median(cv.cvr2[both])), 4),
         "median_r2_prf": round(float(np.nanmedian(result.r2[prf])), 4),
-        "hrf_model": result.settings["hrf_model"], "fold_hrf_peaks_s": [h["peak_s"] for h in fold_hrfs],
+        "hrf_model": result.settings["hrf_model"],
+        "fold_hrf_peaks_s": [h["peak_s"] for h in fold_hrfs],
         "seconds": {"fit": round(fit_s, 1), "cross_validation": round(sum(cv.seconds), 1)},
     }
 

@@ -43,9 +43,23 @@ def participant(bids: Path, out: Path, *options: str) -> float:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(APP), os.environ.get("PYTHONPATH")])))
     shutil.rmtree(out, ignore_errors=True)
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "prfmap.cli.run", str(bids), str(out), "participant",
-                    "--no-report", "--work-dir", str(out) + "-work", *options],
-                   env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "prfmap.cli.run",
+            str(bids),
+            str(out),
+            "participant",
+            "--no-report",
+            "--work-dir",
+            str(out) + "-work",
+            *options,
+        ],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return time.perf_counter() - start
 
 
@@ -62,27 +76,37 @@ def measure(bids: Path, out: Path, wall: float) -> dict:
     ok = prf & np.isfinite(maps["sigma"])
     sidecar = json.loads(next(func.glob("*hemi-L*desc-sigma_boldmap.json")).read_text())
     row = {
-        "prf_vertices": int(prf.sum()), "fitted": int(ok.sum()),
+        "prf_vertices": int(prf.sum()),
+        "fitted": int(ok.sum()),
         "median_sigma_bias": round(float(np.median(maps["sigma"][ok] - truth["sigma"][ok])), 4),
         "median_abs_sigma_error": round(float(np.median(np.abs(maps["sigma"][ok] - truth["sigma"][ok]))), 4),
-        "median_centre_error": round(float(np.median(
-            np.hypot(maps["x"] - truth["x"], maps["y"] - truth["y"])[ok])), 4),
+        "median_centre_error": round(
+            float(np.median(np.hypot(maps["x"] - truth["x"], maps["y"] - truth["y"])[ok])), 4
+        ),
         "median_r2_prf": round(float(np.nanmedian(maps["r2"][prf])), 4),
         "slice_time_reference": sidecar["SliceTimeReference"],
-        "seconds": {"wall": round(wall, 1), **{k: round(v, 1) for k, v in sidecar["Timings"].items()
-                                                if k in ("load", "fit", "cross_validation")}},
+        "seconds": {
+            "wall": round(wall, 1),
+            **{
+                k: round(v, 1)
+                for k, v in sidecar["Timings"].items()
+                if k in ("load", "fit", "cross_validation")
+            },
+        },
     }
     if has_cv:
         cv, r2 = maps["cvr2"], maps["r2"]
         both = prf & np.isfinite(cv) & np.isfinite(r2)
         noise = truth["noise"] & np.isfinite(cv) & np.isfinite(r2)
-        row.update({
-            "median_cvr2_prf": round(float(np.median(cv[both])), 4),
-            "fraction_cvr2_le_r2_prf": round(float(np.mean(cv[both] <= r2[both])), 4),
-            "pearson_cvr2_r2_all": round(float(np.corrcoef(cv[both | noise], r2[both | noise])[0, 1]), 4),
-            "median_cvr2_noise_vertices": round(float(np.median(cv[noise])), 4),
-            "median_r2_noise_vertices": round(float(np.median(r2[noise])), 4),
-        })
+        row.update(
+            {
+                "median_cvr2_prf": round(float(np.median(cv[both])), 4),
+                "fraction_cvr2_le_r2_prf": round(float(np.mean(cv[both] <= r2[both])), 4),
+                "pearson_cvr2_r2_all": round(float(np.corrcoef(cv[both | noise], r2[both | noise])[0, 1]), 4),
+                "median_cvr2_noise_vertices": round(float(np.median(cv[noise])), 4),
+                "median_r2_noise_vertices": round(float(np.median(r2[noise])), 4),
+            }
+        )
     return row
 
 
@@ -91,10 +115,19 @@ def main() -> int:
     parser.add_argument("claim", choices=("timing", "cvr2"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--keep", type=Path, help="folder for the datasets and outputs (kept)")
-    parser.add_argument("--synth", nargs="+", default=[], metavar="KEY=VALUE",
-                        help="SynthConfig settings of every dataset, e.g. hrf_delay_jitter=0")
-    parser.add_argument("--modes", nargs="+", default=["start", "middle", "corrected", "uncorrected"],
-                        help="timing: the prfmap-synth --slice-timing modes")
+    parser.add_argument(
+        "--synth",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="SynthConfig settings of every dataset, e.g. hrf_delay_jitter=0",
+    )
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        default=["start", "middle", "corrected", "uncorrected"],
+        help="timing: the prfmap-synth --slice-timing modes",
+    )
     args = parser.parse_args()
     extra = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.synth)}
     tag = "".join(f"-{k}{v}" for k, v in extra.items())
@@ -106,8 +139,13 @@ def main() -> int:
         if args.claim == "timing":
             for mode in args.modes:
                 for options in ((), ("--slice-time-ref", "0.5")):
-                    cases.append((f"{mode}-seed{seed}{tag}", {"slice_timing": mode, "seed": seed, **extra},
-                                  ("--no-cvr2", *options)))
+                    cases.append(
+                        (
+                            f"{mode}-seed{seed}{tag}",
+                            {"slice_timing": mode, "seed": seed, **extra},
+                            ("--no-cvr2", *options),
+                        )
+                    )
         else:
             for noise_runs in (0, 1):
                 settings = {"noise_runs": noise_runs, "seed": seed, **extra}

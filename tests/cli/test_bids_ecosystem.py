@@ -22,7 +22,7 @@ MAP_EXTENSIONS = (".func.gii", ".nii.gz", ".dscalar.nii")
 
 def documented_warnings() -> set[str]:
     text = (REPO / "README.md").read_text()
-    section = text[text.index("## BIDS validation"):]
+    section = text[text.index("## BIDS validation") :]
     section = section[: section.find("\n## ", 1)]
     return set(re.findall(r"`([A-Z][A-Z_]+)`", section))
 
@@ -35,8 +35,18 @@ def outputs(request, tmp_path_factory) -> tuple[str, Path]:
     bids = synthesise(root / "bids", subjects=2, runs=1, space=space, small=True)
     out = root / "out"
     report = [] if space == "fsaverage5" else ["--no-report"]
-    done = run_prfmap(bids, out, "participant", "--refine", "none", "--save-predictions",
-                      "-w", root / "work", *report, timeout=1800)
+    done = run_prfmap(
+        bids,
+        out,
+        "participant",
+        "--refine",
+        "none",
+        "--save-predictions",
+        "-w",
+        root / "work",
+        *report,
+        timeout=1800,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     if space != "T1w":
         done = run_prfmap(bids, out, "group", "--r2-threshold", "0.05", *report)
@@ -81,13 +91,13 @@ def test_plain_pybids_gives_each_map_its_own_sidecar(outputs):
 
 def test_prfmaps_pybids_config_queries_by_parameter(outputs):
     space, out = outputs
-    layout = BIDSLayout(out, validate=False, is_derivative=True,
-                        config=["bids", "derivatives", PYBIDS_CONFIG])
+    layout = BIDSLayout(
+        out, validate=False, is_derivative=True, config=["bids", "derivatives", PYBIDS_CONFIG]
+    )
     if space == "fsLR":  # one dscalar holds every parameter
         (dscalar,) = layout.get(subject="01", suffix="boldmap", extension=".dscalar.nii")
         assert "sigma" in layout.get_metadata(dscalar.path)["MapNames"]
         return
-    sigma = layout.get(subject="01", param="sigma", suffix="boldmap",
-                       extension=[".func.gii", ".nii.gz"])
+    sigma = layout.get(subject="01", param="sigma", suffix="boldmap", extension=[".func.gii", ".nii.gz"])
     assert len(sigma) == (2 if space == "fsaverage5" else 1)
     assert all(layout.get_metadata(f.path)["Parameter"] == "sigma" for f in sigma)

@@ -17,8 +17,9 @@ def noexec(tmp_path):
     """A real tmpfs mounted noexec, as `docker run --tmpfs /tmp` mounts one."""
     folder = tmp_path / "noexec"
     folder.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "noexec,nosuid,nodev,size=8m", "tmpfs", str(folder)],
-                   check=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "noexec,nosuid,nodev,size=8m", "tmpfs", str(folder)], check=True
+    )
     try:
         yield folder
     finally:

@@ -19,8 +19,7 @@ from prfmap.io.atomic import write_if_absent, write_json_atomic
 
 
 def key(**kw) -> OutputKey:
-    base = dict(subject="01", session=None, task="bar", space="fsaverage5", den=None, res=None,
-                model="gauss")  # fmt: skip
+    base = dict(subject="01", session=None, task="bar", space="fsaverage5", den=None, res=None, model="gauss")
     return OutputKey(**{**base, **kw})
 
 
@@ -67,8 +66,14 @@ def test_map_sidecar_content() -> None:
     assert "MapNames" not in cifti
     record = {"option": "participant", "delay_s": 7.1, "dispersion": 1.0, "peak_s": 6.1, "units": 200}
     hrf = map_sidecar("x", "gauss", {**settings, "hrf_model": record}, {})["HRF"]
-    assert hrf == {"Description": "spm canonical", "Option": "participant", "PeakDelay": 7.1,
-                   "PeakDispersion": 1.0, "TimeToPeak": 6.1, "EstimatedFromUnits": 200}
+    assert hrf == {
+        "Description": "spm canonical",
+        "Option": "participant",
+        "PeakDelay": 7.1,
+        "PeakDispersion": 1.0,
+        "TimeToPeak": 6.1,
+        "EstimatedFromUnits": 200,
+    }
 
 
 def test_sidecars_state_bounds_and_the_status_bits() -> None:

@@ -29,8 +29,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("demo")
     bids = synthesise(root / "bids", subjects=1, runs=2, space="fsaverage5")
     out = root / "out"
-    code = main([str(bids), str(out), "participant", "--backend", "jax",
-                 "--work-dir", str(root / "work")])  # fmt: skip
+    code = main([str(bids), str(out), "participant", "--backend", "jax", "--work-dir", str(root / "work")])
     assert code == 0
     return bids, out
 
@@ -62,8 +61,11 @@ def test_gifti_outputs_load_with_nibabel_and_nilearn(demo) -> None:
             assert sidecar["Model"] == "gauss" and sidecar["Parameter"] == label
             assert sidecar["FitSettings"]["backend"] == "jax"
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
-        "dataset_description.json", "logs", "sub-01", "sub-01.html"
-    ]  # fmt: skip
+        "dataset_description.json",
+        "logs",
+        "sub-01",
+        "sub-01.html",
+    ]
     assert not list(out.glob(".prfmap-staging-*"))
 
 
@@ -117,9 +119,16 @@ def test_backends_give_the_same_maps(demo, backend: str, tmp_path: Path) -> None
     bids, jax_out = demo
     out = tmp_path / f"out-{backend}"
     proc = run_prfmap(
-        bids, out, "participant", "--backend", backend, "--no-report",
-        "--work-dir", tmp_path / "work", backend=backend,
-    )  # fmt: skip
+        bids,
+        out,
+        "participant",
+        "--backend",
+        backend,
+        "--no-report",
+        "--work-dir",
+        tmp_path / "work",
+        backend=backend,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     sidecar = next((out / "sub-01" / "func").glob("*hemi-L*desc-x_boldmap.json"))
     assert json.loads(sidecar.read_text())["FitSettings"]["backend"] == backend
@@ -156,8 +165,17 @@ def test_cifti_and_volume_inputs(space: str, tmp_path: Path) -> None:
 
     bids = synthesise(tmp_path / "bids", space=space, small=True, noise=DEFAULT_NOISE / 2)
     out = tmp_path / "out"
-    code = main([str(bids), str(out), "participant", "--no-report", "--save-predictions",
-                 "--work-dir", str(tmp_path / "work")])  # fmt: skip
+    code = main(
+        [
+            str(bids),
+            str(out),
+            "participant",
+            "--no-report",
+            "--save-predictions",
+            "--work-dir",
+            str(tmp_path / "work"),
+        ]
+    )
     assert code == 0
     acc = accuracy(bids, out)
     assert acc["fitted"] >= 0.95, acc

@@ -13,8 +13,7 @@ from prfmap.cli.parser import build_parser
 
 @pytest.fixture(scope="module")
 def bids(tmp_path_factory):
-    return synthesise(tmp_path_factory.mktemp("flags") / "bids", subjects=1, runs=1,
-                      space="T1w", small=True)
+    return synthesise(tmp_path_factory.mktemp("flags") / "bids", subjects=1, runs=1, space="T1w", small=True)
 
 
 @pytest.mark.parametrize("flag", ["--skip-bids-validation", "--skip_bids_validation"])
@@ -25,9 +24,19 @@ def test_both_spellings_of_skip_bids_validation(flag):
 def test_habit_flags_are_accepted_and_logged(bids, tmp_path):
     """Participant 99 does not exist: prfmap stops at the query (18), after the checks and logs."""
     out = tmp_path / "out"
-    done = run_prfmap(bids, out, "participant", "--participant-label", "99",
-                      "--fs-license-file", tmp_path / "no-license.txt", "--omp-nthreads", "1",
-                      "--nprocs", "2")
+    done = run_prfmap(
+        bids,
+        out,
+        "participant",
+        "--participant-label",
+        "99",
+        "--fs-license-file",
+        tmp_path / "no-license.txt",
+        "--omp-nthreads",
+        "1",
+        "--nprocs",
+        "2",
+    )
     assert done.returncode == 18, done.stderr
     assert "--fs-license-file" in done.stdout and "not used" in done.stdout
     assert "--omp-nthreads 1: OpenMP/BLAS pools limited to 1 thread(s) each" in done.stdout
@@ -47,8 +56,7 @@ def test_an_invalid_dataset_exits_16_unless_validation_is_skipped(bids, tmp_path
         (line,) = done.stderr.strip().splitlines()
         assert line.startswith("prfmap: error: ") and "SIDECAR_WITHOUT_DATAFILE" in line
         assert "--skip-bids-validation" in line and only_logs(out)
-        done = run_prfmap(bids, out, "participant", "--participant-label", "99",
-                          "--skip-bids-validation")
+        done = run_prfmap(bids, out, "participant", "--participant-label", "99", "--skip-bids-validation")
         assert done.returncode == 18, done.stderr
         assert "--skip-bids-validation: bids_dir is not validated" in done.stdout
     finally:
@@ -56,7 +64,6 @@ def test_an_invalid_dataset_exits_16_unless_validation_is_skipped(bids, tmp_path
 
 
 def test_omp_threads_above_nprocs_is_a_usage_error(bids, tmp_path):
-    done = run_prfmap(bids, tmp_path / "out", "participant", "--omp-nthreads", "4",
-                      "--nprocs", "2")
+    done = run_prfmap(bids, tmp_path / "out", "participant", "--omp-nthreads", "4", "--nprocs", "2")
     assert done.returncode == 64
     assert done.stderr.startswith("prfmap: error: --omp-nthreads 4 exceeds --nprocs 2")

@@ -22,11 +22,29 @@ def test_option_names_match_the_issue() -> None:
     parser = build_parser()
     flags = {s for a in parser._actions for s in a.option_strings}
     expected = {
-        "--participant-label", "--session-label", "--task", "--run", "--space", "--derivatives",
-        "--bids-filter-file", "--model", "--refine", "--backend", "--stimulus",
-        "--stimulus-fov-deg", "--dummy-scans", "--high-pass-hz", "--confounds", "--work-dir",
-        "--mem-gb", "--nprocs", "--device", "--random-seed", "--save-predictions", "--version",
-    }  # fmt: skip
+        "--participant-label",
+        "--session-label",
+        "--task",
+        "--run",
+        "--space",
+        "--derivatives",
+        "--bids-filter-file",
+        "--model",
+        "--refine",
+        "--backend",
+        "--stimulus",
+        "--stimulus-fov-deg",
+        "--dummy-scans",
+        "--high-pass-hz",
+        "--confounds",
+        "--work-dir",
+        "--mem-gb",
+        "--nprocs",
+        "--device",
+        "--random-seed",
+        "--save-predictions",
+        "--version",
+    }
     assert expected <= flags
     positional = [a.dest for a in parser._actions if not a.option_strings]
     assert positional == ["bids_dir", "output_dir", "analysis_level"]
@@ -56,9 +74,18 @@ def test_defaults() -> None:
 
 def test_label_prefixes_are_stripped() -> None:
     opts = parse(
-        "--participant-label", "sub-01", "02", "--session-label", "ses-pre", "post",
-        "--task", "task-bars", "--run", "run-1", "2",
-    )  # fmt: skip
+        "--participant-label",
+        "sub-01",
+        "02",
+        "--session-label",
+        "ses-pre",
+        "post",
+        "--task",
+        "task-bars",
+        "--run",
+        "run-1",
+        "2",
+    )
     assert opts.participant_label == ["01", "02"]
     assert opts.session_label == ["pre", "post"]
     assert opts.task == ["bars"]

@@ -45,8 +45,10 @@ def client():
         client = docker.from_env()
         client.ping()
     except DockerException as err:
-        pytest.skip(f"no Docker daemon answers ({' '.join(str(err).split())[:160]}); "
-                    "building and running the image needs one")
+        pytest.skip(
+            f"no Docker daemon answers ({' '.join(str(err).split())[:160]}); "
+            "building and running the image needs one"
+        )
     return client
 
 
@@ -61,9 +63,20 @@ def image(client) -> str:
         pytest.fail("a Docker daemon answers but the docker CLI (BuildKit builds) is missing")
     tag = f"prfmap:{project_version()}-jax"
     result = subprocess.run(
-        ["docker", "build", "--build-arg", "BACKEND=jax", "--build-arg",
-         f"PRFMAP_VERSION={project_version()}", "-t", tag, str(REPO)],
-        capture_output=True, text=True, env=dict(os.environ, DOCKER_BUILDKIT="1"),
+        [
+            "docker",
+            "build",
+            "--build-arg",
+            "BACKEND=jax",
+            "--build-arg",
+            f"PRFMAP_VERSION={project_version()}",
+            "-t",
+            tag,
+            str(REPO),
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, DOCKER_BUILDKIT="1"),
         timeout=3 * 3600,
     )
     assert result.returncode == 0, result.stderr[-4000:]

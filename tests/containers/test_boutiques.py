@@ -111,13 +111,13 @@ def test_positionals_and_value_keys(descriptor):
     level = positionals()[2]
     assert by_key["[ANALYSIS_LEVEL]"]["value-choices"] == list(level.choices)
     assert descriptor["command-line"].startswith(
-        "prfmap [BIDS_DIR] [OUTPUT_DIR] [PARTICIPANT_OUTPUTS_DIR] [ANALYSIS_LEVEL] ")
+        "prfmap [BIDS_DIR] [OUTPUT_DIR] [PARTICIPANT_OUTPUTS_DIR] [ANALYSIS_LEVEL] "
+    )
 
 
 def test_levels_require_their_output_folder(descriptor):
     level = inputs_by_id(descriptor)["analysis_level"]
-    assert level["value-requires"] == {"participant": ["output_dir"],
-                                       "group": ["participant_outputs_dir"]}
+    assert level["value-requires"] == {"participant": ["output_dir"], "group": ["participant_outputs_dir"]}
     assert level["value-disables"]["participant"] == ["participant_outputs_dir"]
     assert "output_dir" in level["value-disables"]["group"]
     group = group_inputs(descriptor)
@@ -148,8 +148,9 @@ def test_verbosity_is_countable(descriptor):
     item = inputs_by_id(descriptor)["verbose_count"]
     assert "command-line-flag" not in item and item["type"] == "String"
     parser = parser_module.build_parser()
-    counts = [parser.parse_args(["b", "o", "participant", flag]).verbose_count
-              for flag in item["value-choices"]]
+    counts = [
+        parser.parse_args(["b", "o", "participant", flag]).verbose_count for flag in item["value-choices"]
+    ]
     assert counts == [1, 2, 3]
 
 
@@ -285,8 +286,7 @@ def test_simulated_participant_command_parses(tmp_path, descriptor):
     assert set(invocation) == described, "the example should set every participant input"
     ns = parse(simulate(invocation, tmp_path))
     expected = dict(invocation)
-    for key in ("bids_dir", "output_dir", "bids_filter_file", "stimulus", "work_dir",
-                "fs_license_file"):
+    for key in ("bids_dir", "output_dir", "bids_filter_file", "stimulus", "work_dir", "fs_license_file"):
         expected[key] = Path(invocation[key])
     expected["derivatives"] = [("fmriprep", tmp_path / "fmriprep")]
     expected["verbose_count"] = 2
@@ -297,41 +297,58 @@ def test_simulated_group_command_is_the_group_options_only(tmp_path):
     """A minimal group invocation: the output folder is there, no participant default leaks in."""
     (tmp_path / "bids").mkdir()
     (tmp_path / "out").mkdir()
-    invocation = {"bids_dir": str(tmp_path / "bids"), "participant_outputs_dir":
-                  str(tmp_path / "out"), "analysis_level": "group", "verbose_count": "-vv"}
+    invocation = {
+        "bids_dir": str(tmp_path / "bids"),
+        "participant_outputs_dir": str(tmp_path / "out"),
+        "analysis_level": "group",
+        "verbose_count": "-vv",
+    }
     words = simulate(invocation, tmp_path)
     assert words == ["prfmap", str(tmp_path / "bids"), str(tmp_path / "out"), "group", "-vv"]
     ns = parse(words)
     assert ns.output_dir == tmp_path / "out" and ns.verbose_count == 2
     defaults = vars(parse(["prfmap", "b", "o", "group"]))
-    assert {k: v for k, v in vars(ns).items() if k not in ("bids_dir", "output_dir",
-            "verbose_count")} == {k: v for k, v in defaults.items() if k not in (
-            "bids_dir", "output_dir", "verbose_count")}
+    assert {k: v for k, v in vars(ns).items() if k not in ("bids_dir", "output_dir", "verbose_count")} == {
+        k: v for k, v in defaults.items() if k not in ("bids_dir", "output_dir", "verbose_count")
+    }
 
 
 def test_simulated_group_command_with_every_group_input(tmp_path, descriptor):
     (tmp_path / "bids").mkdir()
     (tmp_path / "out").mkdir()
-    invocation = {"bids_dir": str(tmp_path / "bids"), "participant_outputs_dir":
-                  str(tmp_path / "out"), "analysis_level": "group",
-                  "participant_label": ["01", "sub-02"], "r2_threshold": 0.3,
-                  "threshold_on": "cvr2", "no_report": True, "verbose_count": "-vvv"}
+    invocation = {
+        "bids_dir": str(tmp_path / "bids"),
+        "participant_outputs_dir": str(tmp_path / "out"),
+        "analysis_level": "group",
+        "participant_label": ["01", "sub-02"],
+        "r2_threshold": 0.3,
+        "threshold_on": "cvr2",
+        "no_report": True,
+        "verbose_count": "-vvv",
+    }
     assert set(invocation) == group_inputs(descriptor), "the example should set every group input"
     ns = parse(simulate(invocation, tmp_path))
-    assert_parsed_as(ns, {"bids_dir": tmp_path / "bids", "output_dir": tmp_path / "out",
-                          "analysis_level": "group", "participant_label": ["01", "02"],
-                          "r2_threshold": 0.3, "threshold_on": "cvr2", "no_report": True,
-                          "verbose_count": 3})
+    assert_parsed_as(
+        ns,
+        {
+            "bids_dir": tmp_path / "bids",
+            "output_dir": tmp_path / "out",
+            "analysis_level": "group",
+            "participant_label": ["01", "02"],
+            "r2_threshold": 0.3,
+            "threshold_on": "cvr2",
+            "no_report": True,
+            "verbose_count": 3,
+        },
+    )
 
 
-@pytest.mark.parametrize("name", ["boutiques-invocation.json",
-                                  "boutiques-invocation-group.json"])
+@pytest.mark.parametrize("name", ["boutiques-invocation.json", "boutiques-invocation-group.json"])
 def test_shipped_example_invocations_parse(name, tmp_path):
     example = REPO / "docker" / name
     invocation = json.loads(example.read_text())
     ns = parse(simulate(example, tmp_path))
     assert ns.analysis_level == invocation["analysis_level"]
     assert ns.bids_dir == Path(invocation["bids_dir"])
-    assert ns.output_dir == Path(invocation.get("output_dir")
-                                 or invocation["participant_outputs_dir"])
+    assert ns.output_dir == Path(invocation.get("output_dir") or invocation["participant_outputs_dir"])
     assert ns.participant_label == invocation.get("participant_label")

@@ -22,9 +22,22 @@ BIN = Path(sys.executable).parent
 def workspace(image, tmp_path_factory) -> tuple[Path, Path]:
     """A launch folder with a two-participant synthetic dataset and the descriptor on ``image``."""
     root = tmp_path_factory.mktemp("bosh-launch")
-    subprocess.run([str(BIN / "prfmap-synth"), str(root / "bids"), "--subjects", "2", "--runs",
-                    "1", "--space", "fsaverage5", "--small"],
-                   check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [
+            str(BIN / "prfmap-synth"),
+            str(root / "bids"),
+            "--subjects",
+            "2",
+            "--runs",
+            "1",
+            "--space",
+            "fsaverage5",
+            "--small",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     descriptor = json.loads((REPO / "boutiques.json").read_text())
     descriptor["container-image"]["image"] = image
     path = root / "boutiques.json"
@@ -38,30 +51,54 @@ def launch(workspace: tuple[Path, Path], invocation: dict) -> subprocess.Complet
     path = root / f"invocation-{invocation['analysis_level']}.json"
     path.write_text(json.dumps(invocation))
     return subprocess.run(
-        [str(BIN / "bosh"), "exec", "launch", "--no-pull", "-u", "--skip-data-collection",
-         str(descriptor), str(path)],
-        capture_output=True, text=True, timeout=1800, cwd=root,
+        [
+            str(BIN / "bosh"),
+            "exec",
+            "launch",
+            "--no-pull",
+            "-u",
+            "--skip-data-collection",
+            str(descriptor),
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        cwd=root,
     )
 
 
 def test_participant_then_group_level(workspace):
     root, _ = workspace
-    participant = launch(workspace, {
-        "bids_dir": str(root / "bids"), "output_dir": "out", "analysis_level": "participant",
-        "participant_label": ["01", "02"], "refine": "none", "no_report": True,
-        "verbose_count": "-v",
-    })
+    participant = launch(
+        workspace,
+        {
+            "bids_dir": str(root / "bids"),
+            "output_dir": "out",
+            "analysis_level": "participant",
+            "participant_label": ["01", "02"],
+            "refine": "none",
+            "no_report": True,
+            "verbose_count": "-v",
+        },
+    )
     assert participant.returncode == 0, participant.stdout[-4000:] + participant.stderr[-2000:]
     for subject in ("01", "02"):
         maps = sorted((root / "out" / f"sub-{subject}" / "func").glob("*_boldmap.func.gii"))
         assert maps, f"no maps of sub-{subject}"
     assert re.search(r"prfmap\S* INFO: prfmap .* --no-report -v$", participant.stdout, re.M), (
-        "prfmap should log the command it was given, -v included")
+        "prfmap should log the command it was given, -v included"
+    )
 
-    group = launch(workspace, {
-        "bids_dir": str(root / "bids"), "participant_outputs_dir": str(root / "out"),
-        "analysis_level": "group", "r2_threshold": 0.05,
-    })
+    group = launch(
+        workspace,
+        {
+            "bids_dir": str(root / "bids"),
+            "participant_outputs_dir": str(root / "out"),
+            "analysis_level": "group",
+            "r2_threshold": 0.05,
+        },
+    )
     assert group.returncode == 0, group.stdout[-4000:] + group.stderr[-2000:]
     assert sorted((root / "out" / "group").glob("*_stat-count_desc-count_boldmap.func.gii"))
     assert (root / "out" / "group.html").is_file()
@@ -70,9 +107,16 @@ def test_participant_then_group_level(workspace):
 def test_prfmaps_exit_code_is_the_launch_exit_code(workspace):
     """A participant that is not there: prfmap exits 18, and so does bosh."""
     root, _ = workspace
-    result = launch(workspace, {
-        "bids_dir": str(root / "bids"), "output_dir": "bad", "analysis_level": "participant",
-        "space": "fsaverage5", "stimulus_fov_deg": 20, "participant_label": ["99"],
-    })
+    result = launch(
+        workspace,
+        {
+            "bids_dir": str(root / "bids"),
+            "output_dir": "bad",
+            "analysis_level": "participant",
+            "space": "fsaverage5",
+            "stimulus_fov_deg": 20,
+            "participant_label": ["99"],
+        },
+    )
     assert result.returncode == 18, result.stdout[-2000:] + result.stderr[-2000:]
     assert "prfmap: error: " in result.stdout + result.stderr

@@ -41,9 +41,15 @@ def test_image_metadata(client, image):
 
 
 def test_version_read_only_offline_any_uid(client, image):
-    code, out = run(client, image, ["--version"], read_only=True,
-                    tmpfs={"/tmp": "rw,exec,nosuid,nodev"}, network_disabled=True,
-                    user="4321:4321")
+    code, out = run(
+        client,
+        image,
+        ["--version"],
+        read_only=True,
+        tmpfs={"/tmp": "rw,exec,nosuid,nodev"},
+        network_disabled=True,
+        user="4321:4321",
+    )
     assert code == 0 and out.strip() == f"prfmap {project_version()}"
     code, out = run(client, image, [], entrypoint=["cat", "/version"])
     assert out.strip() == project_version()
@@ -59,8 +65,15 @@ def test_templateflow_surfaces_are_in_the_image(client, image):
         "    assert p.stat().st_size > 0, q\n"
         "print(len(queries))\n"
     )
-    code, out = run(client, image, ["-c", script], entrypoint=["python"], read_only=True,
-                    tmpfs={"/tmp": "rw,exec"}, network_disabled=True)
+    code, out = run(
+        client,
+        image,
+        ["-c", script],
+        entrypoint=["python"],
+        read_only=True,
+        tmpfs={"/tmp": "rw,exec"},
+        network_disabled=True,
+    )
     assert code == 0, out
     assert out.strip().endswith(str(len(fetch_templateflow.queries())))
 
@@ -69,14 +82,32 @@ def test_participant_level_through_the_launcher(client, image, tmp_path):
     synth = Path(sys.executable).parent / "prfmap-synth"
     if not synth.exists():
         pytest.skip("prfmap-synth is not installed, so there is no dataset to run on")
-    subprocess.run([str(synth), str(tmp_path / "bids"), "--subjects", "1", "--runs", "1",
-                    "--space", "fsaverage5"], check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [str(synth), str(tmp_path / "bids"), "--subjects", "1", "--runs", "1", "--space", "fsaverage5"],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     log = io.BytesIO()
     code = launcher(
-        ["--image", image, "--read-only", str(tmp_path / "bids"), str(tmp_path / "out"),
-         "participant", "--participant-label", "01", "-w", str(tmp_path / "work"),
-         "--backend", "jax", "--refine", "none"],
-        client_factory=lambda: client, log=log,
+        [
+            "--image",
+            image,
+            "--read-only",
+            str(tmp_path / "bids"),
+            str(tmp_path / "out"),
+            "participant",
+            "--participant-label",
+            "01",
+            "-w",
+            str(tmp_path / "work"),
+            "--backend",
+            "jax",
+            "--refine",
+            "none",
+        ],
+        client_factory=lambda: client,
+        log=log,
     )
     assert code == 0, log.getvalue().decode()[-4000:]
     maps = sorted((tmp_path / "out" / "sub-01").rglob("*_boldmap.func.gii"))

@@ -30,7 +30,8 @@ def dockerfiles() -> list[Path]:
     return sorted(
         p
         for p in REPO.rglob("*Dockerfile*")
-        if p.is_file() and not skip.intersection(p.relative_to(REPO).parts)
+        if p.is_file()
+        and not skip.intersection(p.relative_to(REPO).parts)
         and not p.name.endswith(".dockerignore")
     )
 
@@ -38,7 +39,9 @@ def dockerfiles() -> list[Path]:
 def run(path: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [hadolint(), "--config", str(CONFIG), "--no-color", str(path)],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

@@ -66,8 +66,15 @@ def test_runtime_entrypoint_user_and_labels(docker_recipe, version):
 
 def test_caches_are_under_tmp_and_jax_shares_the_gpu(runtime_env):
     env = runtime_env
-    for key in ("XDG_CACHE_HOME", "MPLCONFIGDIR", "KERAS_HOME", "NILEARN_DATA",
-                "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "CUDA_CACHE_PATH"):
+    for key in (
+        "XDG_CACHE_HOME",
+        "MPLCONFIGDIR",
+        "KERAS_HOME",
+        "NILEARN_DATA",
+        "TORCHINDUCTOR_CACHE_DIR",
+        "TRITON_CACHE_DIR",
+        "CUDA_CACHE_PATH",
+    ):
         assert env[key].startswith("/tmp/"), key
     assert env["TEMPLATEFLOW_HOME"] == "/opt/templateflow"
     assert env["TEMPLATEFLOW_AUTOUPDATE"] == "0"
@@ -105,8 +112,11 @@ def _requirements(name: str) -> dict[str, str]:
 def test_every_project_dependency_is_pinned_for_the_images():
     text = (REPO / "pyproject.toml").read_text()
     block = re.search(r"^dependencies = \[(.*?)^\]", text, re.MULTILINE | re.DOTALL).group(1)
-    deps = {constraints.canonical(re.match(r'\s*"([A-Za-z0-9_.-]+)', d).group(1))
-            for d in block.strip().splitlines() if d.strip()}
+    deps = {
+        constraints.canonical(re.match(r'\s*"([A-Za-z0-9_.-]+)', d).group(1))
+        for d in block.strip().splitlines()
+        if d.strip()
+    }
     pinned = _requirements("common.txt")
     numpy_from = {"jax": _requirements("jax.txt")}
     missing = deps - set(pinned) - {"numpy"}
@@ -119,8 +129,11 @@ def test_every_project_dependency_is_pinned_for_the_images():
 
 
 def test_dockerignore_lets_through_what_the_build_reads():
-    patterns = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()
-                if line.strip() and not line.startswith("#")]
+    patterns = [
+        line.strip()
+        for line in (REPO / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
 
     def included(path: str) -> bool:
         keep = True
@@ -134,7 +147,8 @@ def test_dockerignore_lets_through_what_the_build_reads():
     text = dockerfile_text()
     used = re.findall(r"COPY (?!--from)(.+?) \S+$", text, re.MULTILINE)
     used = [p for line in used for p in line.split()] + re.findall(
-        r"--mount=type=bind,source=([\w/.-]+),", text)
+        r"--mount=type=bind,source=([\w/.-]+),", text
+    )
     assert "app" in used and "docker/image" in used
     for path in used:
         assert (REPO / path).exists(), path
@@ -147,11 +161,14 @@ def test_constraints_hold_the_base_except_what_we_pin(tmp_path):
     req = tmp_path / "req.txt"
     req.write_text("# comment\nKeras==3.15.1  # pinned\njax[cuda12]==0.10.2\n--index-url x\n")
     assert constraints.pinned_names([req]) == {"keras", "jax"}
-    held = constraints.constraints({"keras": "3.0", "Torch": "2.13.0", "ml_dtypes": "0.5"},
-                                   {"keras"})
+    held = constraints.constraints({"keras": "3.0", "Torch": "2.13.0", "ml_dtypes": "0.5"}, {"keras"})
     assert held == ["ml-dtypes==0.5", "torch==2.13.0"]
-    out = subprocess.run([sys.executable, str(REPO / "docker/image/constraints.py"), str(req)],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, str(REPO / "docker/image/constraints.py"), str(req)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     import numpy
 
     assert f"numpy=={numpy.__version__}" in out
@@ -185,8 +202,10 @@ def _matches(names: list[str], query: dict) -> list[str]:
 def test_each_prefetch_query_names_one_templateflow_file():
     names = _skeleton()
     queries = fetch_templateflow.queries()
-    assert len(queries) == 2 * (sum(map(len, fetch_templateflow.SURFACES.values()))
-                                + sum(map(len, fetch_templateflow.SHAPES.values())))
+    assert len(queries) == 2 * (
+        sum(map(len, fetch_templateflow.SURFACES.values()))
+        + sum(map(len, fetch_templateflow.SHAPES.values()))
+    )
     for query in queries:
         assert len(_matches(names, query)) == 1, query
 
@@ -201,9 +220,16 @@ def test_prefetch_covers_the_surfaces_the_reports_look_for():
         fetched = fetch_templateflow.SURFACES.get((template, density), ())
         for hemi in fetch_templateflow.HEMIS:
             first = next(
-                (kind for kind in surface.SURFACE_KINDS
-                 if _matches(names, dict(template=template, hemi=hemi, density=density,
-                                         suffix=kind, extension=".surf.gii"))),
+                (
+                    kind
+                    for kind in surface.SURFACE_KINDS
+                    if _matches(
+                        names,
+                        dict(
+                            template=template, hemi=hemi, density=density, suffix=kind, extension=".surf.gii"
+                        ),
+                    )
+                ),
                 None,
             )
             if first is None:
@@ -217,21 +243,30 @@ def test_constraints_pin_everything_else_from_the_lock(tmp_path):
     """Base packages are held, the lock pins the rest, direct pins win; --verify names what is not pinned."""
     req, lock = tmp_path / "req.txt", tmp_path / "lock.txt"
     req.write_text("keras==3.15.1\n")
-    lock.write_text("# lock\nkeras==3.0.0\nNumPy==2.4.6\nscipy==1.17.1\n"
-                    "rich==15.0.0 ; python_version >= '3'\n")
-    lines = constraints.constraints({"numpy": "2.1.0", "torch": "2.13.0"}, {"keras"},
-                                    constraints.pins([lock]))
+    lock.write_text(
+        "# lock\nkeras==3.0.0\nNumPy==2.4.6\nscipy==1.17.1\nrich==15.0.0 ; python_version >= '3'\n"
+    )
+    lines = constraints.constraints(
+        {"numpy": "2.1.0", "torch": "2.13.0"}, {"keras"}, constraints.pins([lock])
+    )
     assert lines == ["numpy==2.1.0", "rich==15.0.0", "scipy==1.17.1", "torch==2.13.0"]
     expected = constraints.pins([req]) | dict(line.split("==") for line in lines)
     installed = {"keras": "3.15.1", "numpy": "2.1.0", "scipy": "1.17.1", "prfmap": "0.1.0"}
     assert constraints.unpinned(installed, expected) == []
     wrong = constraints.unpinned({**installed, "scipy": "1.16.0", "tqdm": "4.0"}, expected)
     assert wrong == ["scipy==1.16.0 (pinned 1.17.1)", "tqdm==4.0 (not pinned)"]
-    out = subprocess.run([sys.executable, str(REPO / "docker/image/constraints.py"), "--lock", str(lock),
-                          str(req)], capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, str(REPO / "docker/image/constraints.py"), "--lock", str(lock), str(req)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert "rich==15.0.0" in out and not any(line.startswith("keras==") for line in out)
-    check = subprocess.run([sys.executable, str(REPO / "docker/image/constraints.py"), "--verify",
-                            str(req)], capture_output=True, text=True)
+    check = subprocess.run(
+        [sys.executable, str(REPO / "docker/image/constraints.py"), "--verify", str(req)],
+        capture_output=True,
+        text=True,
+    )
     assert check.returncode == 1 and "not pinned" in check.stderr and "make docker-lock" in check.stderr
 
 

@@ -108,10 +108,25 @@ def test_mounts_command_user_image_and_exit_code(dataset):
     local = f"prfmap:{__version__}-jax"
     client = FakeClient(present={local}, status=0)
     code, log = launch(
-        [dataset / "bids", dataset / "out", "participant", "--participant-label", "01", "02",
-         "--derivatives", f"fp={dataset / 'fmriprep'}", "--stimulus",
-         dataset / "stim" / "bars.nii.gz", "--bids-filter-file", dataset / "filter.json",
-         "-w", dataset / "work", "--model", "css", "-vv"],
+        [
+            dataset / "bids",
+            dataset / "out",
+            "participant",
+            "--participant-label",
+            "01",
+            "02",
+            "--derivatives",
+            f"fp={dataset / 'fmriprep'}",
+            "--stimulus",
+            dataset / "stim" / "bars.nii.gz",
+            "--bids-filter-file",
+            dataset / "filter.json",
+            "-w",
+            dataset / "work",
+            "--model",
+            "css",
+            "-vv",
+        ],
         client,
     )
     assert code == 0
@@ -133,10 +148,23 @@ def test_mounts_command_user_image_and_exit_code(dataset):
         assert mounts[target]["Type"] == "bind"
         assert mounts[target]["ReadOnly"] is read_only
     assert kwargs["command"] == [
-        "/data", "/out", "participant", "--participant-label", "01", "02",
-        "--derivatives", "fp=/derivatives/fp", "--stimulus", "/inputs/stimulus/bars.nii.gz",
-        "--bids-filter-file", "/inputs/bids-filter-file/filter.json", "--work-dir", "/work",
-        "--model", "css", "-vv",
+        "/data",
+        "/out",
+        "participant",
+        "--participant-label",
+        "01",
+        "02",
+        "--derivatives",
+        "fp=/derivatives/fp",
+        "--stimulus",
+        "/inputs/stimulus/bars.nii.gz",
+        "--bids-filter-file",
+        "/inputs/bids-filter-file/filter.json",
+        "--work-dir",
+        "/work",
+        "--model",
+        "css",
+        "-vv",
     ]
     assert kwargs["user"] == f"{os.getuid()}:{os.getgid()}"
     assert kwargs["device_requests"] is None
@@ -146,8 +174,9 @@ def test_mounts_command_user_image_and_exit_code(dataset):
 
 
 def test_exit_code_is_the_containers(dataset):
-    client = FakeClient(present={f"prfmap/prfmap:{__version__}-jax"}, status=65,
-                        logs=[b"prfmap: error: bad aperture\n"])
+    client = FakeClient(
+        present={f"prfmap/prfmap:{__version__}-jax"}, status=65, logs=[b"prfmap: error: bad aperture\n"]
+    )
     code, log = launch([dataset / "bids", dataset / "out", "participant"], client)
     assert code == 65
     assert b"bad aperture" in log.getvalue()
@@ -158,8 +187,7 @@ def test_exit_code_is_the_containers(dataset):
 def test_backend_picks_the_image_and_is_passed_on(dataset, backend):
     published = f"prfmap/prfmap:{__version__}-{backend}"
     client = FakeClient(present={published, f"prfmap:{__version__}-{backend}"})
-    code, _ = launch([dataset / "bids", dataset / "out", "participant", "--backend", backend],
-                     client)
+    code, _ = launch([dataset / "bids", dataset / "out", "participant", "--backend", backend], client)
     image, kwargs = the_run(client)
     assert code == 0 and image == published
     assert kwargs["command"][-2:] == ["--backend", backend]
@@ -168,8 +196,7 @@ def test_backend_picks_the_image_and_is_passed_on(dataset, backend):
 def test_missing_image_is_pulled_and_unpullable_one_is_one_line(dataset, capsys):
     published = f"prfmap/prfmap:{__version__}-torch"
     client = FakeClient(pullable={published})
-    code, log = launch([dataset / "bids", dataset / "out", "participant", "--backend", "torch"],
-                       client)
+    code, log = launch([dataset / "bids", dataset / "out", "participant", "--backend", "torch"], client)
     assert code == 0 and client.images.pulled == [published]
     assert f"pulling {published}".encode() in log.getvalue()
 
@@ -182,8 +209,9 @@ def test_missing_image_is_pulled_and_unpullable_one_is_one_line(dataset, capsys)
 
 def test_explicit_image(dataset):
     client = FakeClient(present={"registry.example/prfmap:dev"})
-    code, _ = launch(["--image", "registry.example/prfmap:dev", dataset / "bids",
-                      dataset / "out", "group"], client)
+    code, _ = launch(
+        ["--image", "registry.example/prfmap:dev", dataset / "bids", dataset / "out", "group"], client
+    )
     image, kwargs = the_run(client)
     assert code == 0 and image == "registry.example/prfmap:dev"
     assert kwargs["command"] == ["/data", "/out", "group"]
@@ -191,8 +219,7 @@ def test_explicit_image(dataset):
 
 @pytest.mark.parametrize(
     ("gpus", "count", "ids"),
-    [("all", -1, []), ("2", 2, []), ("device=0,2", 0, ["0", "2"]),
-     ('"device=1"', 0, ["1"])],
+    [("all", -1, []), ("2", 2, []), ("device=0,2", 0, ["0", "2"]), ('"device=1"', 0, ["1"])],
 )
 def test_gpu_device_requests(dataset, gpus, count, ids):
     client = FakeClient(present={f"prfmap/prfmap:{__version__}-jax"})
@@ -214,8 +241,19 @@ def test_bad_gpus_value_is_a_usage_error():
 
 def test_user_read_only_and_env(dataset):
     client = FakeClient(present={f"prfmap/prfmap:{__version__}-jax"})
-    code, _ = launch(["--user", "1234:5678", "--read-only", "-e", "OMP_NUM_THREADS=2",
-                      dataset / "bids", dataset / "out", "participant"], client)
+    code, _ = launch(
+        [
+            "--user",
+            "1234:5678",
+            "--read-only",
+            "-e",
+            "OMP_NUM_THREADS=2",
+            dataset / "bids",
+            dataset / "out",
+            "participant",
+        ],
+        client,
+    )
     _, kwargs = the_run(client)
     assert code == 0
     assert kwargs["user"] == "1234:5678"
@@ -260,19 +298,41 @@ def test_usage_errors_are_one_line_and_touch_nothing(dataset, capsys, argv, code
 
 
 def test_abbreviations_and_attached_values_like_argparse(dataset):
-    plan = translate([str(dataset / "bids"), str(dataset / "out"), "participant",
-                      "--particip", "01", f"--work-dir={dataset / 'w'}", f"-w{dataset / 'w2'}",
-                      "--derivatives", str(dataset / "fmriprep"), "--high-pass-hz", "-0.5"])
-    assert plan.command[3:] == ["--participant-label", "01", "--work-dir", "/work",
-                                "--work-dir", "/work-2", "--derivatives",
-                                "fmriprep=/derivatives/fmriprep", "--high-pass-hz", "-0.5"]
+    plan = translate(
+        [
+            str(dataset / "bids"),
+            str(dataset / "out"),
+            "participant",
+            "--particip",
+            "01",
+            f"--work-dir={dataset / 'w'}",
+            f"-w{dataset / 'w2'}",
+            "--derivatives",
+            str(dataset / "fmriprep"),
+            "--high-pass-hz",
+            "-0.5",
+        ]
+    )
+    assert plan.command[3:] == [
+        "--participant-label",
+        "01",
+        "--work-dir",
+        "/work",
+        "--work-dir",
+        "/work-2",
+        "--derivatives",
+        "fmriprep=/derivatives/fmriprep",
+        "--high-pass-hz",
+        "-0.5",
+    ]
     with pytest.raises(LauncherError, match="ambiguous"):
         translate([str(dataset / "bids"), "o", "participant", "--s", "x"])
 
 
 def test_launcher_options_are_split_from_prfmaps():
-    ours, theirs = split_arguments(["--gpus", "all", "b", "o", "participant", "--image=x",
-                                    "--task", "prf", "--dry-run"])
+    ours, theirs = split_arguments(
+        ["--gpus", "all", "b", "o", "participant", "--image=x", "--task", "prf", "--dry-run"]
+    )
     assert ours == ["--gpus", "all", "--image=x", "--dry-run"]
     assert theirs == ["b", "o", "participant", "--task", "prf"]
 
@@ -281,8 +341,10 @@ def test_dry_run_prints_docker_run_without_a_daemon(dataset, capsys):
     def no_client():
         raise AssertionError("a dry run must not contact Docker")
 
-    code = main(["--dry-run", "--gpus", "all", str(dataset / "bids"), str(dataset / "out"),
-                 "participant"], client_factory=no_client)
+    code = main(
+        ["--dry-run", "--gpus", "all", str(dataset / "bids"), str(dataset / "out"), "participant"],
+        client_factory=no_client,
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert out.startswith("docker run --rm --init -v ")
@@ -296,7 +358,10 @@ def test_no_daemon_is_one_line_and_non_zero(dataset, tmp_path):
     command = [str(script)] if script.exists() else [sys.executable, "-m", "prfmap_docker"]
     result = subprocess.run(
         [*command, str(dataset / "bids"), str(dataset / "out"), "participant"],
-        capture_output=True, text=True, env=env, timeout=60,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
     assert result.returncode == 69
     assert result.stderr.startswith("prfmap-docker: error: cannot reach the Docker daemon")

@@ -40,8 +40,7 @@ def test_same_option_spellings():
     ours = {name for opt in PRFMAP_OPTIONS for name in opt.names}
     theirs = {name for a in parser_options() for name in a.option_strings}
     assert ours == theirs, (
-        f"add to prfmap_docker/options.py: {sorted(theirs - ours)}; "
-        f"remove: {sorted(ours - theirs)}"
+        f"add to prfmap_docker/options.py: {sorted(theirs - ours)}; remove: {sorted(ours - theirs)}"
     )
 
 

@@ -35,8 +35,13 @@ def random_params(model: str, n: int, rng: np.random.Generator, max_ecc: float =
     """Random pRF parameters with centres inside the aperture."""
     r = max_ecc * np.sqrt(rng.uniform(0, 1, n))
     a = rng.uniform(0, 2 * np.pi, n)
-    p = {"x": r * np.cos(a), "y": r * np.sin(a), "sigma": rng.uniform(0.5, 3.0, n),
-         "amplitude": rng.uniform(1, 3, n), "baseline": rng.uniform(-1, 1, n)}
+    p = {
+        "x": r * np.cos(a),
+        "y": r * np.sin(a),
+        "sigma": rng.uniform(0.5, 3.0, n),
+        "amplitude": rng.uniform(1, 3, n),
+        "baseline": rng.uniform(-1, 1, n),
+    }
     if model == "css":
         p["n"] = rng.uniform(0.3, 0.9, n)
     elif model == "dog":

@@ -76,8 +76,9 @@ def test_compiled_and_eager_fits_agree(tmp_path, backend):
     for flag in ("1", "0"):
         out = tmp_path / f"{flag}.json"
         env = {**os.environ, "KERAS_BACKEND": backend, "PRFMAP_COMPILE": flag}
-        subprocess.run([sys.executable, "-c", code, str(here), APP, str(out)], check=True, env=env,
-                       capture_output=True)
+        subprocess.run(
+            [sys.executable, "-c", code, str(here), APP, str(out)], check=True, env=env, capture_output=True
+        )
         results[flag] = json.loads(out.read_text())
     assert results["1"]["compiled"] is True and results["0"]["compiled"] is False
     for key in ("x", "y", "sigma", "amplitude"):
@@ -85,9 +86,14 @@ def test_compiled_and_eager_fits_agree(tmp_path, backend):
 
 
 # Shapes on which TensorFlow 2.19–2.21's oneDNN BatchMatMulV2 crashes the process in eager mode.
-BROADCAST_PRODUCTS = [((4, 1, 256, 120), (1, 1, 120, 120)), ((4, 1, 256, 120), (120, 10)),
-                      ((3, 1, 8, 12), (1, 1, 12, 12)), ((4, 1, 256, 120), (1, 3, 120, 120)),
-                      ((2, 5, 7), (7, 3)), ((6, 4, 5), (6, 5, 2))]
+BROADCAST_PRODUCTS = [
+    ((4, 1, 256, 120), (1, 1, 120, 120)),
+    ((4, 1, 256, 120), (120, 10)),
+    ((3, 1, 8, 12), (1, 1, 12, 12)),
+    ((4, 1, 256, 120), (1, 3, 120, 120)),
+    ((2, 5, 7), (7, 3)),
+    ((6, 4, 5), (6, 5, 2)),
+]
 
 
 @pytest.mark.parametrize("compiled", ["0", "1"])
@@ -145,15 +151,23 @@ def _framework_imports(path: Path) -> set[str]:
 def test_no_module_outside_the_backend_folder_imports_a_framework():
     package = Path(APP) / "prfmap"
     backend_dir = package / "engine" / "backend"
-    offenders = {str(p.relative_to(package)): sorted(_framework_imports(p))
-                 for p in package.rglob("*.py") if backend_dir not in p.parents and _framework_imports(p)}
+    offenders = {
+        str(p.relative_to(package)): sorted(_framework_imports(p))
+        for p in package.rglob("*.py")
+        if backend_dir not in p.parents and _framework_imports(p)
+    }
     assert offenders == {}
     assert _framework_imports(backend_dir / "torch.py") == {"torch"}  # the grep sees what it looks for
 
 
 def test_select_backend_sets_threads_and_devices_before_import(backend, monkeypatch):
-    for name in ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "XLA_FLAGS", "CUDA_VISIBLE_DEVICES",
-                 "JAX_PLATFORMS"):
+    for name in (
+        "OMP_NUM_THREADS",
+        "TF_NUM_INTRAOP_THREADS",
+        "XLA_FLAGS",
+        "CUDA_VISIBLE_DEVICES",
+        "JAX_PLATFORMS",
+    ):
         monkeypatch.delenv(name, raising=False)
     configured = []
     monkeypatch.setattr(get_backend(), "configure_threads", configured.append)  # keep the session's threads

@@ -45,7 +45,8 @@ def test_every_written_estimate_is_inside_its_bounds(stim, refine):
     assert (at | floor).any()
     ecc = np.hypot(res.params["x"], res.params["y"])
     on_edge = (ecc > recorded["eccentricity"][1] * (1 - 1e-3)) | (
-        res.params["sigma"] > recorded["sigma"][1] * (1 - 1e-3))
+        res.params["sigma"] > recorded["sigma"][1] * (1 - 1e-3)
+    )
     assert np.all(at[on_edge])
     refined = ~flagged(res, "refinement_rejected")  # those keep the grid's point
     assert np.all(floor[refined & (res.params["sigma"] < recorded["sigma"][0] * (1 + 1e-3))])
@@ -56,8 +57,13 @@ def test_no_signal_is_nan_in_every_parameter_and_r2(stim):
     rng = np.random.default_rng(0)
     p = random_params("gauss", 8, rng)
     good = predict(p, stim, TR) + rng.normal(0, 0.2, (8, stim.n_frames))
-    bad = np.vstack([np.full(stim.n_frames, 3.0), np.full(stim.n_frames, np.nan),
-                     np.where(np.arange(stim.n_frames) == 5, np.inf, good[0])])
+    bad = np.vstack(
+        [
+            np.full(stim.n_frames, 3.0),
+            np.full(stim.n_frames, np.nan),
+            np.where(np.arange(stim.n_frames) == 5, np.inf, good[0]),
+        ]
+    )
     res = fit_prf(np.vstack([good, bad]), stim, TR)
     for values in (*res.params.values(), res.r2, res.loss):
         assert np.all(np.isnan(values[8:])) and np.all(np.isfinite(values[:8]))

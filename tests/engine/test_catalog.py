@@ -50,8 +50,10 @@ def test_fit_maps_carry_catalogue_labels(stim):
 
 
 def test_catalogue_is_read_without_keras():
-    code = (f"import sys; sys.path.insert(0, {APP!r}); import prfmap.engine.catalog, prfmap.cli.parser;"
-            "print(any(m in sys.modules for m in ('keras', 'jax', 'torch', 'tensorflow')))")
+    code = (
+        f"import sys; sys.path.insert(0, {APP!r}); import prfmap.engine.catalog, prfmap.cli.parser;"
+        "print(any(m in sys.modules for m in ('keras', 'jax', 'torch', 'tensorflow')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -117,11 +119,19 @@ class SaturatingModel(GaussModel):
 @pytest.fixture
 def toy_model():
     """Register the toy model in the catalogue and the models, and remove it afterwards."""
-    param = catalog.register_parameter(catalog.Parameter(
-        "saturation", "1", "saturation constant of the toy model", catalog.Bound(catalog.Limit(0.0))))
-    catalog.register_model(catalog.ModelSpec(
-        "toysat", "saturating Gaussian pRF", "a test of prfmap", ("x", "y", "sigma", "saturation",
-                                                                   "amplitude", "baseline")))
+    param = catalog.register_parameter(
+        catalog.Parameter(
+            "saturation", "1", "saturation constant of the toy model", catalog.Bound(catalog.Limit(0.0))
+        )
+    )
+    catalog.register_model(
+        catalog.ModelSpec(
+            "toysat",
+            "saturating Gaussian pRF",
+            "a test of prfmap",
+            ("x", "y", "sigma", "saturation", "amplitude", "baseline"),
+        )
+    )
     model = register_model(SaturatingModel())
     yield model
     for table, key in ((MODELS, "toysat"), (catalog.MODELS, "toysat"), (catalog.PARAMETERS, param.key)):
@@ -152,8 +162,9 @@ def test_a_fifth_model_needs_only_a_model_class_and_a_catalogue_entry(toy_model,
 
 def test_a_model_must_report_what_its_entry_lists(toy_model):
     MODELS.pop("toysat")
-    catalog.MODELS["toysat"] = catalog.ModelSpec("toysat", "d", "c", ("x", "y", "sigma", "amplitude",
-                                                                       "baseline"))
+    catalog.MODELS["toysat"] = catalog.ModelSpec(
+        "toysat", "d", "c", ("x", "y", "sigma", "amplitude", "baseline")
+    )
     with pytest.raises(ValueError, match="reports"):
         register_model(SaturatingModel())
     MODELS["toysat"] = toy_model

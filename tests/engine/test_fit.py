@@ -38,8 +38,11 @@ def test_noiseless_extended_models_recover_positions(model, stim):
     assert np.median(np.hypot(res.params["x"] - p["x"], res.params["y"] - p["y"])) < 0.01
     assert np.median(np.abs(res.params["sigma"] - p["sigma"])) < 0.01
     assert np.median(res.r2) > 0.999
-    extras = {"css": ["n"], "dog": ["sigma_surround", "amplitude_surround"],
-              "dn": ["sigma_norm", "amplitude_norm", "baseline_activation", "baseline_norm"]}[model]
+    extras = {
+        "css": ["n"],
+        "dog": ["sigma_surround", "amplitude_surround"],
+        "dn": ["sigma_norm", "amplitude_norm", "baseline_activation", "baseline_norm"],
+    }[model]
     for key in extras:
         assert np.all(np.isfinite(res.params[key])), key
 
@@ -82,8 +85,7 @@ def test_nan_and_flat_units_give_nan_parameters_without_warnings(stim):
     assert np.all(res.r2[[0, 2, 5]] > 0.999)
     maps = res.maps()
     assert {"x", "y", "sigma", "amplitude", "baseline", "r2", "polarangle", "eccentricity"} <= set(maps)
-    np.testing.assert_allclose(maps["polarangle"][0], np.degrees(np.arctan2(p["y"][0], p["x"][0])),
-                               atol=0.05)
+    np.testing.assert_allclose(maps["polarangle"][0], np.degrees(np.arctan2(p["y"][0], p["x"][0])), atol=0.05)
 
 
 def test_nuisance_regressors_are_projected_out_of_data_and_model(stim):
@@ -116,8 +118,7 @@ def test_float64_concatenated_runs_and_cartesian_grid():
     stim = Stimulus(design, FOV, run_lengths=(40, 40))
     p = random_params("gauss", 20, np.random.default_rng(17))
     data = predict(p, stim, TR, dtype="float64")
-    grid = cartesian_grid({"x": np.linspace(-8, 8, 9), "y": np.linspace(-8, 8, 9),
-                           "sigma": [0.5, 1, 2, 4]})
+    grid = cartesian_grid({"x": np.linspace(-8, 8, 9), "y": np.linspace(-8, 8, 9), "sigma": [0.5, 1, 2, 4]})
     res = fit_prf(data, stim, TR, dtype="float64", grid=grid)
     assert res.settings["grid_points"] == 324 and res.settings["dtype"] == "float64"
     # the coarse grid may seed a unit in a local minimum; the rest converge in float64

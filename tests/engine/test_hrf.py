@@ -12,8 +12,11 @@ from prfmap.engine.hrf import convolution_matrices, hrf_kernels, spm_hrf
 @pytest.mark.parametrize("tr", [0.8, 1.5, 2.0])
 @pytest.mark.parametrize(
     ("basis", "reference"),
-    [("canonical", hm.spm_hrf), ("derivative", hm.spm_time_derivative),
-     ("dispersion", hm.spm_dispersion_derivative)],
+    [
+        ("canonical", hm.spm_hrf),
+        ("derivative", hm.spm_time_derivative),
+        ("dispersion", hm.spm_dispersion_derivative),
+    ],
 )
 def test_hrf_equals_nilearn(tr, basis, reference):
     oversampling = 50
@@ -47,8 +50,15 @@ def test_each_unit_is_convolved_with_its_own_hrf():
     rng = np.random.default_rng(3)
     design = (rng.uniform(size=(60, 9, 9)) > 0.7).astype(np.float32)
     stim = Stimulus(design, 10.0)
-    params = {"x": [0.0, 0.0], "y": [0.0, 0.0], "sigma": [50.0, 50.0], "amplitude": [1.0, 1.0],
-              "baseline": [0.0, 0.0], "hrf_deriv": [0.0, 2.0], "hrf_disp": [0.0, -1.5]}
+    params = {
+        "x": [0.0, 0.0],
+        "y": [0.0, 0.0],
+        "sigma": [50.0, 50.0],
+        "amplitude": [1.0, 1.0],
+        "baseline": [0.0, 0.0],
+        "hrf_deriv": [0.0, 2.0],
+        "hrf_disp": [0.0, -1.5],
+    }
     pred = predict(params, stim, tr, "gauss", dtype="float64")
 
     # numpy reference: the neural drive of a huge Gaussian is the stimulated fraction of pixels,

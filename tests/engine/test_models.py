@@ -26,6 +26,7 @@ def reference_prediction(model: str, p: dict, stim: Stimulus) -> np.ndarray:
     kernel = hrf_kernels(TR)[0]
     out = []
     for i in range(len(p["x"])):
+
         def summed(sigma, i=i):
             g = np.exp(-((xs - p["x"][i]) ** 2 + (ys - p["y"][i]) ** 2) / (2 * sigma**2))
             return design @ (g.ravel() * area / (2 * np.pi * sigma**2))
@@ -65,8 +66,12 @@ def _predictions_on(backend: str, out: Path) -> np.ndarray:
     )
     here = Path(__file__).resolve().parent
     env = {**os.environ, "KERAS_BACKEND": backend, "PRFMAP_COMPILE": "0"}
-    subprocess.run([sys.executable, "-c", script, str(here), str(here.parents[1] / "app"), str(out)],
-                   check=True, env=env, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-c", script, str(here), str(here.parents[1] / "app"), str(out)],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
     return json.loads(out.read_text())
 
 
@@ -77,8 +82,13 @@ def test_predictions_agree_across_backends(tmp_path, backend):
     for model in MODEL_NAMES:
         ref = np.array(results["jax"][model])
         for other in ("torch", "tensorflow"):
-            np.testing.assert_allclose(np.array(results[other][model]), ref, rtol=1e-4,
-                                       atol=1e-4 * np.abs(ref).max(), err_msg=f"{model} {other}")
+            np.testing.assert_allclose(
+                np.array(results[other][model]),
+                ref,
+                rtol=1e-4,
+                atol=1e-4 * np.abs(ref).max(),
+                err_msg=f"{model} {other}",
+            )
 
 
 @pytest.mark.parametrize("model", MODEL_NAMES)
@@ -101,8 +111,9 @@ def test_autodiff_gradients_of_every_parameter_are_finite_and_nonzero(model, sti
     def loss(u, y):
         return ops.sum(core.vp_cost(m, u, y, prob.stim, prob.hrf_t, prob.q))
 
-    value, grad = get_backend().value_and_grad(loss)(ops.convert_to_tensor(u, dtype="float64"),
-                                                     ops.convert_to_tensor(y, dtype="float64"))
+    value, grad = get_backend().value_and_grad(loss)(
+        ops.convert_to_tensor(u, dtype="float64"), ops.convert_to_tensor(y, dtype="float64")
+    )
     grad = np.asarray(ops.convert_to_numpy(grad))
     assert np.isfinite(float(ops.convert_to_numpy(value)))
     assert np.all(np.isfinite(grad))
@@ -119,9 +130,11 @@ def test_analytic_jacobian_matches_finite_differences(model, stim):
     p = random_params(model, 5, np.random.default_rng(4), max_ecc=5.0)
     theta = m.from_report(p)
     prob = make_problem(m, stim, TR, 1, None, "float64", 0.5)
+
     def neural(t, jacobian):
-        return np.asarray(ops.convert_to_numpy(
-            m.neural(ops.convert_to_tensor(t, dtype="float64"), prob.stim, jacobian)))
+        return np.asarray(
+            ops.convert_to_numpy(m.neural(ops.convert_to_tensor(t, dtype="float64"), prob.stim, jacobian))
+        )
 
     jac = neural(theta, True)
     for k in range(theta.shape[1]):
@@ -130,8 +143,13 @@ def test_analytic_jacobian_matches_finite_differences(model, stim):
         up[:, k] += h
         down[:, k] -= h
         numeric = (neural(up, False)[0] - neural(down, False)[0]) / (2 * h)
-        np.testing.assert_allclose(jac[k + 1], numeric, rtol=1e-4, atol=1e-6 * np.abs(numeric).max() + 1e-12,
-                                   err_msg=f"{model} d/d{m.names[k]}")
+        np.testing.assert_allclose(
+            jac[k + 1],
+            numeric,
+            rtol=1e-4,
+            atol=1e-6 * np.abs(numeric).max() + 1e-12,
+            err_msg=f"{model} d/d{m.names[k]}",
+        )
 
 
 def test_stimulus_rejects_bad_designs():

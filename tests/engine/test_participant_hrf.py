@@ -10,8 +10,9 @@ from prfmap.engine.participant_hrf import top_units
 from prfmap.synth_model import unit_kernels
 
 
-@pytest.mark.parametrize(("delay", "dispersion", "stref"),
-                         [(6.0, 1.0, 0.5), (7.4, 1.15, 0.0), (5.2, 0.8, 0.3)])
+@pytest.mark.parametrize(
+    ("delay", "dispersion", "stref"), [(6.0, 1.0, 0.5), (7.4, 1.15, 0.0), (5.2, 0.8, 0.3)]
+)
 def test_kernels_match_the_synthetic_forward_model(delay, dispersion, stref):
     # prfmap-synth integrates its per-unit two-gamma HRFs independently of the engine
     mine = hrf_kernels(TR, 1, stref, hrf=HRF(delay, dispersion))[0]

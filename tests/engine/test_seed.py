@@ -114,8 +114,9 @@ def test_a_grid_naming_a_models_extras_is_searched_with_that_model(stim):
     p = random_params("css", 20, np.random.default_rng(24))
     data = predict(p, stim, TR, "css")
     axes = {"x": np.linspace(-8, 8, 9), "y": np.linspace(-8, 8, 9), "sigma": [0.5, 1, 2, 3]}
-    with_n = fit_prf(data, stim, TR, model="css", refine="none",
-                     grid=cartesian_grid(axes | {"n": [0.3, 0.6]}))
+    with_n = fit_prf(
+        data, stim, TR, model="css", refine="none", grid=cartesian_grid(axes | {"n": [0.3, 0.6]})
+    )
     assert with_n.settings["seed_candidates"] == 0 and with_n.settings["grid_points"] == 9 * 9 * 4 * 2
     assert set(np.round(with_n.params["n"], 6)) <= {0.3, 0.6}
     seeded = fit_prf(data, stim, TR, model="css", refine="none", grid=cartesian_grid(axes))

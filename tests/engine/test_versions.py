@@ -32,8 +32,11 @@ def _installed(name: str) -> Version:
 
 
 def test_every_pin_is_installed_at_its_version():
-    wrong = {name: f"pinned {pin}, installed {_installed(name)}"
-             for name, pin in _pins().items() if _installed(name) != pin}
+    wrong = {
+        name: f"pinned {pin}, installed {_installed(name)}"
+        for name, pin in _pins().items()
+        if _installed(name) != pin
+    }
     assert not wrong, f"the environment differs from {PINS.name} (make clean test reinstalls it): {wrong}"
 
 

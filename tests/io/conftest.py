@@ -62,8 +62,12 @@ def build_dataset(root: Path, subjects=("01",), runs=(1, 2), tr=1.5, events=True
     write_json(root / "dataset_description.json", {"Name": "test", "BIDSVersion": "1.9.0"})
     write_json(
         ds.fmriprep / "dataset_description.json",
-        {"Name": "fMRIPrep", "BIDSVersion": "1.9.0", "DatasetType": "derivative",
-         "GeneratedBy": [{"Name": "fMRIPrep"}]},
+        {
+            "Name": "fMRIPrep",
+            "BIDSVersion": "1.9.0",
+            "DatasetType": "derivative",
+            "GeneratedBy": [{"Name": "fMRIPrep"}],
+        },
     )
     stim = root / "stimuli" / "bars.npy"
     stim.parent.mkdir(parents=True)

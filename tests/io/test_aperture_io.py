@@ -86,8 +86,7 @@ def test_frame_index_selects_frames(tmp_path, frames):
         load_aperture(tmp_path / "a.npy", tr=1, fov_deg=10, frame_index=[6])
 
 
-@pytest.mark.parametrize(("value", "match"), [(1.5, r"\[0, 1.5\]"), (-0.2, r"\[-0.2, 1\]"),
-                                              (np.nan, "NaN")])
+@pytest.mark.parametrize(("value", "match"), [(1.5, r"\[0, 1.5\]"), (-0.2, r"\[-0.2, 1\]"), (np.nan, "NaN")])
 def test_values_outside_unit_interval(tmp_path, frames, value, match):
     frames[2, 1, 1] = value
     np.save(tmp_path / "a.npy", frames)
@@ -116,8 +115,12 @@ def test_mat73_reads_like_the_same_data_saved_as_v7(tmp_path, frames, dtype):
     """MATLAB v7.3 (HDF5, written by hdf5storage as MATLAB writes it) and v7 give the same design."""
     data = np.moveaxis(frames > 0.7 if dtype is bool else frames, 0, -1).astype(dtype)
     savemat(tmp_path / "v7.mat", {"images": data, "other": np.ones((2, 2, 2))})
-    hdf5storage.savemat(str(tmp_path / "v73.mat"), {"images": data, "other": np.ones((2, 2, 2))},
-                        format="7.3", matlab_compatible=True)
+    hdf5storage.savemat(
+        str(tmp_path / "v73.mat"),
+        {"images": data, "other": np.ones((2, 2, 2))},
+        format="7.3",
+        matlab_compatible=True,
+    )
     assert matfile_version(tmp_path / "v73.mat")[0] == 2  # HDF5, which scipy refuses
     v7 = load_aperture(tmp_path / "v7.mat", tr=2, fov_deg=10).design
     v73 = load_aperture(tmp_path / "v73.mat", tr=2, fov_deg=10).design
@@ -128,10 +131,13 @@ def test_mat73_reads_like_the_same_data_saved_as_v7(tmp_path, frames, dtype):
 
 def test_mat73_singleton_axis_only_variable_and_errors(tmp_path, frames):
     on_disk = np.moveaxis(frames, 0, -1)[:, :, None, :]  # rows × cols × 1 × frames
-    hdf5storage.savemat(str(tmp_path / "a.mat"), {"whatever": on_disk}, format="7.3",
-                        matlab_compatible=True)
+    hdf5storage.savemat(str(tmp_path / "a.mat"), {"whatever": on_disk}, format="7.3", matlab_compatible=True)
     np.testing.assert_array_equal(load_aperture(tmp_path / "a.mat", tr=1, fov_deg=10).design, frames)
-    hdf5storage.savemat(str(tmp_path / "two.mat"), {"p": np.ones((2, 2, 2)), "q": np.ones((2, 2, 2))},
-                        format="7.3", matlab_compatible=True)
+    hdf5storage.savemat(
+        str(tmp_path / "two.mat"),
+        {"p": np.ones((2, 2, 2)), "q": np.ones((2, 2, 2))},
+        format="7.3",
+        matlab_compatible=True,
+    )
     with pytest.raises(BadDataError, match="one 3-D array"):
         load_aperture(tmp_path / "two.mat", tr=1, fov_deg=10)

@@ -23,9 +23,7 @@ def test_default_space_is_a_surface_with_both_hemispheres(dataset, tmp_path):
     runs = find_inputs(dataset.root, tmp_path / "out", work_dir=tmp_path / "work")
     assert [r.run for r in runs] == [1, 2]
     run = runs[0]
-    assert (run.kind, run.space, run.den, run.subject, run.task) == (
-        "gifti", "fsaverage5", None, "01", "prf"
-    )
+    assert (run.kind, run.space, run.den, run.subject, run.task) == ("gifti", "fsaverage5", None, "01", "prf")
     assert set(run.bold) == {"L", "R"}
     assert run.bold["L"].name == "sub-01_task-prf_run-1_hemi-L_space-fsaverage5_bold.func.gii"
     assert run.tr == 1.5  # inherited from the top-level task-prf_bold.json
@@ -45,8 +43,12 @@ def test_default_space_is_a_surface_with_both_hemispheres(dataset, tmp_path):
         ("fsLR", "cifti", "space-fsLR_den-91k_bold.dtseries.nii", "91k"),
         ("fsLR:den-91k", "cifti", "space-fsLR_den-91k_bold.dtseries.nii", "91k"),
         ("T1w", "volume", "space-T1w_desc-preproc_bold.nii.gz", None),
-        ("MNI152NLin2009cAsym:res-2", "volume",
-         "space-MNI152NLin2009cAsym_res-2_desc-preproc_bold.nii.gz", None),
+        (
+            "MNI152NLin2009cAsym:res-2",
+            "volume",
+            "space-MNI152NLin2009cAsym_res-2_desc-preproc_bold.nii.gz",
+            None,
+        ),
         ("fsaverage:den-10k", "gifti", None, None),
     ],
 )
@@ -191,8 +193,10 @@ def test_fslr_32k_gifti_and_legacy_fsaverage_names(dataset):
     import nibabel as nib
 
     for path in list(dataset.func().glob("*space-fsaverage5_bold.func.gii")):
-        for new in (path.name.replace("fsaverage5", "fsLR_den-32k"),
-                    path.name.replace("fsaverage5", "fsaverage_den-10k")):
+        for new in (
+            path.name.replace("fsaverage5", "fsLR_den-32k"),
+            path.name.replace("fsaverage5", "fsaverage_den-10k"),
+        ):
             nib.save(nib.load(path), path.with_name(new))
         path.unlink()
     runs = find_inputs(dataset.root, space="fsLR:den-32k")

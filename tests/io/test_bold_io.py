@@ -18,16 +18,25 @@ from prfmap.io.runs import RunInput
 
 def run_input(kind, bold, mask=None) -> RunInput:
     return RunInput(
-        subject="01", session=None, task="prf", run=1, space="x", den=None, kind=kind,
-        bold=bold, mask=mask, tr=1.5, events=None, confounds=None, stim_file=None,
+        subject="01",
+        session=None,
+        task="prf",
+        run=1,
+        space="x",
+        den=None,
+        kind=kind,
+        bold=bold,
+        mask=mask,
+        tr=1.5,
+        events=None,
+        confounds=None,
+        stim_file=None,
     )
 
 
 def gifti_run(ds, run=1) -> RunInput:
     stem = ds.func() / f"sub-01_task-prf_run-{run}_hemi-"
-    return run_input(
-        "gifti", {h: Path(f"{stem}{h}_space-fsaverage5_bold.func.gii") for h in "LR"}
-    )
+    return run_input("gifti", {h: Path(f"{stem}{h}_space-fsaverage5_bold.func.gii") for h in "LR"})
 
 
 def maps_for(n_units: int) -> dict[str, np.ndarray]:
@@ -49,9 +58,7 @@ def test_gifti_loads_left_then_right(dataset):
 def test_gifti_maps_round_trip(dataset, tmp_path):
     _, geom = load_bold(gifti_run(dataset))
     maps = maps_for(geom.n_units)
-    paths = geom.write_maps(
-        maps, lambda h: tmp_path / f"hemi-{h}_maps.func.gii", meta={"Model": "gauss"}
-    )
+    paths = geom.write_maps(maps, lambda h: tmp_path / f"hemi-{h}_maps.func.gii", meta={"Model": "gauss"})
     assert [p.name for p in paths] == ["hemi-L_maps.func.gii", "hemi-R_maps.func.gii"]
     for hemi, path, sl in (("L", paths[0], slice(0, 40)), ("R", paths[1], slice(40, 70))):
         img = nib.load(path)

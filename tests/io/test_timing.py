@@ -17,31 +17,40 @@ TR = 2.0
 SLICES = [0.0, 1.0, 0.25, 1.25, 0.5, 1.5, 0.75, 1.75]  # interleaved, mean 0.875 s
 
 
-@pytest.mark.parametrize(("metadata", "fraction", "rule"), [
-    ({"SliceTimingCorrected": True, "StartTime": 0.9}, 0.45, "start_time"),
-    ({"StartTime": 0.0, "SliceTiming": SLICES}, 0.0, "start_time"),  # StartTime wins
-    ({"SliceTimingCorrected": True, "SliceTiming": SLICES}, (0 + 1.75) / 2 / TR, "corrected_middle"),
-    ({"SliceTimingCorrected": True}, 0.5, "corrected_middle"),
-    ({"SliceTimingCorrected": False, "SliceTiming": SLICES}, 0.875 / TR, "slice_timing_mean"),
-    ({"SliceTiming": SLICES}, 0.875 / TR, "slice_timing_mean"),
-    ({"SliceTimingCorrected": False}, 0.0, "no_information"),
-    ({}, 0.0, "no_information"),
-])
+@pytest.mark.parametrize(
+    ("metadata", "fraction", "rule"),
+    [
+        ({"SliceTimingCorrected": True, "StartTime": 0.9}, 0.45, "start_time"),
+        ({"StartTime": 0.0, "SliceTiming": SLICES}, 0.0, "start_time"),  # StartTime wins
+        ({"SliceTimingCorrected": True, "SliceTiming": SLICES}, (0 + 1.75) / 2 / TR, "corrected_middle"),
+        ({"SliceTimingCorrected": True}, 0.5, "corrected_middle"),
+        ({"SliceTimingCorrected": False, "SliceTiming": SLICES}, 0.875 / TR, "slice_timing_mean"),
+        ({"SliceTiming": SLICES}, 0.875 / TR, "slice_timing_mean"),
+        ({"SliceTimingCorrected": False}, 0.0, "no_information"),
+        ({}, 0.0, "no_information"),
+    ],
+)
 def test_each_case_has_its_rule(metadata, fraction, rule):
     ref = slice_time_reference(metadata, TR)
     assert ref.rule == rule and ref.fraction == pytest.approx(fraction)
     described = ref.describe(TR)
-    assert described == {"Fraction": pytest.approx(fraction), "Seconds": pytest.approx(fraction * TR),
-                         "Rule": RULES[rule]}
+    assert described == {
+        "Fraction": pytest.approx(fraction),
+        "Seconds": pytest.approx(fraction * TR),
+        "Rule": RULES[rule],
+    }
 
 
-@pytest.mark.parametrize(("metadata", "match"), [
-    ({"StartTime": 2.5}, "StartTime 2.5 s of run-1 lies outside its TR"),
-    ({"StartTime": "soon"}, "StartTime of run-1 is not a number"),
-    ({"SliceTiming": [0.0, 2.0]}, "SliceTiming of run-1 spans 0-2 s, outside its TR"),
-    ({"SliceTiming": [0.0, float("nan")]}, "not a finite number"),
-    ({"SliceTiming": 0.5}, "must be a list of seconds"),
-])
+@pytest.mark.parametrize(
+    ("metadata", "match"),
+    [
+        ({"StartTime": 2.5}, "StartTime 2.5 s of run-1 lies outside its TR"),
+        ({"StartTime": "soon"}, "StartTime of run-1 is not a number"),
+        ({"SliceTiming": [0.0, 2.0]}, "SliceTiming of run-1 spans 0-2 s, outside its TR"),
+        ({"SliceTiming": [0.0, float("nan")]}, "not a finite number"),
+        ({"SliceTiming": 0.5}, "must be a list of seconds"),
+    ],
+)
 def test_impossible_metadata_is_refused(metadata, match):
     with pytest.raises(BadDataError, match=match):
         slice_time_reference(metadata, TR, "run-1")
@@ -56,20 +65,25 @@ def test_option_values_are_fractions_of_the_tr_or_names():
 
 
 def _dataset(root: Path, mode: str) -> Path:
-    return make_synthetic_dataset(root, SynthConfig(space="T1w", small=True, runs=1,
-                                                    slice_timing=mode))
+    return make_synthetic_dataset(root, SynthConfig(space="T1w", small=True, runs=1, slice_timing=mode))
 
 
-@pytest.mark.parametrize(("mode", "rule"), [
-    ("uncorrected", "slice_timing_mean"), ("corrected", "start_time"),
-    ("start", "no_information"), ("middle", "start_time"),
-])
+@pytest.mark.parametrize(
+    ("mode", "rule"),
+    [
+        ("uncorrected", "slice_timing_mean"),
+        ("corrected", "start_time"),
+        ("start", "no_information"),
+        ("middle", "start_time"),
+    ],
+)
 def test_the_query_reads_each_runs_reference(tmp_path, mode, rule):
     root = _dataset(tmp_path / "bids", mode)
     (run,) = find_inputs(root)
     raw = json.loads((root / "sub-01/func/sub-01_task-prf_run-1_bold.json").read_text())
-    prep = json.loads(next((root / "derivatives/fmriprep/sub-01/func").glob(
-        "*_desc-preproc_bold.json")).read_text())
+    prep = json.loads(
+        next((root / "derivatives/fmriprep/sub-01/func").glob("*_desc-preproc_bold.json")).read_text()
+    )
     expected = {
         "uncorrected": np.mean(raw.get("SliceTiming", [0])) / run.tr,
         "corrected": prep.get("StartTime", 0) / run.tr,
@@ -94,7 +108,8 @@ def test_derivative_sidecar_first_raw_sidecars_by_inheritance(tmp_path):
     assert run.slice_time.fraction == pytest.approx(0.15 / run.tr)
     # fMRIPrep's sidecar (StartTime of corrected data) comes before the raw sidecars
     prep = next((root / "derivatives/fmriprep/sub-01/func").glob("*_desc-preproc_bold.json"))
-    prep.write_text(json.dumps({**json.loads(prep.read_text()), "SliceTimingCorrected": True,
-                                "StartTime": 0.6}))
+    prep.write_text(
+        json.dumps({**json.loads(prep.read_text()), "SliceTimingCorrected": True, "StartTime": 0.6})
+    )
     (run,) = find_inputs(root, work_dir=tmp_path / "w3")
     assert run.slice_time.rule == "start_time" and run.slice_time.fraction == pytest.approx(0.4)

@@ -17,13 +17,13 @@ from prfmap.io.validator import check_bids_dir, find_validator, validate_dataset
 def minimal_raw(root: Path) -> Path:
     """A valid raw dataset: one participant's T1w image and its sidecar."""
     root.mkdir(parents=True)
-    (root / "dataset_description.json").write_text(json.dumps(
-        {"Name": "tiny", "BIDSVersion": "1.10.0", "Authors": ["A", "B"]}))
+    (root / "dataset_description.json").write_text(
+        json.dumps({"Name": "tiny", "BIDSVersion": "1.10.0", "Authors": ["A", "B"]})
+    )
     (root / "README").write_text("A tiny dataset for the validator tests.\n")
     anat = root / "sub-01" / "anat"
     anat.mkdir(parents=True)
-    nib.save(nib.Nifti1Image(np.zeros((4, 4, 4), np.int16), np.eye(4)),
-             anat / "sub-01_T1w.nii.gz")
+    nib.save(nib.Nifti1Image(np.zeros((4, 4, 4), np.int16), np.eye(4)), anat / "sub-01_T1w.nii.gz")
     return root
 
 
@@ -38,7 +38,8 @@ def test_errors_are_parsed_with_code_and_location(tmp_path):
     root = minimal_raw(tmp_path / "raw")
     (root / "sub-01" / "func").mkdir()
     (root / "sub-01" / "func" / "sub-01_task-x_bold.json").write_text(
-        json.dumps({"RepetitionTime": 1.0, "TaskName": "x"}))
+        json.dumps({"RepetitionTime": 1.0, "TaskName": "x"})
+    )
     result = validate_dataset(root)
     assert result.exit_code == 16
     assert ("SIDECAR_WITHOUT_DATAFILE", "") in result.counts()
@@ -51,9 +52,16 @@ def test_recursive_reports_each_derivative_dataset(tmp_path):
     root = minimal_raw(tmp_path / "raw")
     deriv = root / "derivatives" / "tool"
     deriv.mkdir(parents=True)
-    (deriv / "dataset_description.json").write_text(json.dumps(
-        {"Name": "tool", "BIDSVersion": "1.10.0", "DatasetType": "derivative",
-         "GeneratedBy": [{"Name": "tool"}]}))
+    (deriv / "dataset_description.json").write_text(
+        json.dumps(
+            {
+                "Name": "tool",
+                "BIDSVersion": "1.10.0",
+                "DatasetType": "derivative",
+                "GeneratedBy": [{"Name": "tool"}],
+            }
+        )
+    )
     (deriv / "notbids.txt").write_text("x")
     assert validate_dataset(root).exit_code == 0, "derivatives/ is not validated by default"
     result = validate_dataset(root, recursive=True)

@@ -77,8 +77,14 @@ def test_kill_between_write_and_rename_keeps_old_file(tmp_path: Path, which: str
     out = tmp_path / "out ü"
     out.mkdir()
     before = {name: _old_content(out / name) for name in OLD[which]}
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(out), which], env=chunked_env(),
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(out), which],
+        env=chunked_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == -9, proc.stderr
     visible = {p.name: p.read_bytes() for p in out.iterdir() if not p.name.startswith(".")}
     assert visible == before, "a file changed or appeared although its write never completed"

@@ -30,8 +30,13 @@ def problem():
     stim = Stimulus(design, fov_deg=10.0)
     rng = np.random.default_rng(0)
     n = 150
-    params = {"x": rng.uniform(-3, 3, n), "y": rng.uniform(-3, 3, n), "sigma": rng.uniform(0.5, 2, n),
-              "amplitude": np.ones(n), "baseline": np.zeros(n)}  # fmt: skip
+    params = {
+        "x": rng.uniform(-3, 3, n),
+        "y": rng.uniform(-3, 3, n),
+        "sigma": rng.uniform(0.5, 2, n),
+        "amplitude": np.ones(n),
+        "baseline": np.zeros(n),
+    }
     data = predict(params, stim, 1.5) + rng.normal(0, 0.05, (n, 40))
     data[3] = np.nan
     return data, stim
@@ -77,8 +82,16 @@ def test_stop_signal_ends_the_fit_at_once_keeping_saved_chunks(problem, tmp_path
             os.kill(os.getpid(), signal.SIGTERM)
 
     with stop_on_signal("run it again"), pytest.raises(StopRequested) as info:
-        fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=KWARGS, progress=progress,
-                    how_to_resume="run it again")  # fmt: skip
+        fit_chunked(
+            data,
+            stim,
+            1.5,
+            folder=tmp_path,
+            chunk=64,
+            fit_kwargs=KWARGS,
+            progress=progress,
+            how_to_resume="run it again",
+        )
     assert info.value.exit_code == 143 and calls[-1] == ("chunks", 1)
     assert "stopped by SIGTERM" in str(info.value) and "run it again" in str(info.value)
     assert len(_chunks(tmp_path)) == 1
@@ -100,12 +113,14 @@ with stop_on_signal("try again"):
 
 
 def test_a_run_that_does_not_unwind_is_ended_within_the_grace_time() -> None:
-    proc = subprocess.run([sys.executable, "-c", STUCK], env=chunked_env(None), capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", STUCK], env=chunked_env(None), capture_output=True, text=True, timeout=60
+    )
     elapsed = time.time() - float(proc.stdout.split()[0])
     assert proc.returncode == 130, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == (
-        "prfmap: error: stopped by SIGINT while running; the chunks saved so far are kept; try again")
+        "prfmap: error: stopped by SIGINT while running; the chunks saved so far are kept; try again"
+    )
     assert 1.5 <= elapsed < 2.0
 
 

@@ -18,10 +18,20 @@ def test_participants_in_parallel_share_one_output_dir(tmp_path: Path) -> None:
     )
     out, work = tmp_path / "out", tmp_path / "shared work"
     procs = [
-        start_participant(bids, out, "--participant-label", s, "--refine", "none", "--work-dir", work,
-                          chunk=None, tag=f"-{s}")
+        start_participant(
+            bids,
+            out,
+            "--participant-label",
+            s,
+            "--refine",
+            "none",
+            "--work-dir",
+            work,
+            chunk=None,
+            tag=f"-{s}",
+        )
         for s in SUBJECTS
-    ]  # fmt: skip
+    ]
     codes = [p.wait(timeout=600) for p in procs]
     assert codes == [0, 0, 0], [(tmp_path / f"out-{s}.stderr").read_text() for s in SUBJECTS]
 

@@ -55,8 +55,12 @@ def as_user(uid: int, umask: int):
 
 def user_env(home: Path) -> dict[str, str]:
     out = chunked_env(None)
-    out.update(HOME=str(home), MPLCONFIGDIR=str(home / "mpl"), KERAS_HOME=str(home / "keras"),
-               XDG_CACHE_HOME=str(home / "cache"))
+    out.update(
+        HOME=str(home),
+        MPLCONFIGDIR=str(home / "mpl"),
+        KERAS_HOME=str(home / "keras"),
+        XDG_CACHE_HOME=str(home / "cache"),
+    )
     # an interpreter under a private home (pyenv in /root) gets the system's of the same minor
     # version, with this environment's packages
     out["PYTHONPATH"] = os.pathsep.join([out["PYTHONPATH"], sysconfig.get_paths()["purelib"]])
@@ -68,8 +72,16 @@ def python_for(uid: int) -> str:
     version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
     for exe in (sys.executable, f"/usr/bin/{version}", f"/usr/local/bin/{version}"):
         try:
-            if exe and subprocess.run([exe, "-c", "import numpy"], preexec_fn=as_user(uid, 0o022),
-                                      env=user_env(Path("/tmp")), capture_output=True).returncode == 0:
+            if (
+                exe
+                and subprocess.run(
+                    [exe, "-c", "import numpy"],
+                    preexec_fn=as_user(uid, 0o022),
+                    env=user_env(Path("/tmp")),
+                    capture_output=True,
+                ).returncode
+                == 0
+            ):
                 return exe
         except PermissionError:
             continue
@@ -85,10 +97,26 @@ def test_outputs_honour_the_umask_and_other_users_read_them(t1w_dataset: Path, s
     home = shared_dir / "home"
     home.mkdir()
     home.chmod(0o777)  # mkdir's mode is masked by the umask
-    cmd = [python_for(OTHER_UID), "-m", "prfmap.cli.run", str(bids), str(out), "participant",
-           "--refine", "none", "--nprocs", "1"]
-    proc = subprocess.run(cmd, env=user_env(home), preexec_fn=as_user(OTHER_UID, 0o022),
-                          capture_output=True, text=True, timeout=900)
+    cmd = [
+        python_for(OTHER_UID),
+        "-m",
+        "prfmap.cli.run",
+        str(bids),
+        str(out),
+        "participant",
+        "--refine",
+        "none",
+        "--nprocs",
+        "1",
+    ]
+    proc = subprocess.run(
+        cmd,
+        env=user_env(home),
+        preexec_fn=as_user(OTHER_UID, 0o022),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr
     outputs = [p for p in out.rglob("*") if ".prfmap-" not in str(p.relative_to(out))]
     kinds = {p.name.split(".", 1)[-1] for p in outputs if p.is_file()}
@@ -96,13 +124,21 @@ def test_outputs_honour_the_umask_and_other_users_read_them(t1w_dataset: Path, s
     unreadable = [str(p.relative_to(out)) for p in outputs if not p.stat().st_mode & stat.S_IROTH]
     assert not unreadable, unreadable
     assert all(p.stat().st_uid == OTHER_UID for p in outputs)
-    reader = ("import sys; from bids import BIDSLayout; from prfmap.derivatives import PYBIDS_CONFIG; "
-              "layout = BIDSLayout(sys.argv[1], validate=False, is_derivative=True, "
-              "config=['bids', 'derivatives', PYBIDS_CONFIG]); "
-              "maps = layout.get(suffix='boldmap', extension='.nii.gz'); "
-              "print(len(maps), maps[0].get_metadata()['Model'])")
-    read = subprocess.run([python_for(4321), "-c", reader, str(out)], env=user_env(home),
-                          preexec_fn=as_user(4321, 0o022), capture_output=True, text=True, timeout=600)
+    reader = (
+        "import sys; from bids import BIDSLayout; from prfmap.derivatives import PYBIDS_CONFIG; "
+        "layout = BIDSLayout(sys.argv[1], validate=False, is_derivative=True, "
+        "config=['bids', 'derivatives', PYBIDS_CONFIG]); "
+        "maps = layout.get(suffix='boldmap', extension='.nii.gz'); "
+        "print(len(maps), maps[0].get_metadata()['Model'])"
+    )
+    read = subprocess.run(
+        [python_for(4321), "-c", reader, str(out)],
+        env=user_env(home),
+        preexec_fn=as_user(4321, 0o022),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert read.returncode == 0, read.stderr
     assert int(read.stdout.split()[0]) >= 8 and read.stdout.split()[1] == "gauss"
 
@@ -117,7 +153,7 @@ def test_outputs_never_go_into_the_datasets_read(t1w_dataset: Path, tmp_path: Pa
     before = sorted(str(p) for p in bids.rglob("*"))
     extra: list[str | Path] = []
     if where == "same via ..":
-        out = bids / "sub-01" / ".." / ".."/ bids.name
+        out = bids / "sub-01" / ".." / ".." / bids.name
     elif where == "symlink":
         out = tmp_path / "link"
         out.symlink_to(bids, target_is_directory=True)
@@ -146,8 +182,9 @@ def test_a_rerun_replaces_the_participants_outputs_as_one_set(t1w_dataset: Path,
     """Point 4: outputs of the earlier run that the new one does not write are gone, every sidecar
     is the new run's; staging folders a killed run left (committed or not) are finished or removed."""
     out = tmp_path / "out"
-    first = run_participant(t1w_dataset, out, "--refine", "none", "--save-predictions", "--high-pass-hz",
-                            "0.01", chunk=None)
+    first = run_participant(
+        t1w_dataset, out, "--refine", "none", "--save-predictions", "--high-pass-hz", "0.01", chunk=None
+    )
     assert first.returncode == 0, first.stderr
     assert list(out.rglob("*prediction_bold.*")) and list(out.rglob("*_desc-preproc_bold.*"))
     junk = out / ".prfmap-staging-sub-01-999999-0badc0de"
@@ -175,8 +212,9 @@ def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
 
 @ROOT_ONLY
 @pytest.mark.parametrize("full", ["output_dir", "work_dir"])
-def test_a_full_disk_is_one_line_naming_the_folder(t1w_dataset: Path, tmp_path: Path, tiny_tmpfs: Path,
-                                                   full: str) -> None:
+def test_a_full_disk_is_one_line_naming_the_folder(
+    t1w_dataset: Path, tmp_path: Path, tiny_tmpfs: Path, full: str
+) -> None:
     """Point 6: no space left → exit 73, the folder named and --work-dir suggested; no traceback."""
     if full == "output_dir":  # room for the logs (48 kB), not for the maps
         out, work = tiny_tmpfs / "out", tmp_path / "work"

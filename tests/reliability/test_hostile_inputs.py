@@ -23,8 +23,13 @@ from prfmap.io.runs import RunInput
 NO_SHRINK = [Phase.explicit, Phase.reuse, Phase.generate]
 # CI replays a fixed set of examples (a failure there must be reproducible); local runs explore anew
 DERANDOMIZE = bool(os.environ.get("CI"))
-FAST = settings(max_examples=25, deadline=None, phases=NO_SHRINK, suppress_health_check=list(HealthCheck),
-                derandomize=DERANDOMIZE)
+FAST = settings(
+    max_examples=25,
+    deadline=None,
+    phases=NO_SHRINK,
+    suppress_health_check=list(HealthCheck),
+    derandomize=DERANDOMIZE,
+)
 LOADER_CODES = {ExitCode.BAD_DATA, ExitCode.MISSING_INPUT, ExitCode.USAGE, ExitCode.NO_FILES_SELECTED}
 
 
@@ -61,15 +66,31 @@ def damaged(draw: st.DrawFn, original: bytes) -> bytes:
 
 
 def run_input(kind: str, bold, mask=None) -> RunInput:
-    return RunInput(subject="01", session=None, task="prf", run=1, space="x", den=None, kind=kind,
-                    bold=bold, mask=mask, tr=1.5, events=None, confounds=None, stim_file=None)  # fmt: skip
+    return RunInput(
+        subject="01",
+        session=None,
+        task="prf",
+        run=1,
+        space="x",
+        den=None,
+        kind=kind,
+        bold=bold,
+        mask=mask,
+        tr=1.5,
+        events=None,
+        confounds=None,
+        stim_file=None,
+    )
 
 
 def _gifti_bytes(n: int = 30, frames: int = 6) -> bytes:
     rng = np.random.default_rng(0)
-    img = nib.GiftiImage(darrays=[nib.gifti.GiftiDataArray(rng.normal(size=n).astype(np.float32),
-                                                           intent="NIFTI_INTENT_TIME_SERIES")
-                                  for _ in range(frames)])  # fmt: skip
+    img = nib.GiftiImage(
+        darrays=[
+            nib.gifti.GiftiDataArray(rng.normal(size=n).astype(np.float32), intent="NIFTI_INTENT_TIME_SERIES")
+            for _ in range(frames)
+        ]
+    )
     return img.to_bytes()
 
 
@@ -122,8 +143,9 @@ def test_damaged_cifti(tmp_path_factory: pytest.TempPathFactory, data: st.DataOb
 
 @FAST
 @given(st.data(), st.booleans())
-def test_damaged_nifti_or_mask(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject,
-                               gzipped: bool) -> None:  # fmt: skip
+def test_damaged_nifti_or_mask(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, gzipped: bool
+) -> None:
     folder = tmp_path_factory.mktemp("nii")
     ext = ".nii.gz" if gzipped else ".nii"
     bold, mask = folder / f"bold{ext}", folder / f"mask{ext}"
@@ -144,17 +166,33 @@ aperture_arrays = st.one_of(
         dtype=st.sampled_from([np.float32, np.float64, np.int16, np.uint8, np.bool_, np.complex64]),
         shape=hnp.array_shapes(min_dims=0, max_dims=5, min_side=0, max_side=5),
     ),
-    hnp.arrays(np.float64, hnp.array_shapes(min_dims=3, max_dims=3, min_side=1, max_side=4),
-               elements=st.sampled_from([0.0, 1.0, 0.5, np.nan, np.inf, -1.0, 2.0])),
-)  # fmt: skip
+    hnp.arrays(
+        np.float64,
+        hnp.array_shapes(min_dims=3, max_dims=3, min_side=1, max_side=4),
+        elements=st.sampled_from([0.0, 1.0, 0.5, np.nan, np.inf, -1.0, 2.0]),
+    ),
+)
 
 
 @FAST
-@given(aperture_arrays, st.sampled_from([".npy", ".nii.gz"]),
-       st.sampled_from([None, "{}", "[1]", "not json", '{"RepetitionTime": -1}',
-                        '{"SamplingFrequency": "fast"}', '{"FieldOfViewDeg": 0}']))  # fmt: skip
-def test_hostile_apertures(tmp_path_factory: pytest.TempPathFactory, array: np.ndarray, ext: str,
-                           sidecar: str | None) -> None:  # fmt: skip
+@given(
+    aperture_arrays,
+    st.sampled_from([".npy", ".nii.gz"]),
+    st.sampled_from(
+        [
+            None,
+            "{}",
+            "[1]",
+            "not json",
+            '{"RepetitionTime": -1}',
+            '{"SamplingFrequency": "fast"}',
+            '{"FieldOfViewDeg": 0}',
+        ]
+    ),
+)
+def test_hostile_apertures(
+    tmp_path_factory: pytest.TempPathFactory, array: np.ndarray, ext: str, sidecar: str | None
+) -> None:
     folder = tmp_path_factory.mktemp("ap")
     path = folder / f"stïm file{ext}"
     if ext == ".npy":
@@ -185,32 +223,48 @@ def test_all_zero_aperture_is_bad_data(tmp_path: Path) -> None:
 def small_bids(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from prfmap.synth import SynthConfig, make_synthetic_dataset
 
-    return make_synthetic_dataset(tmp_path_factory.mktemp("ds") / "bids dïr",
-                                  SynthConfig(space="T1w", small=True, runs=1))  # fmt: skip
+    return make_synthetic_dataset(
+        tmp_path_factory.mktemp("ds") / "bids dïr", SynthConfig(space="T1w", small=True, runs=1)
+    )
 
 
 EVENTS = st.one_of(
     st.text(max_size=200),
-    st.lists(st.lists(st.sampled_from(["0", "1.5", "-3", "nan", "bars", "bars.nii.gz", "missing.nii.gz",
-                                       "", "n/a", "x\ty"]), min_size=1, max_size=5),
-             min_size=0, max_size=5).map(
-        lambda rows: "onset\tduration\ttrial_type\tstim_file\n" + "\n".join("\t".join(r) for r in rows)),
-)  # fmt: skip
+    st.lists(
+        st.lists(
+            st.sampled_from(
+                ["0", "1.5", "-3", "nan", "bars", "bars.nii.gz", "missing.nii.gz", "", "n/a", "x\ty"]
+            ),
+            min_size=1,
+            max_size=5,
+        ),
+        min_size=0,
+        max_size=5,
+    ).map(lambda rows: "onset\tduration\ttrial_type\tstim_file\n" + "\n".join("\t".join(r) for r in rows)),
+)
 SIDECARS = st.one_of(
     st.text(max_size=80),
-    st.dictionaries(st.sampled_from(["RepetitionTime", "TaskName", "SliceTiming"]),
-                    st.one_of(st.none(), st.floats(allow_nan=True), st.text(max_size=5), st.integers()),
-                    max_size=3).map(json.dumps),
-)  # fmt: skip
+    st.dictionaries(
+        st.sampled_from(["RepetitionTime", "TaskName", "SliceTiming"]),
+        st.one_of(st.none(), st.floats(allow_nan=True), st.text(max_size=5), st.integers()),
+        max_size=3,
+    ).map(json.dumps),
+)
 
 
-@settings(max_examples=20, deadline=None, phases=NO_SHRINK, suppress_health_check=list(HealthCheck),
-          derandomize=DERANDOMIZE)
+@settings(
+    max_examples=20,
+    deadline=None,
+    phases=NO_SHRINK,
+    suppress_health_check=list(HealthCheck),
+    derandomize=DERANDOMIZE,
+)
 @given(events=st.one_of(st.none(), EVENTS), sidecar=st.one_of(st.none(), SIDECARS))
 @example(events="onset\tduration\ttrial_type\tstim_file\n", sidecar="4")  # CI found it: pybids' TypeError
 @example(events=None, sidecar="[1, 2]")
-def test_hostile_events_and_sidecars(tmp_path_factory: pytest.TempPathFactory, small_bids: Path,
-                                     events: str | None, sidecar: str | None) -> None:  # fmt: skip
+def test_hostile_events_and_sidecars(
+    tmp_path_factory: pytest.TempPathFactory, small_bids: Path, events: str | None, sidecar: str | None
+) -> None:
     root = tmp_path_factory.mktemp("copy") / "bids"
     shutil.copytree(small_bids, root)
     func = root / "sub-01" / "func"
@@ -260,8 +314,15 @@ def test_cli_hostile_input_one_line_no_outputs(
     out = tmp_path / "out put"
     # prfmap's own checks: the BIDS validator (tests/cli/test_fmriprep_flags.py), which rejects
     # some of these damages first with exit 16, is skipped here.
-    command = [str(root), str(out), "participant", "--no-report", "--refine", "none",
-               "--skip-bids-validation"]
+    command = [
+        str(root),
+        str(out),
+        "participant",
+        "--no-report",
+        "--refine",
+        "none",
+        "--skip-bids-validation",
+    ]
     assert main(command) == code
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("prfmap: error: ") and "Traceback" not in err
@@ -289,15 +350,24 @@ STIM_PATHS = st.builds(
 )
 
 
-@settings(max_examples=15, deadline=None, phases=NO_SHRINK, suppress_health_check=list(HealthCheck),
-          derandomize=DERANDOMIZE)
+@settings(
+    max_examples=15,
+    deadline=None,
+    phases=NO_SHRINK,
+    suppress_health_check=list(HealthCheck),
+    derandomize=DERANDOMIZE,
+)
 @example(stim="../../secret.nii.gz")
 @example(stim="ABS_SECRET")
 @example(stim="link-out.nii.gz")
 @example(stim="dir-out/secret.nii.gz")
 @example(stim="link-in.nii.gz")
-@given(stim=st.one_of(STIM_PATHS, st.sampled_from(["ABS_SECRET", "ABS_BARS", "/etc/passwd",
-                                                   "../../../../../../../../etc/passwd"])))
+@given(
+    stim=st.one_of(
+        STIM_PATHS,
+        st.sampled_from(["ABS_SECRET", "ABS_BARS", "/etc/passwd", "../../../../../../../../etc/passwd"]),
+    )
+)
 def test_stim_file_paths_stay_inside_the_dataset(escape_bids: Path, stim: str) -> None:
     """Issue 12, point 3: `..`, absolute paths and symlinks in stim_file never reach outside bids_dir."""
     stim = stim.replace("ABS_SECRET", str(escape_bids.parent / "secret.nii.gz"))

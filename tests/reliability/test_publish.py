@@ -63,8 +63,9 @@ def test_a_rerun_replaces_its_fits_and_keeps_the_others(tmp_path: Path) -> None:
     old = write_set(out, "old", tasks=("a", "b"), n=6)
     stage = new_staging(out, SUBJECT)
     new = write_set(stage, "new", tasks=("a",), n=2)
-    files = publish_participant(stage, out, SUBJECT, replaced=lambda rel: "_task-a_" in rel.name
-                                or "figures" in rel.parts)
+    files = publish_participant(
+        stage, out, SUBJECT, replaced=lambda rel: "_task-a_" in rel.name or "figures" in rel.parts
+    )
     kept = {k: v for k, v in old.items() if "_task-b_" in k}
     assert published(out) == {**kept, **new}
     assert sorted(files) == sorted(out / k for k in {**kept, **new})
@@ -88,8 +89,12 @@ CHILD = textwrap.dedent("""
 
 
 def start_publish(stage: Path, out: Path) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(stage), str(out)], env=chunked_env(None),
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(stage), str(out)],
+        env=chunked_env(None),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.readline().strip() == "go"
     return proc
 

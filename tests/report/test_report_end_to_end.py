@@ -116,8 +116,10 @@ def test_group_level_links_and_tabulates_every_participant(tmp_path_factory: pyt
     group = out / "group"
     stem = "task-prf_hemi-{h}_space-fsaverage5_model-gauss"
     count = np.concatenate(
-        [nib.load(group / f"{stem.format(h=h)}_stat-count_desc-count_boldmap.func.gii").agg_data()
-         for h in ("L", "R")]
+        [
+            nib.load(group / f"{stem.format(h=h)}_stat-count_desc-count_boldmap.func.gii").agg_data()
+            for h in ("L", "R")
+        ]
     )
     assert count.shape == (20484,) and count.max() == 2 and (count == 2).sum() > 100
     polar = nib.load(group / f"{stem.format(h='L')}_stat-circmean_desc-polarangle_boldmap.func.gii")

@@ -222,8 +222,11 @@ def test_cifti_participants_give_gifti_group_maps_on_fslr(tmp_path: Path) -> Non
         geometry.write_maps(maps, lambda hemi, p=path: p)
     (result,) = run_group(tmp_path, report=True)
     assert str(result.fit) == "task-bar space-fsLR den-91k model-gauss"
-    left = (tmp_path / "group"
-            / "task-bar_hemi-L_space-fsLR_den-32k_model-gauss_stat-count_desc-count_boldmap.func.gii")
+    left = (
+        tmp_path
+        / "group"
+        / "task-bar_hemi-L_space-fsLR_den-32k_model-gauss_stat-count_desc-count_boldmap.func.gii"
+    )
     count = nib.load(left).agg_data()
     assert count.shape == (32492,)
     np.testing.assert_array_equal(count[cortex["L"]], 2)

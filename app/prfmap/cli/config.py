@@ -56,8 +56,12 @@ def build_config(opts: Namespace) -> Config:
     if participant:
         bids_dir = bids_root(bids_dir)
     derivatives = derivative_roots(bids_dir, opts.derivatives)
-    check_output_locations(bids_dir, output_dir, _absolute(opts.work_dir) if participant else None,
-                           [p for _, p in derivatives] if participant else [])
+    check_output_locations(
+        bids_dir,
+        output_dir,
+        _absolute(opts.work_dir) if participant else None,
+        [p for _, p in derivatives] if participant else [],
+    )
     inputs = InputsConfig(
         bids_dir=bids_dir,
         derivatives=derivatives,
@@ -127,8 +131,9 @@ def _outputs(opts: Namespace, output_dir: Path) -> OutputsConfig:
     )
 
 
-def check_output_locations(bids_dir: Path, output_dir: Path, work_dir: Path | None,
-                           derivatives: list[Path]) -> None:
+def check_output_locations(
+    bids_dir: Path, output_dir: Path, work_dir: Path | None, derivatives: list[Path]
+) -> None:
     """Refuse output and work folders in the datasets being read, with every path resolved first.
 
     ``output_dir`` and ``work_dir`` may not be, or lie inside, ``bids_dir``'s raw tree or a
@@ -151,8 +156,12 @@ def check_output_locations(bids_dir: Path, output_dir: Path, work_dir: Path | No
             raise UsageError(f"{shown} is bids_dir; use e.g. {raw / 'derivatives' / 'prfmap'}")
         for source in read:
             if where == source or where.is_relative_to(source):
-                raise UsageError(f"{shown} lies inside the derivatives being read ({source}); "
-                                 f"use e.g. {raw / 'derivatives' / 'prfmap'}")
+                raise UsageError(
+                    f"{shown} lies inside the derivatives being read ({source}); "
+                    f"use e.g. {raw / 'derivatives' / 'prfmap'}"
+                )
         if where.is_relative_to(raw) and not where.is_relative_to(raw / "derivatives"):
-            raise UsageError(f"{shown} lies inside the raw dataset {raw}, which prfmap never writes "
-                             f"into; use a folder outside it or under {raw / 'derivatives'}")
+            raise UsageError(
+                f"{shown} lies inside the raw dataset {raw}, which prfmap never writes "
+                f"into; use a folder outside it or under {raw / 'derivatives'}"
+            )

@@ -84,9 +84,7 @@ def _derivative(value: str) -> tuple[str, Path]:
     if not sep:
         path, name = value, Path(value).name
     if not name or not path:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not NAME=PATH (e.g. fmriprep=/data/fmriprep)"
-        )
+        raise argparse.ArgumentTypeError(f"{value!r} is not NAME=PATH (e.g. fmriprep=/data/fmriprep)")
     return name, Path(path).expanduser().absolute()
 
 

@@ -147,13 +147,18 @@ def _log_fmriprep_options(config: Config) -> None:
     """One line for each option that fMRIPrep-style wrappers pass by habit."""
     execution = config.execution
     if execution.fs_license_file is not None:
-        logger.info("--fs-license-file %s: accepted and not used (prfmap runs no FreeSurfer)",
-                    execution.fs_license_file)
+        logger.info(
+            "--fs-license-file %s: accepted and not used (prfmap runs no FreeSurfer)",
+            execution.fs_license_file,
+        )
     if not config.inputs.validate:
         logger.info("--skip-bids-validation: bids_dir is not validated")
     if execution.omp_nthreads:
-        logger.info("--omp-nthreads %d: OpenMP/BLAS pools limited to %d thread(s) each",
-                    execution.omp_nthreads, execution.omp_nthreads)
+        logger.info(
+            "--omp-nthreads %d: OpenMP/BLAS pools limited to %d thread(s) each",
+            execution.omp_nthreads,
+            execution.omp_nthreads,
+        )
 
 
 def _write_config(config: Config, log_file: Path, command: list[str]) -> Path:
@@ -172,9 +177,7 @@ def _configure_console(verbose: int) -> None:
     PACKAGE_LOGGER.propagate = False
     handler = logging.StreamHandler(sys.stdout)
     handler.setLevel(logging.DEBUG if verbose else logging.INFO)
-    handler.setFormatter(
-        logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s", "%H:%M:%S")
-    )
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s", "%H:%M:%S"))
     handler.set_name("prfmap-console")
     PACKAGE_LOGGER.addHandler(handler)
     if verbose >= 2:
@@ -214,8 +217,12 @@ def _select_backend(execution: ExecutionConfig) -> None:
     xla_cache = place_xla_cache(execution.backend, execution.work_dir)
     if xla_cache is not None:
         logger.debug("JAX compilation cache: %s", xla_cache)
-    select_backend(execution.backend, nprocs=execution.nprocs, device=execution.device,
-                   omp_threads=execution.omp_nthreads)
+    select_backend(
+        execution.backend,
+        nprocs=execution.nprocs,
+        device=execution.device,
+        omp_threads=execution.omp_nthreads,
+    )
 
 
 if __name__ == "__main__":

@@ -53,63 +53,126 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("out_dir", type=Path, metavar="OUT_DIR", help="folder to write to")
-    parser.add_argument("--subjects", type=positive_int, default=1, metavar="N",
-                        help="number of participants")
-    parser.add_argument("--runs", type=positive_int, default=2, metavar="N",
-                        help="runs per participant, all with the same bar sweeps")
-    parser.add_argument("--space", choices=SPACES, default="fsaverage5",
-                        help="fsaverage5 GIFTI, fsLR CIFTI (den-91k) or a T1w NIfTI volume")
-    parser.add_argument("--noise", type=nonnegative_float, default=DEFAULT_NOISE,
-                        metavar="SD", help="AR(1) noise standard deviation, percent signal change")
-    parser.add_argument("--tr", type=positive_float, default=1.5, metavar="S",
-                        help="repetition time in seconds")
-    parser.add_argument("--seed", type=nonnegative_int, default=0, metavar="N",
-                        help="random seed")
-    parser.add_argument("--dummy-scans", type=nonnegative_int, default=0, metavar="N",
-                        help="non-steady-state volumes at the start of each run, flagged in the "
-                        "confounds as fMRIPrep does")
-    parser.add_argument("--slice-timing", choices=SLICE_TIMINGS, default="uncorrected",
-                        help="uncorrected: each unit sampled at its slice's time, SliceTiming in "
-                        "the raw sidecars, SliceTimingCorrected false; corrected: every unit at "
-                        "fMRIPrep's reference, SliceTimingCorrected true with its StartTime; start: "
-                        "every unit at the start of the TR, no SliceTiming, SliceTimingCorrected "
-                        "false; middle: every unit at TR/2, StartTime TR/2, no SliceTiming")
-    parser.add_argument("--slice-time-ref", type=fraction, default=0.5, metavar="F",
-                        help="with --slice-timing corrected: fMRIPrep's --slice-time-ref, the "
-                        "fraction of the slice acquisition range the data were corrected to")
-    parser.add_argument("--hrf-delay-jitter", type=nonnegative_float, default=1.0, metavar="S",
-                        help="each pRF unit's HRF delay is SPM's 6 s plus a shift drawn uniformly "
-                        "in [-S, S] seconds")
-    parser.add_argument("--hrf-dispersion-jitter", type=_dispersion_jitter, default=0.2,
-                        metavar="F", help="each pRF unit's HRF peak dispersion is drawn "
-                        "uniformly in [1 - F, 1 + F]")
-    parser.add_argument("--noise-model", choices=NOISE_MODELS, default="realistic",
-                        help="realistic: noise levels spread across units, AR(1) noise plus "
-                        "aliased respiration and cardiac cycles; global: the same plus a slow "
-                        "fluctuation shared by every unit (10 %% of the variance); ar1: AR(1) "
-                        "noise of one level")
-    parser.add_argument("--noise-fraction", type=fraction, default=0.1, metavar="F",
-                        help="fraction of the units inside the mapped region without a pRF "
-                        "(noise only)")
-    parser.add_argument("--drift", type=nonnegative_float, default=1.0, metavar="SCALE",
-                        help="scale of the slow drifts (1: linear trend sd 0.7 %%, half cosine sd "
-                        "0.5 %%; 0: none)")
-    parser.add_argument("--noise-runs", type=nonnegative_int, default=0, metavar="N",
-                        help="the last N runs carry no pRF responses, only drifts and noise (a "
-                        "validation case for cross-validated r²)")
-    parser.add_argument("--clean", action="store_true",
-                        help="the earlier, idealised data: one canonical HRF, every volume "
-                        "sampled mid-TR (StartTime TR/2), AR(1) noise, a pRF in every unit of "
-                        "the mapped region (overrides the five options above but --drift)")
-    parser.add_argument("--hrf-delay-shift", type=float, default=0.0, metavar="S",
-                        help="add S seconds to every pRF unit's HRF delay (the whole response "
-                        "later than SPM's for S > 0, as a participant's or another tool's HRF can "
-                        "be); --clean keeps it")
-    parser.add_argument("--small", action="store_true",
-                        help="a quick test-size dataset (smaller aperture, shorter runs, few "
-                        "grayordinates/voxels for fsLR and T1w)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="write into OUT_DIR even if it is not empty")
+    parser.add_argument(
+        "--subjects", type=positive_int, default=1, metavar="N", help="number of participants"
+    )
+    parser.add_argument(
+        "--runs",
+        type=positive_int,
+        default=2,
+        metavar="N",
+        help="runs per participant, all with the same bar sweeps",
+    )
+    parser.add_argument(
+        "--space",
+        choices=SPACES,
+        default="fsaverage5",
+        help="fsaverage5 GIFTI, fsLR CIFTI (den-91k) or a T1w NIfTI volume",
+    )
+    parser.add_argument(
+        "--noise",
+        type=nonnegative_float,
+        default=DEFAULT_NOISE,
+        metavar="SD",
+        help="AR(1) noise standard deviation, percent signal change",
+    )
+    parser.add_argument(
+        "--tr", type=positive_float, default=1.5, metavar="S", help="repetition time in seconds"
+    )
+    parser.add_argument("--seed", type=nonnegative_int, default=0, metavar="N", help="random seed")
+    parser.add_argument(
+        "--dummy-scans",
+        type=nonnegative_int,
+        default=0,
+        metavar="N",
+        help="non-steady-state volumes at the start of each run, flagged in the confounds as fMRIPrep does",
+    )
+    parser.add_argument(
+        "--slice-timing",
+        choices=SLICE_TIMINGS,
+        default="uncorrected",
+        help="uncorrected: each unit sampled at its slice's time, SliceTiming in "
+        "the raw sidecars, SliceTimingCorrected false; corrected: every unit at "
+        "fMRIPrep's reference, SliceTimingCorrected true with its StartTime; start: "
+        "every unit at the start of the TR, no SliceTiming, SliceTimingCorrected "
+        "false; middle: every unit at TR/2, StartTime TR/2, no SliceTiming",
+    )
+    parser.add_argument(
+        "--slice-time-ref",
+        type=fraction,
+        default=0.5,
+        metavar="F",
+        help="with --slice-timing corrected: fMRIPrep's --slice-time-ref, the "
+        "fraction of the slice acquisition range the data were corrected to",
+    )
+    parser.add_argument(
+        "--hrf-delay-jitter",
+        type=nonnegative_float,
+        default=1.0,
+        metavar="S",
+        help="each pRF unit's HRF delay is SPM's 6 s plus a shift drawn uniformly in [-S, S] seconds",
+    )
+    parser.add_argument(
+        "--hrf-dispersion-jitter",
+        type=_dispersion_jitter,
+        default=0.2,
+        metavar="F",
+        help="each pRF unit's HRF peak dispersion is drawn uniformly in [1 - F, 1 + F]",
+    )
+    parser.add_argument(
+        "--noise-model",
+        choices=NOISE_MODELS,
+        default="realistic",
+        help="realistic: noise levels spread across units, AR(1) noise plus "
+        "aliased respiration and cardiac cycles; global: the same plus a slow "
+        "fluctuation shared by every unit (10 %% of the variance); ar1: AR(1) "
+        "noise of one level",
+    )
+    parser.add_argument(
+        "--noise-fraction",
+        type=fraction,
+        default=0.1,
+        metavar="F",
+        help="fraction of the units inside the mapped region without a pRF (noise only)",
+    )
+    parser.add_argument(
+        "--drift",
+        type=nonnegative_float,
+        default=1.0,
+        metavar="SCALE",
+        help="scale of the slow drifts (1: linear trend sd 0.7 %%, half cosine sd 0.5 %%; 0: none)",
+    )
+    parser.add_argument(
+        "--noise-runs",
+        type=nonnegative_int,
+        default=0,
+        metavar="N",
+        help="the last N runs carry no pRF responses, only drifts and noise (a "
+        "validation case for cross-validated r²)",
+    )
+    parser.add_argument(
+        "--clean",
+        action="store_true",
+        help="the earlier, idealised data: one canonical HRF, every volume "
+        "sampled mid-TR (StartTime TR/2), AR(1) noise, a pRF in every unit of "
+        "the mapped region (overrides the five options above but --drift)",
+    )
+    parser.add_argument(
+        "--hrf-delay-shift",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="add S seconds to every pRF unit's HRF delay (the whole response "
+        "later than SPM's for S > 0, as a participant's or another tool's HRF can "
+        "be); --clean keeps it",
+    )
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help="a quick test-size dataset (smaller aperture, shorter runs, few "
+        "grayordinates/voxels for fsLR and T1w)",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="write into OUT_DIR even if it is not empty")
     parser.add_argument("--version", action="version", version=f"prfmap-synth {__version__}")
     return parser
 
@@ -137,19 +200,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     if out.is_dir() and any(out.iterdir()) and not args.overwrite:
         parser.error(f"OUT_DIR {out} is not empty; choose a new folder or pass --overwrite")
     realism = {
-        "slice_timing": args.slice_timing, "hrf_delay_jitter": args.hrf_delay_jitter,
-        "hrf_dispersion_jitter": args.hrf_dispersion_jitter, "noise_model": args.noise_model,
+        "slice_timing": args.slice_timing,
+        "hrf_delay_jitter": args.hrf_delay_jitter,
+        "hrf_dispersion_jitter": args.hrf_dispersion_jitter,
+        "noise_model": args.noise_model,
         "noise_fraction": args.noise_fraction,
     }
     config = SynthConfig(
-        subjects=args.subjects, runs=args.runs, space=args.space, noise=args.noise, tr=args.tr,
-        seed=args.seed, small=args.small, dummy_scans=args.dummy_scans,
-        slice_time_ref=args.slice_time_ref, drift=args.drift, noise_runs=args.noise_runs,
-        hrf_delay_shift=args.hrf_delay_shift, **(CLEAN if args.clean else realism),
+        subjects=args.subjects,
+        runs=args.runs,
+        space=args.space,
+        noise=args.noise,
+        tr=args.tr,
+        seed=args.seed,
+        small=args.small,
+        dummy_scans=args.dummy_scans,
+        slice_time_ref=args.slice_time_ref,
+        drift=args.drift,
+        noise_runs=args.noise_runs,
+        hrf_delay_shift=args.hrf_delay_shift,
+        **(CLEAN if args.clean else realism),
     )
     make_synthetic_dataset(out, config)
-    print(f"prfmap-synth: wrote {args.subjects} participant(s) × {args.runs} run(s) in "
-          f"{args.space} to {out} (ground truth: {out / 'derivatives' / 'prfsynth'})")
+    print(
+        f"prfmap-synth: wrote {args.subjects} participant(s) × {args.runs} run(s) in "
+        f"{args.space} to {out} (ground truth: {out / 'derivatives' / 'prfsynth'})"
+    )
     return 0
 
 

@@ -30,8 +30,19 @@ _LAZY = {
 }
 
 __all__ = [
-    "HRF", "MODELS", "FitResult", "Stimulus", "backend_info", "cartesian_grid", "estimate_hrf", "fit_prf",
-    "model_parameters", "polar_grid", "predict", "select_backend", "spm_hrf",
+    "HRF",
+    "MODELS",
+    "FitResult",
+    "Stimulus",
+    "backend_info",
+    "cartesian_grid",
+    "estimate_hrf",
+    "fit_prf",
+    "model_parameters",
+    "polar_grid",
+    "predict",
+    "select_backend",
+    "spm_hrf",
 ]
 
 
@@ -47,5 +58,9 @@ def backend_info() -> dict[str, str]:
     import keras
 
     backend = get_backend()
-    return {"backend": backend.NAME, "version": backend.version(), "keras": keras.__version__,
-            "device": backend.device()}
+    return {
+        "backend": backend.NAME,
+        "version": backend.version(),
+        "keras": keras.__version__,
+        "device": backend.device(),
+    }

@@ -85,13 +85,21 @@ def batch_size(prob: Problem, mem_gb: float, derivatives: int) -> int:
     """Units per batch of a refinement or final evaluation with ``derivatives`` parameters."""
     item = np.dtype(prob.dtype).itemsize
     n_gauss = catalog.MODELS[prob.model.name].gaussians
-    per_unit = item * (prob.pixels * (derivatives + 1) * (n_gauss + 1)
-                       + prob.frames * (derivatives + 1) * (prob.n_bases + 2) * 2)
+    per_unit = item * (
+        prob.pixels * (derivatives + 1) * (n_gauss + 1)
+        + prob.frames * (derivatives + 1) * (prob.n_bases + 2) * 2
+    )
     return budget_rows(mem_gb, per_unit, lo=MIN_BATCH, hi=8192)
 
 
-def run_batches(n_units: int, batch: int, run: Callable[[int, int, int], None],
-                stage: str, progress: ProgressFn | None, shrink: bool = True) -> None:
+def run_batches(
+    n_units: int,
+    batch: int,
+    run: Callable[[int, int, int], None],
+    stage: str,
+    progress: ProgressFn | None,
+    shrink: bool = True,
+) -> None:
     """Call ``run(start, stop, batch)`` over the units; halve the batch and retry on out-of-memory.
 
     With ``shrink``, a batch larger than the units (padded to :func:`ladder_size`) is reduced first.

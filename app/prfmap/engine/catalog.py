@@ -219,56 +219,103 @@ _WIDER = Bound(Limit(SURROUND_SCALE[0], "sigma", inclusive=False), Limit(SURROUN
 _POSITIVE = Bound(Limit(0.0, inclusive=False))
 _NON_NEGATIVE = Bound(Limit(0.0))
 
-PARAMETERS: dict[str, Parameter] = {p.key: p for p in (
-    Parameter("x", "deg", "horizontal position of the pRF centre (positive: right visual field)", _CENTRE),
-    Parameter("y", "deg", "vertical position of the pRF centre (positive: upper visual field)", _CENTRE),
-    Parameter("sigma", "deg", "pRF size: one standard deviation of the Gaussian", _SIZE),
-    Parameter("amplitude", "%", "response amplitude (percent signal change for the full pRF)", _NON_NEGATIVE),
-    Parameter("baseline", "%", "baseline (percent signal change)"),
-    Parameter("r2", "1", "variance explained by the model (fraction, after nuisance projection)",
-              Bound(None, Limit(1.0))),
-    Parameter("cvr2", "1", "cross-validated variance explained: each run predicted by a fit of the "
-              "others, one gain over all held-out runs, signed (prfmap.crossval)",
-              Bound(Limit(-1.0), Limit(1.0))),
-    Parameter("polar_angle", "deg", "polar angle of the pRF centre",
-              Bound(Limit(-180.0, inclusive=False), Limit(180.0))),
-    Parameter("eccentricity", "deg", "eccentricity of the pRF centre, hypot(x, y)",
-              Bound(Limit(0.0), Limit(CENTRE_RADII, "radius"))),
-    Parameter("n", "1", "compressive exponent of the CSS model",
-              Bound(Limit(0.0, inclusive=False), Limit(1.0))),
-    Parameter("sigma_surround", "deg", "standard deviation of the suppressive surround", _WIDER),
-    Parameter("amplitude_surround", "%", "amplitude of the suppressive surround", _NON_NEGATIVE),
-    Parameter("sigma_norm", "deg", "standard deviation of the normalisation pool", _WIDER),
-    Parameter("amplitude_norm", "1", "gain of the normalisation pool", _POSITIVE),
-    Parameter("baseline_activation", "1", "baseline of the activation term (DN model)", _POSITIVE),
-    Parameter("baseline_norm", "1", "baseline of the normalisation term (DN model)", _POSITIVE),
-    Parameter("status", "1", "fit status: a sum of the bits of STATUS_FLAGS (0: refined, converged, "
-              "inside every bound)"),
-    Parameter("hrf_deriv", "1", "weight of the HRF's time derivative"),
-    Parameter("hrf_disp", "1", "weight of the HRF's dispersion derivative"),
-)}
+PARAMETERS: dict[str, Parameter] = {
+    p.key: p
+    for p in (
+        Parameter(
+            "x", "deg", "horizontal position of the pRF centre (positive: right visual field)", _CENTRE
+        ),
+        Parameter("y", "deg", "vertical position of the pRF centre (positive: upper visual field)", _CENTRE),
+        Parameter("sigma", "deg", "pRF size: one standard deviation of the Gaussian", _SIZE),
+        Parameter(
+            "amplitude", "%", "response amplitude (percent signal change for the full pRF)", _NON_NEGATIVE
+        ),
+        Parameter("baseline", "%", "baseline (percent signal change)"),
+        Parameter(
+            "r2",
+            "1",
+            "variance explained by the model (fraction, after nuisance projection)",
+            Bound(None, Limit(1.0)),
+        ),
+        Parameter(
+            "cvr2",
+            "1",
+            "cross-validated variance explained: each run predicted by a fit of the "
+            "others, one gain over all held-out runs, signed (prfmap.crossval)",
+            Bound(Limit(-1.0), Limit(1.0)),
+        ),
+        Parameter(
+            "polar_angle",
+            "deg",
+            "polar angle of the pRF centre",
+            Bound(Limit(-180.0, inclusive=False), Limit(180.0)),
+        ),
+        Parameter(
+            "eccentricity",
+            "deg",
+            "eccentricity of the pRF centre, hypot(x, y)",
+            Bound(Limit(0.0), Limit(CENTRE_RADII, "radius")),
+        ),
+        Parameter(
+            "n", "1", "compressive exponent of the CSS model", Bound(Limit(0.0, inclusive=False), Limit(1.0))
+        ),
+        Parameter("sigma_surround", "deg", "standard deviation of the suppressive surround", _WIDER),
+        Parameter("amplitude_surround", "%", "amplitude of the suppressive surround", _NON_NEGATIVE),
+        Parameter("sigma_norm", "deg", "standard deviation of the normalisation pool", _WIDER),
+        Parameter("amplitude_norm", "1", "gain of the normalisation pool", _POSITIVE),
+        Parameter("baseline_activation", "1", "baseline of the activation term (DN model)", _POSITIVE),
+        Parameter("baseline_norm", "1", "baseline of the normalisation term (DN model)", _POSITIVE),
+        Parameter(
+            "status",
+            "1",
+            "fit status: a sum of the bits of STATUS_FLAGS (0: refined, converged, inside every bound)",
+        ),
+        Parameter("hrf_deriv", "1", "weight of the HRF's time derivative"),
+        Parameter("hrf_disp", "1", "weight of the HRF's dispersion derivative"),
+    )
+}
 """Every reported parameter by key; ``FitResult.maps()`` and the sidecars use their labels."""
 
 STATUS_FLAGS: dict[int, tuple[str, str]] = {
-    1: ("no_signal", "no usable data (non-finite or constant after the nuisance projection) or no "
-        "positive response anywhere on the grid: every parameter and r2 are NaN"),
-    2: ("grid_only", "not refined (the grid's r2 is below refine_r2_min): the grid point and its "
-        "linear fit are written"),
-    4: ("at_bound", "the refinement stopped on a bound of a parameter other than sigma's floor, or "
+    1: (
+        "no_signal",
+        "no usable data (non-finite or constant after the nuisance projection) or no "
+        "positive response anywhere on the grid: every parameter and r2 are NaN",
+    ),
+    2: (
+        "grid_only",
+        "not refined (the grid's r2 is below refine_r2_min): the grid point and its linear fit are written",
+    ),
+    4: (
+        "at_bound",
+        "the refinement stopped on a bound of a parameter other than sigma's floor, or "
         "the centre on the largest eccentricity (FitSettings.bounds): the estimate is written but "
-        "the best fit may lie beyond the bound"),
+        "the best fit may lie beyond the bound",
+    ),
     8: ("not_converged", "the refinement used all its iterations without converging"),
-    16: ("refinement_rejected", "the refinement ended outside the model's valid range (amplitude not "
-         "positive or a non-finite cost): the start (grid point or seed) and its linear fit are "
-         "written instead"),
-    32: ("surround_vanished", "the surround or normalisation pool of a DoG or DN fit vanished: the "
-         "fit is that of a Gaussian and its extra parameters are not estimates"),
-    64: ("not_reproducible", "the held-out runs' correlation with the fold predictions is not "
-         "significant (z of the cross-validation, autocorrelation-corrected, below the one-sided "
-         "Bonferroni limit over the fitted units for a family-wise error of 0.05): the fit does not "
-         "predict the held-out runs"),
-    128: ("size_at_floor", "sigma stopped at the resolution floor (one aperture pixel): the pRF is "
-          "smaller than the stimulus resolves, sigma is an upper limit; the position is an estimate"),
+    16: (
+        "refinement_rejected",
+        "the refinement ended outside the model's valid range (amplitude not "
+        "positive or a non-finite cost): the start (grid point or seed) and its linear fit are "
+        "written instead",
+    ),
+    32: (
+        "surround_vanished",
+        "the surround or normalisation pool of a DoG or DN fit vanished: the "
+        "fit is that of a Gaussian and its extra parameters are not estimates",
+    ),
+    64: (
+        "not_reproducible",
+        "the held-out runs' correlation with the fold predictions is not "
+        "significant (z of the cross-validation, autocorrelation-corrected, below the one-sided "
+        "Bonferroni limit over the fitted units for a family-wise error of 0.05): the fit does not "
+        "predict the held-out runs",
+    ),
+    128: (
+        "size_at_floor",
+        "sigma stopped at the resolution floor (one aperture pixel): the pRF is "
+        "smaller than the stimulus resolves, sigma is an upper limit; the position is an estimate",
+    ),
 }
 """Bits of the ``status`` map; a unit's status is the sum of the bits that apply to it."""
 
@@ -291,6 +338,7 @@ def doubtful(status: Any) -> np.ndarray:
     """Per unit: the status map has a bit of :data:`DOUBTFUL`."""
     return (status_codes(status) & DOUBTFUL_BITS) != 0
 
+
 DERIVED = ("r2", "polar_angle", "eccentricity")
 """Parameters every fit reports besides a model's own (``FitResult.maps()`` adds them)."""
 
@@ -308,25 +356,48 @@ it once per fit and fold and hands it to every chunk."""
 
 _LINEAR = ("amplitude", "baseline")
 
-MODELS: dict[str, ModelSpec] = {m.name: m for m in (
-    ModelSpec("gauss", "isotropic 2D Gaussian pRF", "Dumoulin & Wandell, 2008",
-              ("x", "y", "sigma") + _LINEAR),
-    ModelSpec("css", "compressive spatial summation", "Kay et al., 2013",
-              ("x", "y", "sigma", "n") + _LINEAR),
-    ModelSpec("dog", "difference of Gaussians", "Zuiderbaan et al., 2012",
-              ("x", "y", "sigma", "sigma_surround", "amplitude_surround") + _LINEAR, gaussians=2),
-    ModelSpec("dn", "divisive normalisation", "Aqil et al., 2021",
-              ("x", "y", "sigma", "sigma_norm", "amplitude_norm", "baseline_activation", "baseline_norm")
-              + _LINEAR, gaussians=2, fixed={"baseline_norm": 1.0}),
-)}
+MODELS: dict[str, ModelSpec] = {
+    m.name: m
+    for m in (
+        ModelSpec(
+            "gauss", "isotropic 2D Gaussian pRF", "Dumoulin & Wandell, 2008", ("x", "y", "sigma") + _LINEAR
+        ),
+        ModelSpec(
+            "css", "compressive spatial summation", "Kay et al., 2013", ("x", "y", "sigma", "n") + _LINEAR
+        ),
+        ModelSpec(
+            "dog",
+            "difference of Gaussians",
+            "Zuiderbaan et al., 2012",
+            ("x", "y", "sigma", "sigma_surround", "amplitude_surround") + _LINEAR,
+            gaussians=2,
+        ),
+        ModelSpec(
+            "dn",
+            "divisive normalisation",
+            "Aqil et al., 2021",
+            ("x", "y", "sigma", "sigma_norm", "amplitude_norm", "baseline_activation", "baseline_norm")
+            + _LINEAR,
+            gaussians=2,
+            fixed={"baseline_norm": 1.0},
+        ),
+    )
+}
 """Every model by name, in the order the command line lists them."""
 
-REFINERS: dict[str, RefinerSpec] = {r.name: r for r in (
-    RefinerSpec("lm", "Levenberg-Marquardt with the linear weights solved for (variable projection)",
-                max_iter=30, tol=1e-4),
-    RefinerSpec("sgd", "Adam gradient descent on the variable-projection cost", max_iter=400, tol=1e-5),
-    RefinerSpec("none", "the grid search and linear fit alone"),
-)}
+REFINERS: dict[str, RefinerSpec] = {
+    r.name: r
+    for r in (
+        RefinerSpec(
+            "lm",
+            "Levenberg-Marquardt with the linear weights solved for (variable projection)",
+            max_iter=30,
+            tol=1e-4,
+        ),
+        RefinerSpec("sgd", "Adam gradient descent on the variable-projection cost", max_iter=400, tol=1e-5),
+        RefinerSpec("none", "the grid search and linear fit alone"),
+    )
+}
 """Every refinement method by name, in the order the command line lists them."""
 
 

@@ -33,12 +33,27 @@ __all__ = ["FitResult", "estimate_hrf", "fit_prf"]
 
 
 def fit_prf(
-    data: np.ndarray, stim: Stimulus, tr: float, model: str = "gauss", refine: str = "lm", *,
-    nuisance: np.ndarray | None = None, hrf: str | HRF = "canonical", fit_hrf: bool = False,
-    grid: Mapping[str, np.ndarray] | None = None, mem_gb: float | None = None, dtype: str = "float32",
-    seed: int = 0, fixed: Mapping[str, float] | None = None, max_iter: int | None = None,
-    tol: float | None = None, learning_rate: float = 0.05, refine_r2_min: float = 0.0,
-    slice_time_ref: float = 0.5, progress: ProgressFn | None = None, return_predictions: bool = False,
+    data: np.ndarray,
+    stim: Stimulus,
+    tr: float,
+    model: str = "gauss",
+    refine: str = "lm",
+    *,
+    nuisance: np.ndarray | None = None,
+    hrf: str | HRF = "canonical",
+    fit_hrf: bool = False,
+    grid: Mapping[str, np.ndarray] | None = None,
+    mem_gb: float | None = None,
+    dtype: str = "float32",
+    seed: int = 0,
+    fixed: Mapping[str, float] | None = None,
+    max_iter: int | None = None,
+    tol: float | None = None,
+    learning_rate: float = 0.05,
+    refine_r2_min: float = 0.0,
+    slice_time_ref: float = 0.5,
+    progress: ProgressFn | None = None,
+    return_predictions: bool = False,
 ) -> FitResult:
     """Fit a pRF model to every unit: grid search, linear fit, then refinement.
 
@@ -95,28 +110,77 @@ def fit_prf(
     t_start, prf_model, refiner = time.perf_counter(), get_model(model), catalog.get_refiner(refine)
     data, mem_gb, dtype = _check_data(data, stim), memory_budget(mem_gb), floatx(dtype)
     prob, units, timings, (free, fixed_values) = _setup(
-        prf_model, data, stim, tr, "vertex" if fit_hrf else hrf, nuisance, slice_time_ref, fixed,
-        mem_gb=mem_gb, dtype=dtype, progress=progress)
-    refine_options = {"mem_gb": mem_gb, "max_iter": max_iter, "tol": tol, "learning_rate": learning_rate,
-                      "refine_r2_min": refine_r2_min, "progress": progress, "timings": timings}
-    u, corr, starts = stages.start(prob, refiner, polar_grid(stim) if grid is None else grid, fixed_values,
-                                   units.y, stim, refine_options)
+        prf_model,
+        data,
+        stim,
+        tr,
+        "vertex" if fit_hrf else hrf,
+        nuisance,
+        slice_time_ref,
+        fixed,
+        mem_gb=mem_gb,
+        dtype=dtype,
+        progress=progress,
+    )
+    refine_options = {
+        "mem_gb": mem_gb,
+        "max_iter": max_iter,
+        "tol": tol,
+        "learning_rate": learning_rate,
+        "refine_r2_min": refine_r2_min,
+        "progress": progress,
+        "timings": timings,
+    }
+    u, corr, starts = stages.start(
+        prob, refiner, polar_grid(stim) if grid is None else grid, fixed_values, units.y, stim, refine_options
+    )
     u_start, bounds = u.copy(), prob.model.bounds(stim.scales)
     refined, flags = stages.refine(prob, refiner, u, units.y, corr, free, bounds, **refine_options)
-    result = checked_fit(partial(final_fit, prob, units, shape=data.shape, mem_gb=mem_gb, timings=timings,
-                                  with_predictions=return_predictions),
-                          u, u_start, units.index, bounds, free, flags, prob.model.names)
-    result.settings = _settings(prob, refine, {
-        **refined, **starts, "fixed": {k: float(v) for k, v in fixed_values.items()},
-        "slice_time_ref": slice_time_ref, "units": int(data.shape[0]), "units_fitted": int(units.index.size),
-        "seed": int(seed), "bounds": bounds_record(prob.model, bounds, free)})
+    result = checked_fit(
+        partial(
+            final_fit,
+            prob,
+            units,
+            shape=data.shape,
+            mem_gb=mem_gb,
+            timings=timings,
+            with_predictions=return_predictions,
+        ),
+        u,
+        u_start,
+        units.index,
+        bounds,
+        free,
+        flags,
+        prob.model.names,
+    )
+    result.settings = _settings(
+        prob,
+        refine,
+        {
+            **refined,
+            **starts,
+            "fixed": {k: float(v) for k, v in fixed_values.items()},
+            "slice_time_ref": slice_time_ref,
+            "units": int(data.shape[0]),
+            "units_fitted": int(units.index.size),
+            "seed": int(seed),
+            "bounds": bounds_record(prob.model, bounds, free),
+        },
+    )
     timings["total"] = time.perf_counter() - t_start
     return result
 
 
 def estimate_hrf(
-    data: np.ndarray, stim: Stimulus, tr: float, *, nuisance: np.ndarray | None = None,
-    slice_time_ref: float = 0.5, mem_gb: float | None = None, dtype: str = "float32",
+    data: np.ndarray,
+    stim: Stimulus,
+    tr: float,
+    *,
+    nuisance: np.ndarray | None = None,
+    slice_time_ref: float = 0.5,
+    mem_gb: float | None = None,
+    dtype: str = "float32",
     progress: ProgressFn | None = None,
 ) -> HRF:
     """One HRF for all units of a participant, estimated from its best units.
@@ -139,8 +203,13 @@ def estimate_hrf(
     HRF
         ``option`` "participant", ``units`` the number of units it was estimated from.
     """
-    common = {"nuisance": nuisance, "slice_time_ref": slice_time_ref, "mem_gb": mem_gb, "dtype": dtype,
-              "progress": progress}
+    common = {
+        "nuisance": nuisance,
+        "slice_time_ref": slice_time_ref,
+        "mem_gb": mem_gb,
+        "dtype": dtype,
+        "progress": progress,
+    }
     top = top_units(_screen_r2(data, stim, tr, **common))
     if top.size < FEWEST_UNITS:
         return canonical_fallback()
@@ -168,9 +237,19 @@ def _screen_r2(data: np.ndarray, stim: Stimulus, tr: float, **common: Any) -> np
         return fit_prf(data, stim, tr, "gauss", "none", hrf="canonical", **common).r2
     data, mem_gb = _check_data(data, stim), memory_budget(common.pop("mem_gb"))
     model, progress = get_model("gauss"), common.pop("progress")
-    prob, units, timings, _ = _setup(model, data, stim, tr, "canonical", common.pop("nuisance"),
-                                     common.pop("slice_time_ref"), None, dtype=floatx(common.pop("dtype")),
-                                     mem_gb=mem_gb, progress=progress)
+    prob, units, timings, _ = _setup(
+        model,
+        data,
+        stim,
+        tr,
+        "canonical",
+        common.pop("nuisance"),
+        common.pop("slice_time_ref"),
+        None,
+        dtype=floatx(common.pop("dtype")),
+        mem_gb=mem_gb,
+        progress=progress,
+    )
     _, corr = grid_search(prob, units.y, grid_theta(model, polar_grid(stim)), mem_gb, progress, timings)
     r2 = np.full(len(data), np.nan)
     r2[units.index] = corr**2
@@ -182,21 +261,37 @@ def _neural(model: PRFModel, dtype: str) -> Any:
     return compiled(("neural", model, dtype), lambda theta, stim: model.neural(theta, stim, False)[0])
 
 
-def _setup(model: PRFModel, data: np.ndarray, stim: Stimulus, tr: float, hrf: str | HRF,
-           nuisance: np.ndarray | None, slice_time_ref: float, fixed: Mapping[str, float] | None, *,
-           dtype: str, **kwargs: Any) -> tuple[Problem, Units, dict[str, float], tuple[np.ndarray, dict]]:
+def _setup(
+    model: PRFModel,
+    data: np.ndarray,
+    stim: Stimulus,
+    tr: float,
+    hrf: str | HRF,
+    nuisance: np.ndarray | None,
+    slice_time_ref: float,
+    fixed: Mapping[str, float] | None,
+    *,
+    dtype: str,
+    **kwargs: Any,
+) -> tuple[Problem, Units, dict[str, float], tuple[np.ndarray, dict]]:
     """The fit's problem (with the HRF resolved: estimated for ``participant``), its units, timings,
     and the mask of free parameters with the values of the fixed ones (:func:`free_mask`)."""
     t0 = time.perf_counter()
-    hrf, n_bases = _resolve_hrf(hrf, data, stim, tr, nuisance=nuisance, slice_time_ref=slice_time_ref,
-                                dtype=dtype, **kwargs)
+    hrf, n_bases = _resolve_hrf(
+        hrf, data, stim, tr, nuisance=nuisance, slice_time_ref=slice_time_ref, dtype=dtype, **kwargs
+    )
     prob = make_problem(model, stim, tr, n_bases, nuisance, dtype, slice_time_ref, hrf)
-    return (prob, project_units(prob, data), {"setup": time.perf_counter() - t0},
-            free_mask(model, fixed or {}))
+    return (
+        prob,
+        project_units(prob, data),
+        {"setup": time.perf_counter() - t0},
+        free_mask(model, fixed or {}),
+    )
 
 
-def _resolve_hrf(hrf: str | HRF, data: np.ndarray, stim: Stimulus, tr: float,
-                 **kwargs: Any) -> tuple[HRF, int]:
+def _resolve_hrf(
+    hrf: str | HRF, data: np.ndarray, stim: Stimulus, tr: float, **kwargs: Any
+) -> tuple[HRF, int]:
     """The HRF a fit holds fixed (estimated for ``participant``) and its number of bases."""
     if isinstance(hrf, HRF):
         return hrf, 1
@@ -220,14 +315,18 @@ def describe_hrf(hrf: HRF, n_bases: int) -> str:
     if n_bases == 3:
         return "SPM canonical + per-unit temporal and dispersion derivatives"
     if hrf.option == "participant" and hrf.units:
-        return (f"participant-level two-gamma (peak delay {hrf.delay:g} s, dispersion {hrf.dispersion:g}, "
-                f"maximum at {hrf.peak_s():g} s; estimated from the {hrf.units} best units)")
+        return (
+            f"participant-level two-gamma (peak delay {hrf.delay:g} s, dispersion {hrf.dispersion:g}, "
+            f"maximum at {hrf.peak_s():g} s; estimated from the {hrf.units} best units)"
+        )
     if hrf.option == "participant":
         return "SPM canonical (too few units with signal to estimate a participant-level HRF)"
     if hrf == HRF(option=hrf.option, units=hrf.units):
         return "SPM canonical"
-    return (f"two-gamma (peak delay {hrf.delay:g} s, dispersion {hrf.dispersion:g}, "
-            f"maximum at {hrf.peak_s():g} s)")
+    return (
+        f"two-gamma (peak delay {hrf.delay:g} s, dispersion {hrf.dispersion:g}, "
+        f"maximum at {hrf.peak_s():g} s)"
+    )
 
 
 def _settings(prob: Problem, refine: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -238,7 +337,7 @@ def _settings(prob: Problem, refine: str, options: dict[str, Any]) -> dict[str, 
         "refine": refine,
         "hrf": describe_hrf(prob.hrf, prob.n_bases),
         "hrf_model": {**prob.hrf.describe(), "option": "vertex" if prob.n_bases == 3 else prob.hrf.option},
-        "hrf_bases": list(HRF_BASES[:prob.n_bases]),
+        "hrf_bases": list(HRF_BASES[: prob.n_bases]),
         "slice_time_ref": options["slice_time_ref"],
         "grid_points": options["grid_points"],
         "seed_candidates": options["seed_candidates"],

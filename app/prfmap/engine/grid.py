@@ -50,8 +50,10 @@ def grid_theta(model: PRFModel, grid: Mapping[str, np.ndarray]) -> np.ndarray:
         raise ValueError(f"a grid needs x, y and sigma; missing {sorted(missing)}")
     unknown = set(grid) - set(model.names)
     if unknown:
-        raise ValueError(f"a grid of model {model.name!r} cannot name {sorted(unknown)}; "
-                         f"its parameters: {', '.join(model.names)}")
+        raise ValueError(
+            f"a grid of model {model.name!r} cannot name {sorted(unknown)}; "
+            f"its parameters: {', '.join(model.names)}"
+        )
     lengths = {len(v) for v in grid.values()}
     if len(lengths) != 1:
         raise ValueError("all grid arrays must have the same length")

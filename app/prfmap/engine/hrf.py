@@ -57,24 +57,31 @@ class HRF:
 
     def describe(self) -> dict[str, Any]:
         """The JSON-able record of the HRF for ``FitResult.settings`` and the sidecars."""
-        return {"option": self.option, "delay_s": round(float(self.delay), 4),
-                "dispersion": round(float(self.dispersion), 4), "peak_s": round(self.peak_s(), 2),
-                "units": int(self.units)}
+        return {
+            "option": self.option,
+            "delay_s": round(float(self.delay), 4),
+            "dispersion": round(float(self.dispersion), 4),
+            "peak_s": round(self.peak_s(), 2),
+            "units": int(self.units),
+        }
 
     @classmethod
     def from_record(cls, record: dict[str, Any] | None) -> HRF:
         """The HRF a :meth:`describe` record holds (canonical for None)."""
         if not record:
             return cls()
-        return cls(float(record["delay_s"]), float(record["dispersion"]), str(record["option"]),
-                   int(record.get("units", 0)))
+        return cls(
+            float(record["delay_s"]),
+            float(record["dispersion"]),
+            str(record["option"]),
+            int(record.get("units", 0)),
+        )
 
 
 CANONICAL = HRF()
 
 
-def _gamma_difference(t: np.ndarray, dispersion: float, cumulative: bool,
-                      delay: float = DELAY) -> np.ndarray:
+def _gamma_difference(t: np.ndarray, dispersion: float, cumulative: bool, delay: float = DELAY) -> np.ndarray:
     f = stats.gamma.cdf if cumulative else stats.gamma.pdf
     t = np.asarray(t, dtype=np.float64)
     peak = f(t, delay / dispersion, scale=dispersion)
@@ -82,8 +89,14 @@ def _gamma_difference(t: np.ndarray, dispersion: float, cumulative: bool,
     return (peak - RATIO * under) / (1.0 - RATIO)
 
 
-def spm_hrf(t: np.ndarray, basis: str = "canonical", cumulative: bool = False, *,
-            delay: float = DELAY, dispersion: float = DISPERSION) -> np.ndarray:
+def spm_hrf(
+    t: np.ndarray,
+    basis: str = "canonical",
+    cumulative: bool = False,
+    *,
+    delay: float = DELAY,
+    dispersion: float = DISPERSION,
+) -> np.ndarray:
     """SPM canonical HRF of unit integral (or one of its derivatives) at times ``t`` in seconds.
 
     Parameters
@@ -103,6 +116,7 @@ def spm_hrf(t: np.ndarray, basis: str = "canonical", cumulative: bool = False, *
     ndarray
         Same shape as ``t``.
     """
+
     def value(times: np.ndarray, disp: float) -> np.ndarray:
         return _gamma_difference(times, disp, cumulative, delay)
 
@@ -116,7 +130,10 @@ def spm_hrf(t: np.ndarray, basis: str = "canonical", cumulative: bool = False, *
 
 
 def hrf_kernels(
-    tr: float, n_basis: int = 1, slice_time_ref: float = 0.5, time_length: float = TIME_LENGTH,
+    tr: float,
+    n_basis: int = 1,
+    slice_time_ref: float = 0.5,
+    time_length: float = TIME_LENGTH,
     hrf: HRF = CANONICAL,
 ) -> np.ndarray:
     """Per-TR integrated HRF kernels.
@@ -145,8 +162,10 @@ def hrf_kernels(
     edges = (np.arange(n_taps + 1) - 1.0 + slice_time_ref) * tr
     edges = np.clip(edges, 0.0, None)
     return np.stack(
-        [np.diff(spm_hrf(edges, basis, cumulative=True, delay=hrf.delay, dispersion=hrf.dispersion))
-         for basis in HRF_BASES[:n_basis]]
+        [
+            np.diff(spm_hrf(edges, basis, cumulative=True, delay=hrf.delay, dispersion=hrf.dispersion))
+            for basis in HRF_BASES[:n_basis]
+        ]
     )
 
 

@@ -81,7 +81,13 @@ def natural_values(model: PRFModel, u: np.ndarray) -> np.ndarray:
 
 
 def gaussian_responses(
-    x: Any, y: Any, sigma: Any, design_t: Any, px: Any, py: Any, pixel_area: float,
+    x: Any,
+    y: Any,
+    sigma: Any,
+    design_t: Any,
+    px: Any,
+    py: Any,
+    pixel_area: float,
     with_derivatives: bool,
 ) -> Any:
     """Stimulus-summed unit-integral Gaussians and their derivatives in x, y and sigma.
@@ -145,9 +151,7 @@ class PRFModel:
 
     def internal(self, theta: np.ndarray) -> np.ndarray:
         """Internal (unconstrained) values of natural parameters (units, K), numpy."""
-        return np.stack(
-            [to_internal(theta[:, k], p.transform) for k, p in enumerate(self.params)], axis=1
-        )
+        return np.stack([to_internal(theta[:, k], p.transform) for k, p in enumerate(self.params)], axis=1)
 
     def bounds(self, scales: Mapping[str, float]) -> Bounds:
         """The bounds of the internal parameters for a stimulus of ``scales``.
@@ -223,8 +227,7 @@ class GaussModel(PRFModel):
 
     def neural(self, theta, stim, jacobian):
         design_t, px, py, area = stim
-        return gaussian_responses(theta[:, 0], theta[:, 1], theta[:, 2], design_t, px, py, area,
-                                  jacobian)
+        return gaussian_responses(theta[:, 0], theta[:, 1], theta[:, 2], design_t, px, py, area, jacobian)
 
 
 class CSSModel(GaussModel):
@@ -232,8 +235,10 @@ class CSSModel(GaussModel):
 
     name = "css"
     params = GaussModel.params + (Param("n", "sigmoid", 0.5),)
-    seed_grid = {"n": (0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),  # 1: the Gaussian, a dead end
-                 "sigma": (0.8, 0.85, 0.9, 0.95, 1.0, 1.05)}
+    seed_grid = {
+        "n": (0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),  # 1: the Gaussian, a dead end
+        "sigma": (0.8, 0.85, 0.9, 0.95, 1.0, 1.05),
+    }
 
     def seed_candidates(self, theta, keep=()):
         """As the base class; a Gaussian size σ becomes σ·√n (Kay et al. 2013: a CSS pRF of size σ and
@@ -262,10 +267,11 @@ class DoGModel(GaussModel):
     """Difference of Gaussians: centre minus a wider surround of relative amplitude ``ratio``."""
 
     name = "dog"
-    params = GaussModel.params + (Param("surround_scale", "scale", 3.0),
-                                  Param("surround_ratio", "exp", 0.1))
-    seed_grid = {"surround_scale": (1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0),
-                 "surround_ratio": (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)}
+    params = GaussModel.params + (Param("surround_scale", "scale", 3.0), Param("surround_ratio", "exp", 0.1))
+    seed_grid = {
+        "surround_scale": (1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0),
+        "surround_ratio": (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5),
+    }
 
     def neural(self, theta, stim, jacobian):
         design_t, px, py, area = stim
@@ -276,22 +282,27 @@ class DoGModel(GaussModel):
         out = c[0] - rho * s[0]
         if not jacobian:
             return out[None]
-        return ops.stack([
-            out,
-            c[1] - rho * s[1],
-            c[2] - rho * s[2],
-            c[3] - rho * s[3] * scale[:, None],
-            -rho * s[3] * sigma[:, None],
-            -s[0],
-        ])
+        return ops.stack(
+            [
+                out,
+                c[1] - rho * s[1],
+                c[2] - rho * s[2],
+                c[3] - rho * s[3] * scale[:, None],
+                -rho * s[3] * sigma[:, None],
+                -s[0],
+            ]
+        )
 
     def surround_strength(self, theta):
         """The surround's integral relative to the centre's (``amplitude_surround / amplitude``)."""
         return theta[:, 4]
 
     def report(self, theta, amplitude):
-        return {**super().report(theta, amplitude), "sigma_surround": theta[:, 2] * theta[:, 3],
-                "amplitude_surround": theta[:, 4] * amplitude}
+        return {
+            **super().report(theta, amplitude),
+            "sigma_surround": theta[:, 2] * theta[:, 3],
+            "amplitude_surround": theta[:, 4] * amplitude,
+        }
 
     def from_report(self, params):
         theta = super().from_report(params)
@@ -311,12 +322,17 @@ class DNModel(GaussModel):
     """
 
     name = "dn"
-    params = GaussModel.params + (Param("norm_scale", "scale", 3.0),
-                                  Param("amplitude_norm", "exp", 1.0),
-                                  Param("activation_ratio", "exp", 0.5),
-                                  Param("baseline_norm", "exp", 1.0))
-    seed_grid = {"norm_scale": (1.5, 2.5, 4.0, 6.0), "amplitude_norm": (0.1, 0.3, 1.0, 3.0),
-                 "activation_ratio": (0.1, 0.3, 1.0)}
+    params = GaussModel.params + (
+        Param("norm_scale", "scale", 3.0),
+        Param("amplitude_norm", "exp", 1.0),
+        Param("activation_ratio", "exp", 0.5),
+        Param("baseline_norm", "exp", 1.0),
+    )
+    seed_grid = {
+        "norm_scale": (1.5, 2.5, 4.0, 6.0),
+        "amplitude_norm": (0.1, 0.3, 1.0, 3.0),
+        "activation_ratio": (0.1, 0.3, 1.0),
+    }
 
     def neural(self, theta, stim, jacobian):
         design_t, px, py, area = stim
@@ -331,25 +347,31 @@ class DNModel(GaussModel):
             return out[None]
         d_sc = 1.0 / q
         d_sn = -c * num / (q * q)
-        return ops.stack([
-            out,
-            d_sc * sc[1] + d_sn * sn[1],
-            d_sc * sc[2] + d_sn * sn[2],
-            d_sc * sc[3] + d_sn * sn[3] * scale[:, None],
-            d_sn * sn[3] * sigma[:, None],
-            -sn[0] * num / (q * q),
-            1.0 / q - 1.0 / d,
-            -num / (q * q) + beta / (d * d),
-        ])
+        return ops.stack(
+            [
+                out,
+                d_sc * sc[1] + d_sn * sn[1],
+                d_sc * sc[2] + d_sn * sn[2],
+                d_sc * sc[3] + d_sn * sn[3] * scale[:, None],
+                d_sn * sn[3] * sigma[:, None],
+                -sn[0] * num / (q * q),
+                1.0 / q - 1.0 / d,
+                -num / (q * q) + beta / (d * d),
+            ]
+        )
 
     def surround_strength(self, theta):
         """``amplitude_norm / baseline_norm``: the most the pool changes the denominator, relatively."""
         return theta[:, 4] / theta[:, 6]
 
     def report(self, theta, amplitude):
-        return {**super().report(theta, amplitude), "sigma_norm": theta[:, 2] * theta[:, 3],
-                "amplitude_norm": theta[:, 4], "baseline_activation": theta[:, 5] * amplitude,
-                "baseline_norm": theta[:, 6]}
+        return {
+            **super().report(theta, amplitude),
+            "sigma_norm": theta[:, 2] * theta[:, 3],
+            "amplitude_norm": theta[:, 4],
+            "baseline_activation": theta[:, 5] * amplitude,
+            "baseline_norm": theta[:, 6],
+        }
 
     def from_report(self, params):
         theta = super().from_report(params)
@@ -375,8 +397,9 @@ def register_model(model: PRFModel) -> PRFModel:
     spec = catalog.get_model_spec(model.name)
     reported = reported_parameters(model)
     if reported != spec.parameters:
-        raise ValueError(f"model {model.name!r} reports {reported}, its catalogue entry lists "
-                         f"{spec.parameters}")
+        raise ValueError(
+            f"model {model.name!r} reports {reported}, its catalogue entry lists {spec.parameters}"
+        )
     MODELS[model.name] = model
     return model
 

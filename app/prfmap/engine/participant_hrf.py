@@ -33,8 +33,13 @@ DELAYS = np.arange(3.0, 10.0001, 0.25)
 """The coarse search of the delay; a finer one (0.05 s) follows around its best point."""
 
 
-def top_units(r2: np.ndarray, fraction: float = TOP_FRACTION, min_units: int = MIN_UNITS,
-              max_units: int = MAX_UNITS, min_r2: float = MIN_R2) -> np.ndarray:
+def top_units(
+    r2: np.ndarray,
+    fraction: float = TOP_FRACTION,
+    min_units: int = MIN_UNITS,
+    max_units: int = MAX_UNITS,
+    min_r2: float = MIN_R2,
+) -> np.ndarray:
     """Indices of the units an HRF estimate uses, best first.
 
     Parameters
@@ -58,8 +63,15 @@ def top_units(r2: np.ndarray, fraction: float = TOP_FRACTION, min_units: int = M
     return usable[np.argsort(-r2[usable], kind="stable")][:wanted]
 
 
-def explained(neural: np.ndarray, y: np.ndarray, q: np.ndarray, tr: float, run_lengths: Sequence[int],
-              slice_time_ref: float, hrf: HRF) -> float:
+def explained(
+    neural: np.ndarray,
+    y: np.ndarray,
+    q: np.ndarray,
+    tr: float,
+    run_lengths: Sequence[int],
+    slice_time_ref: float,
+    hrf: HRF,
+) -> float:
     """Mean over units of the variance of ``y`` that ``neural`` convolved with ``hrf`` explains.
 
     Parameters
@@ -79,8 +91,13 @@ def explained(neural: np.ndarray, y: np.ndarray, q: np.ndarray, tr: float, run_l
     """
     kernel = hrf_kernels(tr, 1, slice_time_ref, hrf=hrf)[0]
     bounds = np.cumsum([0, *run_lengths])
-    pred = np.concatenate([lfilter(kernel, [1.0], neural[:, a:b], axis=1)
-                           for a, b in zip(bounds[:-1], bounds[1:], strict=True)], axis=1)
+    pred = np.concatenate(
+        [
+            lfilter(kernel, [1.0], neural[:, a:b], axis=1)
+            for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+        ],
+        axis=1,
+    )
     pred -= (pred @ q) @ q.T
     cross = np.sum(pred * y, axis=1)
     norms = np.sqrt(np.sum(pred**2, axis=1) * np.sum(y**2, axis=1))
@@ -88,8 +105,14 @@ def explained(neural: np.ndarray, y: np.ndarray, q: np.ndarray, tr: float, run_l
     return float(np.mean(np.maximum(corr, 0.0) ** 2))
 
 
-def best_hrf(neural: np.ndarray, y: np.ndarray, q: np.ndarray, tr: float, run_lengths: Sequence[int],
-             slice_time_ref: float) -> tuple[HRF, float]:
+def best_hrf(
+    neural: np.ndarray,
+    y: np.ndarray,
+    q: np.ndarray,
+    tr: float,
+    run_lengths: Sequence[int],
+    slice_time_ref: float,
+) -> tuple[HRF, float]:
     """The delay that explains most of the units' variance, and that mean r².
 
     A coarse grid (:data:`DELAYS`), then a fine one (0.05 s) around its best point; arguments as
@@ -97,9 +120,13 @@ def best_hrf(neural: np.ndarray, y: np.ndarray, q: np.ndarray, tr: float, run_le
     sizes (on noiseless data delayed by 1.5 s, a joint search found dispersion 0.88 for 1.0 and
     biased every σ by +0.05°), while the delay does not.
     """
+
     def search(delays: np.ndarray) -> tuple[float, float]:
-        return max((explained(neural, y, q, tr, run_lengths, slice_time_ref, HRF(d, DISPERSION)), d)
-                   for d in delays if d > 1.0)
+        return max(
+            (explained(neural, y, q, tr, run_lengths, slice_time_ref, HRF(d, DISPERSION)), d)
+            for d in delays
+            if d > 1.0
+        )
 
     _, delay = search(DELAYS)
     score, delay = search(delay + np.arange(-0.2, 0.2001, 0.05))

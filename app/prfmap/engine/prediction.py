@@ -58,8 +58,9 @@ def predict(
     arrays = {k: np.broadcast_to(v, (n,)) for k, v in arrays.items()}
     arrays.setdefault("amplitude", np.ones(n))
     theta = prf_model.from_report(arrays)
-    weights = np.stack([np.ones(n), arrays.get("hrf_deriv", np.zeros(n)),
-                        arrays.get("hrf_disp", np.zeros(n))], axis=1)
+    weights = np.stack(
+        [np.ones(n), arrays.get("hrf_deriv", np.zeros(n)), arrays.get("hrf_disp", np.zeros(n))], axis=1
+    )
     weights *= arrays["amplitude"][:, None]
     prob = make_problem(prf_model, stim, tr, 3, None, dtype, slice_time_ref, hrf)
     fn = compiled(("predict", prf_model, dtype), partial(_predict_tensor, prf_model))

@@ -94,8 +94,16 @@ RECENT_PROBLEMS = 4
 """Problems kept for a stimulus and nuisance met again (the chunks of one fit, a fold's predictions)."""
 
 
-def make_problem(model: PRFModel, stim: Stimulus, tr: float, n_bases: int, nuisance: np.ndarray | None,
-                 dtype: str, slice_time_ref: float, hrf: HRF = CANONICAL) -> Problem:
+def make_problem(
+    model: PRFModel,
+    stim: Stimulus,
+    tr: float,
+    n_bases: int,
+    nuisance: np.ndarray | None,
+    dtype: str,
+    slice_time_ref: float,
+    hrf: HRF = CANONICAL,
+) -> Problem:
     """The tensors of one fit: stimulated pixels, convolution matrices of ``hrf`` (and, with
     ``n_bases`` 3, of its temporal and dispersion derivatives) and nuisance basis.
 
@@ -113,8 +121,16 @@ def make_problem(model: PRFModel, stim: Stimulus, tr: float, n_bases: int, nuisa
     return prob
 
 
-def _make_problem(model: PRFModel, stim: Stimulus, tr: float, n_bases: int, nuisance: np.ndarray | None,
-                  dtype: str, slice_time_ref: float, hrf: HRF) -> Problem:
+def _make_problem(
+    model: PRFModel,
+    stim: Stimulus,
+    tr: float,
+    n_bases: int,
+    nuisance: np.ndarray | None,
+    dtype: str,
+    slice_time_ref: float,
+    hrf: HRF,
+) -> Problem:
     design, px, py = stim.stimulated
     distinct, index = frames.distinct_frames(design)
     conv = convolution_matrices(hrf_kernels(tr, n_bases, slice_time_ref, hrf=hrf), stim.run_lengths)
@@ -125,8 +141,19 @@ def _make_problem(model: PRFModel, stim: Stimulus, tr: float, n_bases: int, nuis
     digest = hashlib.blake2b(dtype.encode())
     for part in (distinct, px, py, np.float64(pixel_area), hrf_t[0], basis, index):
         digest.update(np.ascontiguousarray(part).tobytes())
-    return Problem(model, stim_t, tensor(hrf_t, dtype), tensor(basis, dtype), dtype, n_bases, design.shape[1],
-                   stim.n_frames, hrf, index, digest.hexdigest())
+    return Problem(
+        model,
+        stim_t,
+        tensor(hrf_t, dtype),
+        tensor(basis, dtype),
+        dtype,
+        n_bases,
+        design.shape[1],
+        stim.n_frames,
+        hrf,
+        index,
+        digest.hexdigest(),
+    )
 
 
 def project_units(prob: Problem, data: np.ndarray) -> Units:

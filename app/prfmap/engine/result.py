@@ -52,8 +52,16 @@ class FitResult:
         return {catalog.PARAMETERS[k].label: v for k, v in {**self.params, **derived}.items()}
 
 
-def final_fit(prob: Problem, units: Units, u: np.ndarray, *, shape: tuple[int, int], mem_gb: float,
-               with_predictions: bool, timings: dict[str, float]) -> FitResult:
+def final_fit(
+    prob: Problem,
+    units: Units,
+    u: np.ndarray,
+    *,
+    shape: tuple[int, int],
+    mem_gb: float,
+    with_predictions: bool,
+    timings: dict[str, float],
+) -> FitResult:
     """Linear weights, baseline and r² at the final parameters; every unit's reported parameters."""
     t0 = time.perf_counter()
     model, dtype, n = prob.model, prob.dtype, len(u)
@@ -62,8 +70,14 @@ def final_fit(prob: Problem, units: Units, u: np.ndarray, *, shape: tuple[int, i
     fitted = np.empty_like(units.y) if with_predictions else None
 
     def run(start: int, stop: int, batch: int) -> None:
-        out = fn(tensor(pad(u[start:stop], batch), dtype), tensor(pad(units.y[start:stop], batch), dtype),
-                 tensor(pad(units.raw[start:stop], batch), dtype), prob.stim, prob.hrf_t, prob.q)
+        out = fn(
+            tensor(pad(u[start:stop], batch), dtype),
+            tensor(pad(units.y[start:stop], batch), dtype),
+            tensor(pad(units.raw[start:stop], batch), dtype),
+            prob.stim,
+            prob.hrf_t,
+            prob.q,
+        )
         k = stop - start
         beta[start:stop], baseline[start:stop] = to_numpy(out[0])[:k], to_numpy(out[1])[:k]
         cost[start:stop] = to_numpy(out[2])[:k]
@@ -94,9 +108,16 @@ def final_fit(prob: Problem, units: Units, u: np.ndarray, *, shape: tuple[int, i
     return FitResult(model.name, params, r2, full(cost), timings, {}, predictions, flags=flags)
 
 
-def checked_fit(final: Callable[[np.ndarray], FitResult], u: np.ndarray, u_start: np.ndarray,
-                 index: np.ndarray, bounds: Bounds, free: np.ndarray,
-                 flags: dict[str, np.ndarray], names: tuple[str, ...]) -> FitResult:
+def checked_fit(
+    final: Callable[[np.ndarray], FitResult],
+    u: np.ndarray,
+    u_start: np.ndarray,
+    index: np.ndarray,
+    bounds: Bounds,
+    free: np.ndarray,
+    flags: dict[str, np.ndarray],
+    names: tuple[str, ...],
+) -> FitResult:
     """``final(u)``, with the unit's start (grid point or seed) instead where the refinement left the
     valid range, and the status of every unit."""
     result = final(u)
@@ -121,8 +142,9 @@ def _valid(result: FitResult, index: np.ndarray) -> np.ndarray:
     return np.isfinite(result.loss[index]) & np.isfinite(amplitude) & (amplitude > 0)
 
 
-def _bound_flags(u: np.ndarray, bounds: Bounds, free: np.ndarray,
-                 names: tuple[str, ...]) -> dict[str, np.ndarray]:
+def _bound_flags(
+    u: np.ndarray, bounds: Bounds, free: np.ndarray, names: tuple[str, ...]
+) -> dict[str, np.ndarray]:
     """Per unit: ``size_at_floor`` where sigma ended on (within 1e-4 of) its lower bound, the
     resolution floor; ``at_bound`` where another fitted internal parameter, or the centre's
     eccentricity, ended on one of its bounds."""
@@ -163,7 +185,9 @@ def bounds_record(model: PRFModel, bounds: Bounds, free: np.ndarray) -> dict[str
     record: dict[str, Any] = {"eccentricity": [0.0, bounds.eccentricity]}
     for k, p in enumerate(model.params):
         if free[k] and (np.isfinite(bounds[0][k]) or np.isfinite(bounds[1][k])):
-            low, high = (float(np.exp(b[k])) if p.transform == "exp" else float(b[k])
-                         for b in (bounds.lower, bounds.upper))
+            low, high = (
+                float(np.exp(b[k])) if p.transform == "exp" else float(b[k])
+                for b in (bounds.lower, bounds.upper)
+            )
             record[p.name] = [low if np.isfinite(low) else None, high if np.isfinite(high) else None]
     return record

@@ -71,9 +71,10 @@ def _grid_predictions(prob: Problem, theta_grid: np.ndarray, mem_gb: float) -> n
     preds = []
     for start, stop in tiles(n_grid, g_tile):
         theta = pad(theta_grid[start:stop], g_tile)
-        theta[stop - start:] = theta_grid[:1]
-        preds.append(to_numpy(predict_fn(tensor(theta, dtype), prob.stim, prob.hrf_t, prob.q))
-                     [: stop - start])
+        theta[stop - start :] = theta_grid[:1]
+        preds.append(
+            to_numpy(predict_fn(tensor(theta, dtype), prob.stim, prob.hrf_t, prob.q))[: stop - start]
+        )
     return np.concatenate(preds)
 
 
@@ -91,8 +92,9 @@ def _unit_tile(n_units: int, most: int) -> int:
     return max(min(most, -(-per_tile // 256) * 256), 1)
 
 
-def best_grid_points(prob: Problem, y_proj: np.ndarray, grid_unit: np.ndarray, mem_gb: float,
-                     progress: ProgressFn | None) -> tuple[np.ndarray, np.ndarray]:
+def best_grid_points(
+    prob: Problem, y_proj: np.ndarray, grid_unit: np.ndarray, mem_gb: float, progress: ProgressFn | None
+) -> tuple[np.ndarray, np.ndarray]:
     """Index of each unit's best-correlated grid prediction, and that correlation.
 
     Units are streamed in tiles against blocks of the grid, keeping a running maximum, so memory does
@@ -129,8 +131,14 @@ def best_grid_points(prob: Problem, y_proj: np.ndarray, grid_unit: np.ndarray, m
     return np.minimum(best_idx, n_grid - 1), best
 
 
-def grid_search(prob: Problem, y_proj: np.ndarray, theta_grid: np.ndarray, mem_gb: float,
-                progress: ProgressFn | None, timings: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
+def grid_search(
+    prob: Problem,
+    y_proj: np.ndarray,
+    theta_grid: np.ndarray,
+    mem_gb: float,
+    progress: ProgressFn | None,
+    timings: dict[str, float],
+) -> tuple[np.ndarray, np.ndarray]:
     """Each unit's best grid point (natural parameters) and its correlation with the unit's data.
 
     ``timings`` gains ``grid_predictions`` and ``grid_scoring`` (seconds).
@@ -144,8 +152,9 @@ def grid_search(prob: Problem, y_proj: np.ndarray, theta_grid: np.ndarray, mem_g
     return theta_grid[best_idx], best
 
 
-def seed_search(prob: Problem, y_proj: np.ndarray, candidates: np.ndarray, mem_gb: float,
-                progress: ProgressFn | None) -> tuple[np.ndarray, np.ndarray]:
+def seed_search(
+    prob: Problem, y_proj: np.ndarray, candidates: np.ndarray, mem_gb: float, progress: ProgressFn | None
+) -> tuple[np.ndarray, np.ndarray]:
     """Each unit's best-correlated candidate (natural parameters) and that correlation.
 
     Parameters
@@ -165,9 +174,10 @@ def seed_search(prob: Problem, y_proj: np.ndarray, candidates: np.ndarray, mem_g
 
     def run(start: int, stop: int, batch: int) -> None:
         theta = pad(candidates[start:stop], batch)
-        theta[stop - start:] = candidates[:1]
-        score, idx = score_fn(tensor(theta, dtype), tensor(pad(y_unit[start:stop], batch), dtype),
-                              prob.stim, prob.hrf_t, prob.q)
+        theta[stop - start :] = candidates[:1]
+        score, idx = score_fn(
+            tensor(theta, dtype), tensor(pad(y_unit[start:stop], batch), dtype), prob.stim, prob.hrf_t, prob.q
+        )
         k = stop - start
         best[start:stop], best_idx[start:stop] = to_numpy(score)[:k], to_numpy(idx)[:k]
 

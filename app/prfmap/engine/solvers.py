@@ -103,12 +103,21 @@ class LevenbergMarquardt:
         return (np.full(n, 1e-3),)
 
     def init(self, u: Any, data: Data, damping: Any) -> LMState:
-        cost, jtj, jte = core.vp_normal_equations(self.model, u, data.y, data.free, data.stim, data.hrf_t,
-                                                  data.q)
+        cost, jtj, jte = core.vp_normal_equations(
+            self.model, u, data.y, data.free, data.stim, data.hrf_t, data.q
+        )
         n = ops.shape(u)[0]
-        return LMState(u, cost, jtj, jte, damping, ops.ones((n,), dtype="bool"),
-                       ops.zeros((n,), dtype=u.dtype), ops.zeros((n,), dtype=u.dtype),
-                       ops.zeros((n,), dtype="bool"))
+        return LMState(
+            u,
+            cost,
+            jtj,
+            jte,
+            damping,
+            ops.ones((n,), dtype="bool"),
+            ops.zeros((n,), dtype=u.dtype),
+            ops.zeros((n,), dtype=u.dtype),
+            ops.zeros((n,), dtype="bool"),
+        )
 
     def step(self, state: LMState, data: Data) -> LMState:
         """One damped Gauss–Newton step of every moving unit; a ``fresh`` unit is evaluated where it is
@@ -119,14 +128,21 @@ class LevenbergMarquardt:
             move = move & (steps < data.max_steps)
         diag = ops.diagonal(jtj, axis1=1, axis2=2)
         k = ops.shape(u)[1]
-        damp = lam[:, None] * diag + (1.0 - data.free)[None] + 1e-9 * at_least(
-            ops.max(diag, axis=1, keepdims=True), core.TINY)
+        damp = (
+            lam[:, None] * diag
+            + (1.0 - data.free)[None]
+            + 1e-9 * at_least(ops.max(diag, axis=1, keepdims=True), core.TINY)
+        )
         system = jtj + ops.eye(k, dtype=u.dtype)[None] * damp[:, :, None]
-        delta = -core.solve_spd(system, jte[:, :, None])[:, :, 0] * data.free[None] * ops.cast(
-            move, u.dtype)[:, None]
+        delta = (
+            -core.solve_spd(system, jte[:, :, None])[:, :, 0]
+            * data.free[None]
+            * ops.cast(move, u.dtype)[:, None]
+        )
         u_new = project(u + delta, data)
-        cost_new, jtj_new, jte_new = core.vp_normal_equations(self.model, u_new, data.y, data.free,
-                                                              data.stim, data.hrf_t, data.q)
+        cost_new, jtj_new, jte_new = core.vp_normal_equations(
+            self.model, u_new, data.y, data.free, data.stim, data.hrf_t, data.q
+        )
         accept = move & (cost_new < cost) & ops.isfinite(cost_new)
         take = accept | fresh
         rel = (cost - cost_new) / at_least(cost, core.TINY)
@@ -175,8 +191,17 @@ class Adam:
     copies = 2
     round_length = None
 
-    def __init__(self, model: PRFModel, dtype: str, tol: float, learning_rate: float, patience: int = 20,
-                 beta_1: float = 0.9, beta_2: float = 0.999, epsilon: float = 1e-7) -> None:
+    def __init__(
+        self,
+        model: PRFModel,
+        dtype: str,
+        tol: float,
+        learning_rate: float,
+        patience: int = 20,
+        beta_1: float = 0.9,
+        beta_2: float = 0.999,
+        epsilon: float = 1e-7,
+    ) -> None:
         self.model, self.tol, self.patience = model, tol, patience
         self.learning_rate, self.beta_1, self.beta_2, self.epsilon = learning_rate, beta_1, beta_2, epsilon
         self.key = ("adam", model, dtype, tol, learning_rate, patience, beta_1, beta_2, epsilon)
@@ -187,15 +212,24 @@ class Adam:
 
     def init(self, u: Any, data: Data) -> AdamState:
         n = ops.shape(u)[0]
-        return AdamState(u, ops.zeros_like(u), ops.zeros_like(u), ops.zeros((), dtype=u.dtype),
-                         ops.full((n,), np.inf, dtype=u.dtype), ops.zeros((n,), dtype=u.dtype),
-                         ops.ones((n,), dtype="bool"))
+        return AdamState(
+            u,
+            ops.zeros_like(u),
+            ops.zeros_like(u),
+            ops.zeros((), dtype=u.dtype),
+            ops.full((n,), np.inf, dtype=u.dtype),
+            ops.zeros((n,), dtype=u.dtype),
+            ops.ones((n,), dtype="bool"),
+        )
 
     def update(self, u: Any, m: Any, v: Any, steps: Any, grad: Any) -> tuple[Any, Any, Any]:
         """One Adam update of ``u`` with moments ``m``, ``v`` after ``steps`` steps: new u, m, v."""
         step = steps + 1.0
-        alpha = self.learning_rate * ops.sqrt(1 - ops.power(self.beta_2, step)) / (
-            1 - ops.power(self.beta_1, step))
+        alpha = (
+            self.learning_rate
+            * ops.sqrt(1 - ops.power(self.beta_2, step))
+            / (1 - ops.power(self.beta_1, step))
+        )
         m = m + (grad - m) * (1 - self.beta_1)
         v = v + (ops.square(grad) - v) * (1 - self.beta_2)
         return u - (m * alpha) / (ops.sqrt(v) + self.epsilon), m, v
@@ -207,8 +241,15 @@ class Adam:
         u = project(u, data)
         improved = cost < state.best * (1.0 - self.tol)
         stall = ops.where(improved, 0.0, state.stall + 1.0)
-        return AdamState(ops.where(state.active[:, None], u, state.u), m, v, state.steps + 1.0,
-                         ops.minimum(state.best, cost), stall, state.active & (stall < self.patience))
+        return AdamState(
+            ops.where(state.active[:, None], u, state.u),
+            m,
+            v,
+            state.steps + 1.0,
+            ops.minimum(state.best, cost),
+            stall,
+            state.active & (stall < self.patience),
+        )
 
     def terminate(self, state: AdamState) -> Any:
         return ~ops.any(state.active)
@@ -259,9 +300,17 @@ def clip(u: np.ndarray, bounds: Bounds) -> np.ndarray:
     return u
 
 
-def refine_units(solver: Solver, prob: Problem, u0: np.ndarray, y: np.ndarray, free: np.ndarray,
-                 bounds: Bounds, mem_gb: float, max_iter: int,
-                 progress: ProgressFn | None) -> tuple[np.ndarray, np.ndarray, list[int]]:
+def refine_units(
+    solver: Solver,
+    prob: Problem,
+    u0: np.ndarray,
+    y: np.ndarray,
+    free: np.ndarray,
+    bounds: Bounds,
+    mem_gb: float,
+    max_iter: int,
+    progress: ProgressFn | None,
+) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """Refine internal parameters ``u0`` (units, K) of every unit with ``solver``, batch by batch.
 
     Every step is projected into ``bounds``.
@@ -290,11 +339,14 @@ def refine_units(solver: Solver, prob: Problem, u0: np.ndarray, y: np.ndarray, f
 
         def run(start: int, stop: int, size: int, todo: np.ndarray = todo, done: int = done) -> None:
             rows, k = todo[start:stop], stop - start
-            data = Data(tensor(pad(y[rows], size), dtype), free_t, prob.stim, prob.hrf_t, prob.q,
-                        *limits)
-            state, steps = iterate(solver, tensor(pad(u[rows], size), dtype), data,
-                                   tuple(tensor(pad(c[rows], size), dtype) for c in carry),
-                                   min(round_length, max_iter - done))
+            data = Data(tensor(pad(y[rows], size), dtype), free_t, prob.stim, prob.hrf_t, prob.q, *limits)
+            state, steps = iterate(
+                solver,
+                tensor(pad(u[rows], size), dtype),
+                data,
+                tuple(tensor(pad(c[rows], size), dtype) for c in carry),
+                min(round_length, max_iter - done),
+            )
             solution = solver.postprocess(state)
             u[rows] = to_numpy(solution.u)[:k]
             still[rows] = to_numpy(solution.active)[:k]

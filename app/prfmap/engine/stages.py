@@ -21,9 +21,15 @@ from prfmap.engine.stimulus import Stimulus
 __all__ = ["refine", "start"]
 
 
-def start(prob: Problem, refiner: catalog.RefinerSpec, grid: Mapping[str, np.ndarray],
-           fixed: Mapping[str, float], y: np.ndarray, stim: Stimulus,
-           refine_options: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+def start(
+    prob: Problem,
+    refiner: catalog.RefinerSpec,
+    grid: Mapping[str, np.ndarray],
+    fixed: Mapping[str, float],
+    y: np.ndarray,
+    stim: Stimulus,
+    refine_options: dict[str, Any],
+) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
     """Each unit's starting internal parameters and their correlation with its data.
 
     The grid search; for a model with extras to seed (and a grid of x, y, sigma alone), the grid
@@ -37,17 +43,32 @@ def start(prob: Problem, refiner: catalog.RefinerSpec, grid: Mapping[str, np.nda
     if not seeded:
         return u, corr, {"grid_points": grid_points, "seed_candidates": 0}
     first_fixed = {k: v for k, v in fixed.items() if k in first.model.names}
-    refine(first, refiner, u, y, corr, free_mask(first.model, first_fixed)[0],
-            first.model.bounds(stim.scales), **refine_options)
+    refine(
+        first,
+        refiner,
+        u,
+        y,
+        corr,
+        free_mask(first.model, first_fixed)[0],
+        first.model.bounds(stim.scales),
+        **refine_options,
+    )
     timings["refine_gauss"] = timings.pop("refine")
-    u, corr, candidates = _seed_start(prob, first, u, float(np.min(grid["sigma"])), fixed, y, mem_gb,
-                                      progress, timings)
+    u, corr, candidates = _seed_start(
+        prob, first, u, float(np.min(grid["sigma"])), fixed, y, mem_gb, progress, timings
+    )
     return u, corr, {"grid_points": grid_points, "seed_candidates": candidates}
 
 
-def _grid_start(prob: Problem, grid: Mapping[str, np.ndarray], fixed: Mapping[str, float], y: np.ndarray,
-                mem_gb: float, progress: ProgressFn | None,
-                timings: dict[str, float]) -> tuple[np.ndarray, np.ndarray, int]:
+def _grid_start(
+    prob: Problem,
+    grid: Mapping[str, np.ndarray],
+    fixed: Mapping[str, float],
+    y: np.ndarray,
+    mem_gb: float,
+    progress: ProgressFn | None,
+    timings: dict[str, float],
+) -> tuple[np.ndarray, np.ndarray, int]:
     """Each unit's starting internal parameters from the grid search, its grid correlation, the grid size."""
     t0 = time.perf_counter()
     names = prob.model.names
@@ -60,9 +81,17 @@ def _grid_start(prob: Problem, grid: Mapping[str, np.ndarray], fixed: Mapping[st
     return prob.model.internal(theta0), grid_corr, int(theta_grid.shape[0])
 
 
-def _seed_start(prob: Problem, gauss: Problem, u_gauss: np.ndarray, sigma_floor: float,
-                fixed: Mapping[str, float], y: np.ndarray, mem_gb: float, progress: ProgressFn | None,
-                timings: dict[str, float]) -> tuple[np.ndarray, np.ndarray, int]:
+def _seed_start(
+    prob: Problem,
+    gauss: Problem,
+    u_gauss: np.ndarray,
+    sigma_floor: float,
+    fixed: Mapping[str, float],
+    y: np.ndarray,
+    mem_gb: float,
+    progress: ProgressFn | None,
+    timings: dict[str, float],
+) -> tuple[np.ndarray, np.ndarray, int]:
     """The seed search, as prfpy seeds its extended models from its Gaussian fit.
 
     Around each unit's Gaussian fit ``u_gauss`` (internal parameters of ``gauss.model``), the model's
@@ -90,10 +119,23 @@ def _seed_start(prob: Problem, gauss: Problem, u_gauss: np.ndarray, sigma_floor:
     return model.internal(theta0), corr, int(candidates.shape[1])
 
 
-def refine(prob: Problem, refiner: catalog.RefinerSpec, u: np.ndarray, y: np.ndarray, grid_corr: np.ndarray,
-            free: np.ndarray, bounds: Bounds, *, mem_gb: float, max_iter: int | None,
-            tol: float | None, learning_rate: float, refine_r2_min: float, progress: ProgressFn | None,
-            timings: dict[str, float]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def refine(
+    prob: Problem,
+    refiner: catalog.RefinerSpec,
+    u: np.ndarray,
+    y: np.ndarray,
+    grid_corr: np.ndarray,
+    free: np.ndarray,
+    bounds: Bounds,
+    *,
+    mem_gb: float,
+    max_iter: int | None,
+    tol: float | None,
+    learning_rate: float,
+    refine_r2_min: float,
+    progress: ProgressFn | None,
+    timings: dict[str, float],
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Refine (in place, within ``bounds``) the units whose grid fit explains ``refine_r2_min``.
 
     Returns what the settings record, and per-unit flags: ``refined``, ``not_converged``, ``grid_only``.
@@ -113,10 +155,15 @@ def refine(prob: Problem, refiner: catalog.RefinerSpec, u: np.ndarray, y: np.nda
     if solver is not None and chosen.size:
         # issue 18: LM streams its units through the batch (frames.reference(): rounds, as before)
         driver = refine_units if refiner.name != "lm" or frames.reference() else streaming.refine_streaming
-        u[chosen], moving, iterations = driver(solver, prob, u[chosen], y[chosen], free, bounds, mem_gb,
-                                               max_iter or refiner.max_iter, progress)
+        u[chosen], moving, iterations = driver(
+            solver, prob, u[chosen], y[chosen], free, bounds, mem_gb, max_iter or refiner.max_iter, progress
+        )
         flags["refined"][chosen], flags["not_converged"][chosen] = True, moving
     timings["refine"] = time.perf_counter() - t0
-    return {"refine_r2_min": float(refine_r2_min), "units_refined": int(chosen.size) if solver else 0,
-            "iterations": int(iterations[0]), "unit_iterations": int(iterations[1]),
-            "max_iter": int(max_iter or refiner.max_iter)}, flags
+    return {
+        "refine_r2_min": float(refine_r2_min),
+        "units_refined": int(chosen.size) if solver else 0,
+        "iterations": int(iterations[0]),
+        "unit_iterations": int(iterations[1]),
+        "max_iter": int(max_iter or refiner.max_iter),
+    }, flags

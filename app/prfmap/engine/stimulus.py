@@ -95,4 +95,3 @@ class Stimulus:
         _, x, y = self.stimulated
         radius = float(np.hypot(x, y).max()) if x.size else 0.0
         return {"radius": radius, "fov": float(self.fov_deg), "pixel": float(self.pixel_size)}
-

@@ -19,8 +19,19 @@ from prfmap.io.bold import READ_ERRORS
 from prfmap.io.resample import AreaResampler
 
 MAT_VARIABLES = ("stimulus", "stim", "images", "apertures", "aperture")
-MAT_NUMERIC = ("double", "single", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
-                 "uint64", "logical")
+MAT_NUMERIC = (
+    "double",
+    "single",
+    "int8",
+    "uint8",
+    "int16",
+    "uint16",
+    "int32",
+    "uint32",
+    "int64",
+    "uint64",
+    "logical",
+)
 READ_BLOCK_BYTES = 32 * 2**20
 
 
@@ -94,11 +105,14 @@ def _open_nifti(path: Path) -> _FrameSource:
     img = nib.load(path, keep_file_open=True)
     shape, proxy = img.shape, img.dataobj
     if len(shape) == 4 and shape[2] == 1:
-        return _FrameSource((shape[3], shape[0], shape[1]),
-                            lambda a, b: np.moveaxis(np.asanyarray(proxy[:, :, 0, a:b]), -1, 0))
+        return _FrameSource(
+            (shape[3], shape[0], shape[1]),
+            lambda a, b: np.moveaxis(np.asanyarray(proxy[:, :, 0, a:b]), -1, 0),
+        )
     if len(shape) == 3:
-        return _FrameSource((shape[2], shape[0], shape[1]),
-                            lambda a, b: np.moveaxis(np.asanyarray(proxy[:, :, a:b]), -1, 0))
+        return _FrameSource(
+            (shape[2], shape[0], shape[1]), lambda a, b: np.moveaxis(np.asanyarray(proxy[:, :, a:b]), -1, 0)
+        )
     if len(shape) == 2:
         return _FrameSource((1, *shape), lambda a, b: np.asanyarray(proxy)[None, :, :][a:b])
     raise ValueError(f"expected rows × cols [× 1] × frames, got shape {shape}")
@@ -131,14 +145,18 @@ def _open_mat(path: Path) -> _FrameSource:
     """MATLAB v4-v7 files through scipy; v7.3 (HDF5) through h5py."""
     if matfile_version(path)[0] == 2:
         return _open_mat73(path)
-    shapes = {name: tuple(shape) for name, shape, kind in whosmat(path)
-              if kind in MAT_NUMERIC and len(shape) in (3, 4)}
+    shapes = {
+        name: tuple(shape)
+        for name, shape, kind in whosmat(path)
+        if kind in MAT_NUMERIC and len(shape) in (3, 4)
+    }
     name = _pick_variable(shapes)
     data = loadmat(path, variable_names=[name])[name]
     if data.ndim == 4:
         data = data[:, :, 0, :]
-    return _FrameSource((data.shape[2], data.shape[0], data.shape[1]),
-                        lambda a, b: np.moveaxis(data[:, :, a:b], -1, 0))
+    return _FrameSource(
+        (data.shape[2], data.shape[0], data.shape[1]), lambda a, b: np.moveaxis(data[:, :, a:b], -1, 0)
+    )
 
 
 def _open_mat73(path: Path) -> _FrameSource:
@@ -171,9 +189,7 @@ def _open(path: Path) -> _FrameSource:
         return _open_npy(path)
     if name.endswith(".mat"):
         return _open_mat(path)
-    raise UsageError(
-        f"aperture {path} has an unknown format; use NIfTI (.nii/.nii.gz), .npy or MATLAB .mat"
-    )
+    raise UsageError(f"aperture {path} has an unknown format; use NIfTI (.nii/.nii.gz), .npy or MATLAB .mat")
 
 
 def _frame_period(meta: dict, path: Path) -> float | None:
@@ -306,8 +322,9 @@ def load_aperture(
                 f"{frames.shape[0]} frames; fix the events' stim_file_index"
             )
         frames = frames[index]
-    return Aperture(np.ascontiguousarray(frames, dtype=np.float32), resampler.fov_out, path,
-                    (rows, cols), float(fov_deg))
+    return Aperture(
+        np.ascontiguousarray(frames, dtype=np.float32), resampler.fov_out, path, (rows, cols), float(fov_deg)
+    )
 
 
 def _field_of_view(path: Path, meta: dict, fov_deg: float | None) -> float:
@@ -370,7 +387,5 @@ def _read_frames(source: _FrameSource, resampler: AreaResampler, path: Path) -> 
             "[0, 1] (1 = stimulus; e.g. divide 8-bit images by 255)"
         )
     if high <= 0:
-        raise BadDataError(
-            f"aperture {path.name} is all zeros (no frame shows a stimulus); check the file"
-        )
+        raise BadDataError(f"aperture {path.name} is all zeros (no frame shows a stimulus); check the file")
     return out

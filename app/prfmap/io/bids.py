@@ -31,8 +31,17 @@ logger = logging.getLogger(__name__)
 # Default space when none is given: surfaces first, then anatomical, then templates.
 _PREFERENCE = ("fsnative", "fsaverage", "fsaverage6", "fsaverage5", "fsLR:den-91k", "fsLR:den-32k")
 _LEGACY_DEN = {"fsaverage5": "10k", "fsaverage6": "41k"}
-_RUN_ENTITIES = ("subject", "session", "task", "acquisition", "ceagent", "reconstruction",
-                 "direction", "run", "echo")
+_RUN_ENTITIES = (
+    "subject",
+    "session",
+    "task",
+    "acquisition",
+    "ceagent",
+    "reconstruction",
+    "direction",
+    "run",
+    "echo",
+)
 _KEPT_ENTITIES = (*_RUN_ENTITIES, "space", "res", "den")
 _BOLD_EXTENSIONS = (".func.gii", ".dtseries.nii", ".nii.gz", ".nii")
 
@@ -152,10 +161,7 @@ def _sidecar_chain(layout: BIDSLayout, entities: Mapping[str, Any]) -> dict[str,
     candidates = []
     for f in layout.get(scope="raw", suffix="bold", extension=".json", task=entities["task"]):
         ents = f.get_entities()
-        if all(
-            k not in ents or str(ents[k]) == str(entities.get(k))
-            for k in _RUN_ENTITIES
-        ):
+        if all(k not in ents or str(ents[k]) == str(entities.get(k)) for k in _RUN_ENTITIES):
             depth = len(Path(f.path).relative_to(layout.root).parts)
             candidates.append((depth, len(ents), f.path))
     meta: dict[str, Any] = {}
@@ -177,8 +183,9 @@ def _bold_metadata(layout: BIDSLayout, bold_path: Path) -> dict[str, Any]:
         return {}
 
 
-def _slice_time(layout: BIDSLayout, bold_path: Path, entities: Mapping[str, Any], tr: float,
-                name: str) -> SliceTimeReference:
+def _slice_time(
+    layout: BIDSLayout, bold_path: Path, entities: Mapping[str, Any], tr: float, name: str
+) -> SliceTimeReference:
     """The run's slice-time reference: fMRIPrep's sidecar keys over the raw sidecars'."""
     meta = {**_sidecar_chain(layout, entities), **_bold_metadata(layout, bold_path)}
     return slice_time_reference(meta, tr, name)
@@ -248,20 +255,16 @@ def _index_base(events: Path, index: np.ndarray) -> int:
     return 0 if (index == 0).any() else 1
 
 
-def _stimulus(
-    bids_dir: Path, events: Path
-) -> tuple[Path, tuple[int, ...] | None]:
+def _stimulus(bids_dir: Path, events: Path) -> tuple[Path, tuple[int, ...] | None]:
     table = _read_events(events)
     if "stim_file" not in table.columns:
         raise MissingInputError(
-            f"{events.name} has no stim_file column; name the aperture file in it or pass "
-            "--stimulus"
+            f"{events.name} has no stim_file column; name the aperture file in it or pass --stimulus"
         )
     names = table["stim_file"].dropna().astype(str).unique()
     if len(names) == 0:
         raise MissingInputError(
-            f"the stim_file column of {events.name} is empty; name the aperture file in it or "
-            "pass --stimulus"
+            f"the stim_file column of {events.name} is empty; name the aperture file in it or pass --stimulus"
         )
     if len(names) > 1:
         raise BadDataError(
@@ -297,9 +300,9 @@ def _group_bold(files: list[BIDSFile]) -> dict[tuple, list[BIDSFile]]:
     groups: dict[tuple, list] = {}
     for f in files:
         ents = f.get_entities()
-        key = tuple(
-            (k, str(ents[k])) for k in sorted(ents) if k not in ("hemi", "extension", "suffix")
-        ) + (("extension", ents["extension"]),)
+        key = tuple((k, str(ents[k])) for k in sorted(ents) if k not in ("hemi", "extension", "suffix")) + (
+            ("extension", ents["extension"]),
+        )
         groups.setdefault(key, []).append(f)
     return groups
 
@@ -405,16 +408,14 @@ def find_runs(inputs: InputsConfig, *, work_dir: str | os.PathLike | None = None
     layout = _layout(inputs.bids_dir, roots, Path(work_dir) if work_dir else None)
     filters = _pybids_filters(inputs)
     try:
-        bold = layout.get(
-            scope="derivatives", suffix="bold", extension=list(_BOLD_EXTENSIONS), **filters
-        )
+        bold = layout.get(scope="derivatives", suffix="bold", extension=list(_BOLD_EXTENSIONS), **filters)
     except (ValueError, TypeError) as err:
         raise UsageError(f"--bids-filter-file: invalid filter ({one_line(err)})") from None
     bold = [
-        f for f in bold
-        if _kind_of(f.get_entities()["extension"]) != "volume"
-        or f.get_entities().get("desc") == "preproc"
-    ]  # fmt: skip
+        f
+        for f in bold
+        if _kind_of(f.get_entities()["extension"]) != "volume" or f.get_entities().get("desc") == "preproc"
+    ]
     where = ", ".join(str(p) for p in roots)
     if not bold:
         raise NoFilesSelectedError(_nothing_selected(layout, filters, where))
@@ -544,10 +545,15 @@ def _bold_paths(files: list[BIDSFile], kind: Kind) -> dict[str, Path] | Path:
 
 def _brain_mask(layout: BIDSLayout, ents: Mapping[str, Any], bold: Path) -> Path:
     mask = _match_derivative(
-        layout, ents, suffix="mask", desc="brain", space=ents["space"],
-        extension=[".nii.gz", ".nii"], res=ents.get("res", Query.NONE),
+        layout,
+        ents,
+        suffix="mask",
+        desc="brain",
+        space=ents["space"],
+        extension=[".nii.gz", ".nii"],
+        res=ents.get("res", Query.NONE),
         den=ents.get("den", Query.NONE),
-    )  # fmt: skip
+    )
     if mask is None:
         raise MissingInputError(
             f"no brain mask (*_desc-brain_mask.nii.gz) next to {bold.name}; fMRIPrep writes "

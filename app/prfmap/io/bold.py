@@ -24,10 +24,21 @@ from prfmap.io.geometry import CiftiGeometry, GiftiGeometry, UnitGeometry, Volum
 from prfmap.io.runs import Kind, RunInput
 
 READ_ERRORS = (
-    OSError, ValueError, EOFError, zlib.error, ExpatError, ImageFileError, HeaderDataError,
-    struct.error, LookupError, TypeError, AttributeError, OverflowError,  # LookupError: KeyError,
+    OSError,
+    ValueError,
+    EOFError,
+    zlib.error,
+    ExpatError,
+    ImageFileError,
+    HeaderDataError,
+    struct.error,
+    LookupError,
+    TypeError,
+    AttributeError,
+    OverflowError,  # LookupError: KeyError,
     # IndexError, and an XML header naming an unknown encoding
-    Cifti2HeaderError, GiftiParseError,
+    Cifti2HeaderError,
+    GiftiParseError,
 )
 
 

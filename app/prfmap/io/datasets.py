@@ -92,8 +92,7 @@ def check_derivatives(inputs: InputsConfig) -> None:
             raise MissingInputError(f"derivatives folder {path} does not exist; check --derivatives")
         if not (path / "dataset_description.json").is_file():
             raise MissingInputError(
-                f"{path} has no dataset_description.json; point --derivatives at fMRIPrep's "
-                "output folder"
+                f"{path} has no dataset_description.json; point --derivatives at fMRIPrep's output folder"
             )
 
 

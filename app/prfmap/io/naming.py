@@ -11,13 +11,31 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 ENTITY_ORDER = (
-    "sub", "ses", "task", "acq", "ce", "rec", "dir", "run", "echo",
-    "hemi", "space", "res", "den", "model", "stat", "desc",
-)  # fmt: skip
+    "sub",
+    "ses",
+    "task",
+    "acq",
+    "ce",
+    "rec",
+    "dir",
+    "run",
+    "echo",
+    "hemi",
+    "space",
+    "res",
+    "den",
+    "model",
+    "stat",
+    "desc",
+)
 LONG_NAMES = {
-    "subject": "sub", "session": "ses", "acquisition": "acq", "ceagent": "ce",
-    "reconstruction": "rec", "direction": "dir",
-}  # fmt: skip
+    "subject": "sub",
+    "session": "ses",
+    "acquisition": "acq",
+    "ceagent": "ce",
+    "reconstruction": "rec",
+    "direction": "dir",
+}
 """pybids' long entity names → the keys used in file names."""
 
 

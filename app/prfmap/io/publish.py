@@ -60,8 +60,12 @@ def participant_lock(output_dir: Path, subject: str) -> Iterator[Path]:
     path = folder / f"sub-{subject}.lock"
     fd = _acquire(folder, path, subject, output_dir)
     try:
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since "
-                      f"{time.strftime('%Y-%m-%d %H:%M:%S')}".encode(), 0)
+        os.pwrite(
+            fd,
+            f"pid {os.getpid()} on {socket.gethostname()} since "
+            f"{time.strftime('%Y-%m-%d %H:%M:%S')}".encode(),
+            0,
+        )
         yield path
     finally:
         with contextlib.suppress(FileNotFoundError):

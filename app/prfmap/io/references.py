@@ -63,17 +63,34 @@ def spatial_reference(
         template, default = SURFACE_TEMPLATES[space]
         return templateflow_sphere(template, hemi, den or default)
     if hemi and space == "fsnative":
-        return _native(f"*_hemi-{hemi}_midthickness.surf.gii",
-                       f"hemi-{hemi}_midthickness.surf.gii", subject, session, fmriprep_dir,
-                       fmriprep_name)
+        return _native(
+            f"*_hemi-{hemi}_midthickness.surf.gii",
+            f"hemi-{hemi}_midthickness.surf.gii",
+            subject,
+            session,
+            fmriprep_dir,
+            fmriprep_name,
+        )
     if not hemi and space in NATIVE_VOLUMES:
-        return _native("*_desc-preproc_T1w.nii.gz", "desc-preproc_T1w.nii.gz", subject, session,
-                       fmriprep_dir, fmriprep_name)
+        return _native(
+            "*_desc-preproc_T1w.nii.gz",
+            "desc-preproc_T1w.nii.gz",
+            subject,
+            session,
+            fmriprep_dir,
+            fmriprep_name,
+        )
     return None
 
 
-def _native(pattern: str, tail: str, subject: str | None, session: str | None,
-            fmriprep_dir: str | Path | None, dataset: str) -> str | None:
+def _native(
+    pattern: str,
+    tail: str,
+    subject: str | None,
+    session: str | None,
+    fmriprep_dir: str | Path | None,
+    dataset: str,
+) -> str | None:
     """A BIDS URI of the participant's own file: the one fMRIPrep wrote (session-specific first,
     then the participant's), else the name fMRIPrep gives it."""
     if not subject:

@@ -123,6 +123,5 @@ class AreaResampler:
         ratio = self.pixel_out / self.pixel_in
         w_rows = box_weights(self.shape_in[0], self.shape_out[0], ratio)
         w_cols = box_weights(self.shape_in[1], self.shape_out[1], ratio)
-        out = np.einsum("ri,fij,cj->frc", w_rows, np.asarray(block, dtype=np.float64), w_cols,
-                        optimize=True)
+        out = np.einsum("ri,fij,cj->frc", w_rows, np.asarray(block, dtype=np.float64), w_cols, optimize=True)
         return np.clip(out, 0.0, 1.0).astype(np.float32)

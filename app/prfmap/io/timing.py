@@ -37,7 +37,7 @@ RULES = {
     "option": "given with --slice-time-ref",
     "start_time": "StartTime / RepetitionTime (slice-timing corrected data)",
     "corrected_middle": "slice-timing corrected without StartTime: the middle of the slice "
-                        "acquisition range (fMRIPrep's default reference)",
+    "acquisition range (fMRIPrep's default reference)",
     "slice_timing_mean": "not slice-timing corrected: the mean of SliceTiming",
     "no_information": "no StartTime nor SliceTiming: the start of the TR (BIDS volume time stamps)",
 }
@@ -62,8 +62,11 @@ class SliceTimeReference:
 
     def describe(self, tr: float) -> dict[str, Any]:
         """What the map sidecars record: the fraction, the seconds and the rule."""
-        return {"Fraction": round(self.fraction, 6), "Seconds": round(self.fraction * tr, 6),
-                "Rule": RULES[self.rule]}
+        return {
+            "Fraction": round(self.fraction, 6),
+            "Seconds": round(self.fraction * tr, 6),
+            "Rule": RULES[self.rule],
+        }
 
 
 def parse_slice_time_ref(value: str) -> float:

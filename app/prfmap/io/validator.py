@@ -92,8 +92,9 @@ def find_validator() -> str | None:
     return str(beside) if beside.is_file() else None
 
 
-def validate_dataset(path: str | Path, *, recursive: bool = False, timeout: float = 600,
-                     validator: str | None = None) -> ValidationResult:
+def validate_dataset(
+    path: str | Path, *, recursive: bool = False, timeout: float = 600, validator: str | None = None
+) -> ValidationResult:
     """Run the BIDS validator on ``path``.
 
     Parameters
@@ -128,9 +129,7 @@ def validate_dataset(path: str | Path, *, recursive: bool = False, timeout: floa
         report = json.loads(done.stdout)
     except json.JSONDecodeError:
         tail = " ".join((done.stderr or done.stdout).split())[-300:]
-        raise RuntimeError(
-            f"{VALIDATOR_NAME} exited {done.returncode} without a report: {tail}"
-        ) from None
+        raise RuntimeError(f"{VALIDATOR_NAME} exited {done.returncode} without a report: {tail}") from None
     issues = list(_issues(report, ""))
     for name, sub in (report.get("derivativesSummary") or {}).items():
         issues += _issues(sub, name)
@@ -140,8 +139,13 @@ def validate_dataset(path: str | Path, *, recursive: bool = False, timeout: floa
 
 def _issues(report: dict, dataset: str) -> list[Issue]:
     return [
-        Issue(str(i.get("severity", "")), str(i.get("code", "")), str(i.get("subCode") or ""),
-              str(i.get("location", "")), dataset)
+        Issue(
+            str(i.get("severity", "")),
+            str(i.get("code", "")),
+            str(i.get("subCode") or ""),
+            str(i.get("location", "")),
+            dataset,
+        )
         for i in (report.get("issues") or {}).get("issues", [])
     ]
 
@@ -170,14 +174,16 @@ def check_bids_dir(bids_dir: str | Path, *, validator: str | None = None) -> Val
     """
     program = validator or find_validator()
     if program is None:
-        LOGGER.info("BIDS validation skipped: %s is not installed (pip install %s)",
-                    VALIDATOR_NAME, VALIDATOR_NAME)
+        LOGGER.info(
+            "BIDS validation skipped: %s is not installed (pip install %s)", VALIDATOR_NAME, VALIDATOR_NAME
+        )
         return None
     try:
         result = validate_dataset(bids_dir, validator=program)
     except (OSError, RuntimeError, subprocess.TimeoutExpired) as err:
-        LOGGER.warning("BIDS validation skipped: %s could not run (%s)", VALIDATOR_NAME,
-                       " ".join(str(err).split())[:200])
+        LOGGER.warning(
+            "BIDS validation skipped: %s could not run (%s)", VALIDATOR_NAME, " ".join(str(err).split())[:200]
+        )
         return None
     if result.exit_code != 0:
         raise NotBIDSError(
@@ -185,7 +191,9 @@ def check_bids_dir(bids_dir: str | Path, *, validator: str | None = None) -> Val
             f"{len(result.errors)} errors): {result.summary(limit=3)}; fix the dataset "
             f"(run {VALIDATOR_NAME} {bids_dir} for details) or pass --skip-bids-validation"
         )
-    LOGGER.info("bids_dir passes the BIDS validator (schema %s, %d warnings)",
-                result.version or "?", len(result.warnings))
+    LOGGER.info(
+        "bids_dir passes the BIDS validator (schema %s, %d warnings)",
+        result.version or "?",
+        len(result.warnings),
+    )
     return result
-

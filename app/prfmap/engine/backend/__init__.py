@@ -31,8 +31,13 @@ OMP_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 THREAD_VARIABLES = OMP_VARIABLES + ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 
 
-def select_backend(name: str | None = None, *, nprocs: int | None = None, device: str | None = None,
-                   omp_threads: int | None = None) -> str:
+def select_backend(
+    name: str | None = None,
+    *,
+    nprocs: int | None = None,
+    device: str | None = None,
+    omp_threads: int | None = None,
+) -> str:
     """Choose the Keras backend, its threads and its device before Keras is imported.
 
     Parameters
@@ -59,9 +64,7 @@ def select_backend(name: str | None = None, *, nprocs: int | None = None, device
     """
     name = name or os.environ.get("KERAS_BACKEND") or "jax"
     if name not in SUPPORTED_BACKENDS:
-        raise UsageError(
-            f"unknown backend {name!r}: choose one of {', '.join(SUPPORTED_BACKENDS)}"
-        )
+        raise UsageError(f"unknown backend {name!r}: choose one of {', '.join(SUPPORTED_BACKENDS)}")
     if importlib.util.find_spec(_PACKAGE_OF[name]) is None:
         raise UsageError(
             f"backend {name!r} is not installed: pip install 'prfmap[{name}]' "
