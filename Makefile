@@ -42,6 +42,7 @@ demo: $(VENV)/.demo-installed
 	@echo "Report: $(DEMO_DIR)/out/sub-01.html"
 
 lint: $(VENV)/.test-installed
+	$(BIN)/ruff format --check app tests docker
 	$(BIN)/ruff check app tests docker
 
 # Engine tests run once per backend (Keras picks its backend at import time). torch.compile costs
