@@ -261,3 +261,41 @@ def image_script(name: str) -> ModuleType:
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
     return module
+
+
+# -- fit settings as a fit records them ------------------------------------------------------------------
+
+FIT_SETTINGS = {
+    "model": "gauss",
+    "refine": "lm",
+    "hrf": "SPM canonical",
+    "hrf_model": {},
+    "hrf_bases": ("canonical",),
+    "slice_time_ref": 0.5,
+    "grid_points": 1000,
+    "seed_candidates": 0,
+    "refine_r2_min": 0.05,
+    "units_refined": 10,
+    "iterations": 5,
+    "unit_iterations": 50,
+    "pixels": 100,
+    "max_iter": 30,
+    "fixed": {},
+    "dtype": "float32",
+    "units": 12,
+    "units_fitted": 10,
+    "backend": "jax",
+    "backend_version": "0.0",
+    "keras_version": "3.0",
+    "device": "cpu",
+    "compiled": True,
+    "seed": 0,
+    "bounds": {},
+}
+
+
+def fit_settings(**changes):
+    """A :class:`prfmap.engine.FitSettings` as a fit of the toy sizes above records it, with ``changes``."""
+    from prfmap.engine.settings import FitSettings
+
+    return FitSettings(**{**FIT_SETTINGS, **changes})

@@ -78,8 +78,11 @@ class InputsConfig:
 
     @property
     def dataset_links(self) -> dict[str, Path]:
-        """Dataset name → root: ``raw`` (``bids_dir``), each derivatives dataset and, for a
-        ``--stimulus`` outside them, its folder (``stimulus``)."""
+        """Dataset name → root.
+
+        ``raw`` (``bids_dir``), each derivatives dataset and, for a ``--stimulus`` outside them, its folder
+        (``stimulus``).
+        """
         links = {"raw": self.bids_dir}
         links.update(dict(self.derivatives) or {"fmriprep": self.bids_dir / "derivatives" / "fmriprep"})
         if self.stimulus is not None and not any(
@@ -145,8 +148,10 @@ class FitConfig:
     slice_time_ref: float | None = None
 
     def engine_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`prfmap.engine.fit_prf` that this section sets
-        (``slice_time_ref`` only when given: otherwise the workflow reads it per run)."""
+        """Keyword arguments of :func:`prfmap.engine.fit_prf` that this section sets.
+
+        ``slice_time_ref`` only when given: otherwise the participant level reads it per run.
+        """
         kwargs: dict[str, Any] = {
             "model": self.model,
             "refine": self.refine,

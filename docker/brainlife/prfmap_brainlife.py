@@ -98,7 +98,7 @@ def input_subjects(config: Mapping[str, Any]) -> list[str]:
 
 
 def prfmap_arguments(config: Mapping[str, Any], task_dir: Path) -> list[str]:
-    """prfmap's arguments (after the program name) for ``config``, run in ``task_dir``.
+    """Prfmap's arguments (after the program name) for ``config``, run in ``task_dir``.
 
     Raises
     ------
@@ -136,7 +136,7 @@ def prfmap_arguments(config: Mapping[str, Any], task_dir: Path) -> list[str]:
 
 
 def neuropythy_polar_angle(degrees: np.ndarray) -> np.ndarray:
-    """prfmap's polar angle (atan2(y, x) in degrees) in neuropythy's visual convention."""
+    """Prfmap's polar angle (atan2(y, x) in degrees) in neuropythy's visual convention."""
     angle = np.mod(270.0 - np.asarray(degrees, dtype=np.float64), 360.0) - 180.0
     return np.where(angle == -180.0, 180.0, angle).astype(np.float32)  # range (-180, 180]
 
@@ -147,8 +147,11 @@ def _measure(label: str, values: np.ndarray) -> np.ndarray:
 
 
 def _map_sets(output_dir: Path) -> dict[tuple, dict[str, dict[str | None, Path]]]:
-    """Map files grouped by fit: {(subject, session, task, space, den, res, model): {label:
-    {hemi: path}}}; the label is each sidecar's ``Parameter`` (CIFTI: ``None`` → all labels)."""
+    """Map files grouped by fit.
+
+    ``{(subject, session, task, space, den, res, model): {label: {hemi: path}}}``; the label is each
+    sidecar's ``Parameter`` (CIFTI: ``None`` → all labels).
+    """
     sets: dict[tuple, dict[str, dict[str | None, Path]]] = {}
     for sidecar in sorted(output_dir.glob("sub-*/**/func/*_boldmap.json")):
         meta = json.loads(sidecar.read_text())

@@ -133,7 +133,7 @@ def _split(token: str) -> tuple[str, str | None]:
     return token, None
 
 
-def translate(argv: list[str]) -> RunPlan:
+def translate(argv: list[str]) -> RunPlan:  # noqa: C901 - one branch per option it translates
     """Translate prfmap's arguments on the host into a run in the container.
 
     ``bids_dir`` is bound read-only at ``/data``, ``output_dir`` read-write at ``/out``,

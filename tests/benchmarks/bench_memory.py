@@ -30,7 +30,7 @@ sys.path.insert(0, str(APP))
 
 def box_layout(shape: tuple[int, int, int]):
     """A ``synth`` volume layout whose mask is the whole box (every voxel a unit)."""
-    from prfmap.synth import VolumeGeometry
+    from prfmap.io.geometry import VolumeGeometry
 
     zooms = 2.0
     affine = np.diag([zooms, zooms, zooms, 1.0])

@@ -6,7 +6,7 @@ dispersion ± 20 %) and (3) every HRF 1.25 s later than SPM's (± 0.25 s: the re
 1–1.5 s late, as prfpy's HRF against SPM's), loads them as ``prfmap participant`` does (timing from
 the sidecars, preprocessing, run combination), keeps its pRF units and 2,000 of the units without
 a pRF drawn at random, and for each ``--hrf`` option fits all runs and the leave-one-run-out folds
-(:mod:`prfmap.crossval`; the participant HRF estimated anew in each fold from its training runs)
+(:mod:`prfmap.participant.crossval`; the participant HRF estimated anew in each fold from its training runs)
 with prfmap's other defaults (``--refine-r2-min 0.1``). Prints one JSON line per case and option:
 median |σ error| of the pRF units (fit of all runs), median cvr2 of the pRF units, the estimated
 HRF, seconds.
@@ -32,13 +32,14 @@ sys.path.insert(0, str(APP))
 
 from prfmap.cli.config import build_config  # noqa: E402
 from prfmap.cli.parser import build_parser  # noqa: E402
-from prfmap.crossval import cross_validate, engine_predictor  # noqa: E402
 from prfmap.engine import Stimulus, fit_prf  # noqa: E402
 from prfmap.engine.catalog import HRF_OPTIONS  # noqa: E402
 from prfmap.io.bids import find_runs  # noqa: E402
-from prfmap.progress import make_progress  # noqa: E402
+from prfmap.participant.crossval import cross_validate, engine_predictor  # noqa: E402
+from prfmap.participant.load import load_fit  # noqa: E402
+from prfmap.participant.plan import plan_fits  # noqa: E402
+from prfmap.runtime.progress import make_progress  # noqa: E402
 from prfmap.synth import SynthConfig, load_truth, make_synthetic_dataset  # noqa: E402
-from prfmap.workflow import load_group, plan_fits  # noqa: E402
 
 NOISE_UNITS = 2000
 CASES = {
@@ -57,7 +58,7 @@ def load_mapped_region(bids: Path, work: Path):
     config = build_config(opts)
     (plan,) = plan_fits(find_runs(config.inputs, work_dir=work / "work"), "gauss")
     with make_progress() as progress:
-        loaded = load_group(plan, config, progress)
+        loaded = load_fit(plan, config, progress)
     truth = load_truth(bids)
     rng = np.random.default_rng(0)
     noise = np.flatnonzero(truth["noise"])
@@ -80,7 +81,7 @@ def measure(loaded, runs, combined, truth, option: str) -> dict:
 
     def fit_fold(training, fold_stim, fold):
         fitted = fit_prf(training.data, fold_stim, tr, nuisance=training.nuisance, **kwargs)
-        fold_hrfs.append(fitted.settings["hrf_model"])
+        fold_hrfs.append(fitted.settings.hrf_model)
         return fitted
 
     cv = cross_validate(
@@ -107,7 +108,7 @@ def measure(loaded, runs, combined, truth, option: str) -> dict:
         ),
         "median_cvr2_prf": round(float(np.median(cv.cvr2[both])), 4),
         "median_r2_prf": round(float(np.nanmedian(result.r2[prf])), 4),
-        "hrf_model": result.settings["hrf_model"],
+        "hrf_model": result.settings.hrf_model,
         "fold_hrf_peaks_s": [h["peak_s"] for h in fold_hrfs],
         "seconds": {"fit": round(fit_s, 1), "cross_validation": round(sum(cv.seconds), 1)},
     }

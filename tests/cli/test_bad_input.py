@@ -149,12 +149,12 @@ def test_logs_record_the_error(bids_copy: Path, tmp_path: Path, capsys) -> None:
 def test_unexpected_failure_exits_1_with_the_traceback_in_the_log(
     bids_copy: Path, tmp_path: Path, capsys, monkeypatch
 ) -> None:
-    import prfmap.workflow
+    import prfmap.participant.level
 
     def broken_fit(loaded, config, progress) -> None:
         raise RuntimeError("injected fault")
 
-    monkeypatch.setattr(prfmap.workflow, "fit_group", broken_fit)
+    monkeypatch.setattr(prfmap.participant.level, "fit_loaded", broken_fit)
     out = tmp_path / "out"
     assert run(bids_copy, out) == 1
     line = error_line(capsys)

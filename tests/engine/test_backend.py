@@ -68,7 +68,7 @@ def test_compiled_and_eager_fits_agree(tmp_path, backend):
         "from prfmap.engine import Stimulus, fit_prf, predict;"
         "stim = Stimulus(bar_design(), FOV); p = random_params('gauss', 40, np.random.default_rng(5));"
         "res = fit_prf(predict(p, stim, TR), stim, TR, max_iter=8);"
-        "json.dump({k: v.tolist() for k, v in res.params.items()} | {'compiled': res.settings['compiled']},"
+        "json.dump({k: v.tolist() for k, v in res.params.items()} | {'compiled': res.settings.compiled},"
         " open(sys.argv[3], 'w'))"
     )
     here = Path(__file__).resolve().parent

@@ -37,7 +37,7 @@ def test_every_written_estimate_is_inside_its_bounds(stim, refine):
         finite = np.isfinite(values)
         inside = (values[finite] >= low - 1e-4 * np.abs(low)) & (values[finite] <= high * (1 + 1e-4))
         assert np.all(inside), key
-    recorded = res.settings["bounds"]
+    recorded = res.settings.bounds
     assert recorded["x"] == pytest.approx([-2 * stim.scales["radius"], 2 * stim.scales["radius"]])
     assert recorded["sigma"] == pytest.approx([stim.scales["pixel"], stim.scales["fov"]])
     # units the bounds stopped are flagged, and only refined units can be

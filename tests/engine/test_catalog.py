@@ -1,20 +1,25 @@
-"""The model catalogue: one source for models, parameters, units and bounds; a new model touches only
-``models.py`` and ``catalog.py``."""
+"""The model catalogue: one source for models, parameters, units and bounds; a new model or refiner is one
+class and one registry entry (tests/toys.py)."""
 
+import dataclasses
 import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from conftest import TR, random_params
 from keras import ops
 
+import toys
 from prfmap.cli.parser import build_parser
 from prfmap.derivatives import map_sidecar
 from prfmap.engine import Stimulus, catalog, fit_prf, predict
-from prfmap.engine.models import MODELS, GaussModel, Param, get_model, register_model, reported_parameters
+from prfmap.engine.levenberg_marquardt import LevenbergMarquardt
+from prfmap.engine.models import get_model, reported_parameters
+from prfmap.engine.stages import RefinePlan
 
 APP = str(Path(__file__).resolve().parents[2] / "app")
 
@@ -25,8 +30,8 @@ def test_every_model_reports_what_its_catalogue_entry_lists(name):
     assert set(catalog.MODELS[name].fixed) <= set(get_model(name).names)
 
 
-def test_the_catalogue_and_the_models_name_the_same_models():
-    assert list(catalog.MODELS) == list(MODELS) == ["gauss", "css", "dog", "dn"]
+def test_the_catalogue_names_every_model_and_refiner():
+    assert list(catalog.MODELS) == ["gauss", "css", "dog", "dn"]
     assert list(catalog.REFINERS) == ["lm", "sgd", "none"]
 
 
@@ -97,45 +102,11 @@ def test_model_transforms_keep_extras_inside_their_catalogue_bounds(model, stim)
         assert np.all(above & below), key
 
 
-class SaturatingModel(GaussModel):
-    """A toy fifth model: the Gaussian response saturates, ``s / (1 + k·s)`` with ``k`` > 0."""
-
-    name = "toysat"
-    params = GaussModel.params + (Param("saturation", "exp", 0.5),)
-
-    def neural(self, theta, stim, jacobian):
-        s = super().neural(theta, stim, jacobian)
-        denom = 1.0 + theta[:, 3][:, None] * s[0]
-        out = s[0] / denom
-        if not jacobian:
-            return out[None]
-        d_s = 1.0 / (denom * denom)
-        return ops.concatenate([out[None], s[1:] * d_s[None], (-s[0] * s[0] * d_s)[None]], axis=0)
-
-    def report(self, theta, amplitude):
-        return {**super().report(theta, amplitude), "saturation": theta[:, 3]}
-
-
 @pytest.fixture
 def toy_model():
-    """Register the toy model in the catalogue and the models, and remove it afterwards."""
-    param = catalog.register_parameter(
-        catalog.Parameter(
-            "saturation", "1", "saturation constant of the toy model", catalog.Bound(catalog.Limit(0.0))
-        )
-    )
-    catalog.register_model(
-        catalog.ModelSpec(
-            "toysat",
-            "saturating Gaussian pRF",
-            "a test of prfmap",
-            ("x", "y", "sigma", "saturation", "amplitude", "baseline"),
-        )
-    )
-    model = register_model(SaturatingModel())
-    yield model
-    for table, key in ((MODELS, "toysat"), (catalog.MODELS, "toysat"), (catalog.PARAMETERS, param.key)):
-        table.pop(key)
+    """The toy model and refiner registered in the catalogue (tests/toys.py), removed afterwards."""
+    with toys.registered():
+        yield get_model("toysat")
 
 
 def test_a_fifth_model_needs_only_a_model_class_and_a_catalogue_entry(toy_model, stim, tmp_path):
@@ -161,15 +132,48 @@ def test_a_fifth_model_needs_only_a_model_class_and_a_catalogue_entry(toy_model,
 
 
 def test_a_model_must_report_what_its_entry_lists(toy_model):
-    MODELS.pop("toysat")
-    catalog.MODELS["toysat"] = catalog.ModelSpec(
-        "toysat", "d", "c", ("x", "y", "sigma", "amplitude", "baseline")
+    catalog.MODELS["wrong"] = dataclasses.replace(
+        toys.TOY_MODEL, name="wrong", parameters=("x", "y", "sigma", "amplitude", "baseline")
     )
-    with pytest.raises(ValueError, match="reports"):
-        register_model(SaturatingModel())
-    MODELS["toysat"] = toy_model
+    try:
+        with pytest.raises(ValueError, match="reports"):
+            get_model("wrong")
+    finally:
+        catalog.MODELS.pop("wrong")
     with pytest.raises(ValueError, match="unknown model 'nomodel'"):
-        register_model(type("NoEntry", (GaussModel,), {"name": "nomodel"})())
+        get_model("nomodel")
+    with pytest.raises(ValueError, match="implementation"):
+        catalog.register_model(
+            catalog.ModelSpec("noclass", "d", "c", ("x", "y", "sigma", "amplitude", "baseline"))
+        )
+    with pytest.raises(ValueError, match="already exists"):
+        catalog.register_model(toys.TOY_MODEL)
+
+
+def test_a_third_refiner_is_dispatched_through_its_entry(toy_model, stim):
+    rng = np.random.default_rng(4)
+    p = random_params("gauss", 24, rng)
+    data = predict(p, stim, TR, "gauss")
+    res = fit_prf(data, stim, TR, model="gauss", refine="toygd")
+    assert res.settings.refine == "toygd" and res.settings.max_iter == toys.TOY_REFINER.max_iter
+    assert res.settings.iterations > 0 and res.settings.units_refined == 24
+    grid = fit_prf(data, stim, TR, model="gauss", refine="none")
+    assert np.median(res.loss) < np.median(grid.loss)  # it refines: lower cost than the grid's
+
+
+def test_tol_zero_means_zero() -> None:
+    problem = SimpleNamespace(model=get_model("gauss"), dtype="float32")
+    lm = catalog.get_refiner("lm")
+    assert RefinePlan(lm, 1.0, tol=0.0).solver(problem).tol == 0.0  # not "0 means the default"
+    assert RefinePlan(lm, 1.0).solver(problem).tol == lm.tol
+    assert RefinePlan(lm, 1.0, max_iter=0).budget == 0 and RefinePlan(lm, 1.0).budget == lm.max_iter
+    sgd = RefinePlan(catalog.get_refiner("sgd"), 1.0, options={"learning_rate": 0.2, "unknown": 1})
+    assert sgd.solver(problem).learning_rate == 0.2
+    # a solver is its own compile key: equal fields, equal keys; any field changed, another key
+    assert LevenbergMarquardt(problem.model, "float32", 1e-4) == RefinePlan(lm, 1.0).solver(problem)
+    assert hash(LevenbergMarquardt(problem.model, "float32", 1e-4, damping_up=4.0)) != hash(
+        RefinePlan(lm, 1.0).solver(problem)
+    )
 
 
 def test_stimulus_scales(stim):

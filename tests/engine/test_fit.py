@@ -66,7 +66,7 @@ def test_refinement_improves_on_the_grid(stim):
     grid_only = fit_prf(data, stim, TR, refine="none")
     refined = fit_prf(data, stim, TR, refine="lm")
     assert np.median(refined.loss) < 1e-3 * np.median(grid_only.loss)
-    assert grid_only.settings["iterations"] == 0
+    assert grid_only.settings.iterations == 0
 
 
 def test_nan_and_flat_units_give_nan_parameters_without_warnings(stim):
@@ -120,7 +120,7 @@ def test_float64_concatenated_runs_and_cartesian_grid():
     data = predict(p, stim, TR, dtype="float64")
     grid = cartesian_grid({"x": np.linspace(-8, 8, 9), "y": np.linspace(-8, 8, 9), "sigma": [0.5, 1, 2, 4]})
     res = fit_prf(data, stim, TR, dtype="float64", grid=grid)
-    assert res.settings["grid_points"] == 324 and res.settings["dtype"] == "float64"
+    assert res.settings.grid_points == 324 and res.settings.dtype == "float64"
     # the coarse grid may seed a unit in a local minimum; the rest converge in float64
     assert np.mean(np.abs(res.params["x"] - p["x"]) < 1e-6) >= 0.9
 

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from conftest import FOV, TR, bar_design, random_params
 
-from prfmap.engine import Stimulus, predict
+from prfmap.engine import Stimulus, catalog, predict
 from prfmap.engine.backend import get_backend
 from prfmap.engine.hrf import hrf_kernels
-from prfmap.engine.models import MODELS
+from prfmap.engine.models import get_model
 
-MODEL_NAMES = list(MODELS)
+MODEL_NAMES = list(catalog.MODELS)
 
 
 def reference_prediction(model: str, p: dict, stim: Stimulus) -> np.ndarray:
@@ -98,7 +98,7 @@ def test_autodiff_gradients_of_every_parameter_are_finite_and_nonzero(model, sti
     from prfmap.engine import core
     from prfmap.engine.problem import make_problem
 
-    m = MODELS[model]
+    m = get_model(model)
     rng = np.random.default_rng(2)
     p = random_params(model, 6, rng, max_ecc=5.0)
     truth = predict(p, stim, TR, model, dtype="float64")
@@ -126,7 +126,7 @@ def test_analytic_jacobian_matches_finite_differences(model, stim):
 
     from prfmap.engine.problem import make_problem
 
-    m = MODELS[model]
+    m = get_model(model)
     p = random_params(model, 5, np.random.default_rng(4), max_ecc=5.0)
     theta = m.from_report(p)
     prob = make_problem(m, stim, TR, 1, None, "float64", 0.5)

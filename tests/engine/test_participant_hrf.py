@@ -7,7 +7,7 @@ from conftest import TR, random_params
 from prfmap.engine import HRF, estimate_hrf, fit_prf, predict
 from prfmap.engine.hrf import hrf_kernels
 from prfmap.engine.participant_hrf import top_units
-from prfmap.synth_model import unit_kernels
+from prfmap.synth.model import unit_kernels
 
 
 @pytest.mark.parametrize(
@@ -46,14 +46,15 @@ def units():
 @pytest.mark.parametrize("truth", [HRF(7.5, 1.0), HRF(6.0, 1.0)], ids=["shifted", "canonical"])
 def test_participant_hrf_recovers_the_response_of_noiseless_data(stim, units, truth):
     data = predict(units, stim, TR, hrf=truth, dtype="float64")
-    result = fit_prf(data, stim, TR, hrf="participant", return_predictions=True)
-    found = HRF.from_record(result.settings["hrf_model"])
+    hrf = estimate_hrf(data, stim, TR)
+    result = fit_prf(data, stim, TR, hrf=hrf, return_predictions=True)
+    found = HRF.from_record(result.settings.hrf_model)
     assert found.option == "participant" and found.units == 50  # at least 50 units, all 80 good
     assert abs(found.peak_s() - truth.peak_s()) < 0.15
     assert abs(found.delay - truth.delay) < 0.1 and found.dispersion == 1.0
     assert np.median(np.abs(result.params["sigma"] - units["sigma"])) < 0.02
     assert np.median(result.r2) > 0.999
-    assert "participant-level two-gamma" in result.settings["hrf"]
+    assert "participant-level two-gamma" in result.settings.hrf
     # predict with the recorded HRF reproduces the fit's own time courses
     again = predict(result.params, stim, TR, hrf=found)
     np.testing.assert_allclose(again, result.predictions, atol=2e-3 * np.abs(data).max())
@@ -62,11 +63,13 @@ def test_participant_hrf_recovers_the_response_of_noiseless_data(stim, units, tr
 def test_a_given_hrf_is_held_fixed_and_options_are_checked(stim, units):
     data = predict(units, stim, TR, hrf=HRF(7.0, 1.1), dtype="float64")
     held = fit_prf(data[:8], stim, TR, hrf=HRF(7.0, 1.1, "participant", 99), refine="none")
-    assert held.settings["hrf_model"] == HRF(7.0, 1.1, "participant", 99).describe()
+    assert held.settings.hrf_model == HRF(7.0, 1.1, "participant", 99).describe()
     vertex = fit_prf(data[:8], stim, TR, fit_hrf=True, refine="none")
-    assert vertex.settings["hrf_model"]["option"] == "vertex" and "hrf_deriv" in vertex.params
+    assert vertex.settings.hrf_model["option"] == "vertex" and "hrf_deriv" in vertex.params
     with pytest.raises(ValueError, match="unknown HRF option 'spm'"):
         fit_prf(data[:8], stim, TR, hrf="spm")
+    with pytest.raises(ValueError, match="estimate_hrf"):  # one stage before the fit, not inside it
+        fit_prf(data[:8], stim, TR, hrf="participant")
 
 
 def test_too_few_units_with_signal_keep_the_canonical_hrf(stim):

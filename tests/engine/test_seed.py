@@ -30,7 +30,7 @@ def test_dog_surrounds_are_recovered_on_noiseless_data(stim):
     assert size_ok.mean() >= 0.9 and ratio_ok.mean() >= 0.9, (size_ok.mean(), ratio_ok.mean())
     assert np.all(res.params["amplitude_surround"] >= 0)
     assert not res.flags["surround_vanished"].any()
-    assert res.settings["seed_candidates"] == len(get_model("dog").seed_candidates(np.ones((1, 5)))[0])
+    assert res.settings.seed_candidates == len(get_model("dog").seed_candidates(np.ones((1, 5)))[0])
 
 
 def test_css_exponents_are_recovered_on_noiseless_data(stim):
@@ -117,9 +117,9 @@ def test_a_grid_naming_a_models_extras_is_searched_with_that_model(stim):
     with_n = fit_prf(
         data, stim, TR, model="css", refine="none", grid=cartesian_grid(axes | {"n": [0.3, 0.6]})
     )
-    assert with_n.settings["seed_candidates"] == 0 and with_n.settings["grid_points"] == 9 * 9 * 4 * 2
+    assert with_n.settings.seed_candidates == 0 and with_n.settings.grid_points == 9 * 9 * 4 * 2
     assert set(np.round(with_n.params["n"], 6)) <= {0.3, 0.6}
     seeded = fit_prf(data, stim, TR, model="css", refine="none", grid=cartesian_grid(axes))
-    assert seeded.settings["seed_candidates"] > 0 and "seed" in seeded.timings
+    assert seeded.settings.seed_candidates > 0 and "seed" in seeded.timings
     with pytest.raises(ValueError, match="cannot name"):
         fit_prf(data, stim, TR, model="gauss", grid=cartesian_grid(axes | {"n": [0.5]}))

@@ -1,6 +1,7 @@
 """Solvers behind one protocol: named states through the loop on every backend, Adam as Keras does it."""
 
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple
 
 import keras
 import numpy as np
@@ -8,10 +9,11 @@ import pytest
 from keras import ops
 
 from prfmap.engine import batching
+from prfmap.engine.adam import Adam
 from prfmap.engine.backend import get_backend
 from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.models import get_model
-from prfmap.engine.solvers import Adam, Data, Solution, iterate
+from prfmap.engine.solvers import Data, Solution, iterate
 
 
 class HalvingState(NamedTuple):
@@ -20,17 +22,15 @@ class HalvingState(NamedTuple):
     active: Any
 
 
+@dataclass(frozen=True)
 class Halving:
-    """A solver of the protocol that halves each unit's value until it is below ``tol``."""
+    """A solver of the contract that halves each unit's value until it is below ``tol``."""
 
-    key = ("halving",)
-    round_length = None
-    copies = 1
+    tol: float
+    round_length: int | None = None
+    copies: ClassVar[int] = 1
 
-    def __init__(self, tol: float) -> None:
-        self.tol = tol
-
-    def start(self, n):
+    def initial_carry(self, n):
         return ()
 
     def init(self, u, data):

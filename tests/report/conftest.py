@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from helpers import fit_settings
 from prfmap.io.geometry import SurfaceLayout
 from prfmap.report.context import ReportContext
 from prfmap.synth import SynthConfig, bar_apertures
@@ -102,13 +103,7 @@ def make_context(seed: int = 0) -> ReportContext:
         dummy_scans=2,
         design=design,
         fov_deg=FOV,
-        settings={
-            "model": "gauss",
-            "refine": "lm",
-            "hrf": "SPM canonical",
-            "grid_points": 1000,
-            "refine_r2_min": 0.05,
-        },
+        settings=fit_settings(),
         backend={"backend": "jax", "device": "cpu"},
         timings={"grid": 1.5, "refine": 3.25},
         warnings=["40 vertices have no signal <and were skipped>"],

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from headless_chromium import find_chromium, render
 
 pytestmark = pytest.mark.skipif(os.environ.get("PRFMAP_SKIP_BROWSER") == "1", reason="PRFMAP_SKIP_BROWSER=1")

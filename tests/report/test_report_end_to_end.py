@@ -19,8 +19,8 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 import pytest
-from page_checks import check_page
 
+from page_checks import check_page
 from prfmap.report.participant import NOT_DRAWN
 from prfmap.synth import SynthConfig, make_synthetic_dataset
 
@@ -98,8 +98,9 @@ def test_participant_report_draws_every_space(output: tuple[str, Path]) -> None:
 
 @pytest.mark.skipif(not BROWSER, reason="PRFMAP_SKIP_BROWSER=1")
 def test_participant_report_in_chromium(output: tuple[str, Path]) -> None:
-    from headless_chromium import render
     from test_report_browser import FIRST_SCREEN, WINDOW
+
+    from headless_chromium import render
 
     space, out = output
     errors, text, visible = render(out / "sub-01.html", probe=FIRST_SCREEN, **WINDOW)

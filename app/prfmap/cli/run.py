@@ -1,5 +1,7 @@
-"""The ``prfmap`` console script: parse, build the configuration, set up the backend and logs, run a
-level, exit."""
+"""The ``prfmap`` console script.
+
+Parse, build the configuration, set up the backend and logs, run a level, exit.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from prfmap.engine.backend import select_backend
 from prfmap.errors import ExitCode, PrfmapError, UsageError, one_line, output_error
 from prfmap.io.atomic import write_json_atomic
 from prfmap.io.validator import check_bids_dir
-from prfmap.signals import StopRequested
+from prfmap.runtime.signals import StopRequested
 
 logger = logging.getLogger("prfmap.cli.run")  # not __name__: "__main__" under python -m
 PACKAGE_LOGGER = logging.getLogger("prfmap")
@@ -80,8 +82,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _leave_now(code: int) -> None:
-    """End a stopped command at once: the frameworks' shutdown (joining their thread pools) can take
-    longer than the 2 s a stop signal is given, and everything worth keeping is already on disk."""
+    """End a stopped command at once.
+
+    The frameworks' shutdown (joining their thread pools) can take longer than the 2 s a stop signal is given,
+    and everything worth keeping is already on disk.
+    """
     _close_handlers()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -133,7 +138,7 @@ def _validated_and_imported(config: Config) -> Callable[[Config, list[str]], lis
         try:
             _select_backend(config.execution)
             # Imported here: it imports Keras, which must not load before the backend is selected.
-            from prfmap.workflow import run_participant_level
+            from prfmap.participant.level import run_participant_level
         except BaseException:
             if validation is not None:
                 validation.result()

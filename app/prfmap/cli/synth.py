@@ -16,15 +16,9 @@ from prfmap.cli.parser import (
     positive_float,
     positive_int,
 )
-from prfmap.synth import (
-    CLEAN,
-    DEFAULT_NOISE,
-    SLICE_TIMINGS,
-    SPACES,
-    SynthConfig,
-    make_synthetic_dataset,
-)
-from prfmap.synth_model import NOISE_MODELS
+from prfmap.synth.config import CLEAN, DEFAULT_NOISE, SLICE_TIMINGS, SPACES, SynthConfig
+from prfmap.synth.dataset import make_synthetic_dataset
+from prfmap.synth.model import NOISE_MODELS
 
 
 def _dispersion_jitter(value: str) -> float:

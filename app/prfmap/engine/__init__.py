@@ -18,19 +18,23 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 _LAZY = {
     "FitResult": "prfmap.engine.result",
     "fit_prf": "prfmap.engine.fit",
-    "estimate_hrf": "prfmap.engine.fit",
+    "estimate_hrf": "prfmap.engine.participant_hrf",
+    "FitOptions": "prfmap.engine.options",
+    "FitSettings": "prfmap.engine.settings",
     "HRF": "prfmap.engine.hrf",
     "predict": "prfmap.engine.prediction",
     "cartesian_grid": "prfmap.engine.grid",
     "polar_grid": "prfmap.engine.grid",
     "spm_hrf": "prfmap.engine.hrf",
-    "MODELS": "prfmap.engine.models",
+    "MODELS": "prfmap.engine.catalog",
     "model_parameters": "prfmap.engine.models",
     "Stimulus": "prfmap.engine.stimulus",
 }
 
 __all__ = [
     "HRF",
+    "FitOptions",
+    "FitSettings",
     "MODELS",
     "FitResult",
     "Stimulus",
@@ -53,7 +57,13 @@ def __getattr__(name: str) -> Any:
 
 
 def backend_info() -> dict[str, str]:
-    """Backend name, its version, the Keras version and the device the engine runs on."""
+    """Backend name, its version, the Keras version and the device the engine runs on.
+
+    Returns
+    -------
+    dict
+        ``backend``, ``version``, ``keras`` and ``device``.
+    """
     # Imported here: importing prfmap.engine must not load Keras before select_backend has run.
     import keras
 

@@ -1,10 +1,13 @@
-"""How the engine cuts its work into compiled calls: tiles, padding, memory budgets, the compile cache and
-out-of-memory recovery."""
+"""How the engine cuts its work into compiled calls.
+
+Tiles, padding, memory budgets, the compile cache and out-of-memory recovery.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from functools import partial
 
 import numpy as np
 
@@ -22,27 +25,65 @@ logger = logging.getLogger(__name__)
 _COMPILED: dict[tuple, Callable] = {}
 
 
-def compiled(key: tuple, fn: Callable) -> Callable:
-    """``fn`` compiled once per process and key (shapes seen before run without re-tracing).
+def compiled(kernel: Callable, *static: Hashable) -> Callable:
+    """``kernel`` with its leading arguments ``static`` bound, compiled once per process.
 
-    The key must name everything ``fn`` depends on besides its arguments; with ``PRFMAP_COMPILE=0``
-    ``fn`` itself is returned.
+    Parameters
+    ----------
+    kernel : callable
+        A traceable function of the engine (``core.finalize``, ``solvers.iterate_loop``, a solver's
+        ``step``...).
+    *static : hashable
+        Its leading arguments that are not tensors (a model, a frozen solver): bound to it, and with
+        ``kernel`` the compile key, so nothing the compiled function depends on besides its tensor
+        arguments can be left out of the key. Shapes seen before run without re-tracing.
+
+    Returns
+    -------
+    callable
+        The compiled function; with ``PRFMAP_COMPILE=0`` the bound, uncompiled one.
     """
+    fn = partial(kernel, *static)
     if not compile_enabled():
         return fn
-    key = (frames.mode(), *key)  # the arithmetic traced depends on PRFMAP_REFERENCE
+    key = (frames.mode(), kernel, *static)  # the arithmetic traced depends on PRFMAP_REFERENCE
     if key not in _COMPILED:
         _COMPILED[key] = get_backend().compile_fun(fn)
     return _COMPILED[key]
 
 
 def tiles(n: int, size: int) -> list[tuple[int, int]]:
-    """``(start, stop)`` of consecutive tiles of at most ``size`` rows covering ``n`` rows."""
+    """``(start, stop)`` of consecutive tiles of at most ``size`` rows covering ``n`` rows.
+
+    Parameters
+    ----------
+    n : int
+        Rows to cover.
+    size : int
+        Rows per tile.
+
+    Returns
+    -------
+    list of tuple of int
+    """
     return [(i, min(i + size, n)) for i in range(0, n, size)]
 
 
 def pad(a: np.ndarray, size: int) -> np.ndarray:
-    """``a`` with zero rows appended up to ``size`` rows (so every tile has one compiled shape)."""
+    """``a`` with zero rows appended up to ``size`` rows (so every tile has one compiled shape).
+
+    Parameters
+    ----------
+    a : ndarray
+        Rows to pad.
+    size : int
+        Rows wanted (at least ``len(a)``).
+
+    Returns
+    -------
+    ndarray
+        ``a`` itself when it has ``size`` rows already.
+    """
     if a.shape[0] == size:
         return a
     padding = np.zeros((size - a.shape[0],) + a.shape[1:], dtype=a.dtype)
@@ -50,13 +91,40 @@ def pad(a: np.ndarray, size: int) -> np.ndarray:
 
 
 def padded_size(n: int, smallest: int = 256) -> int:
-    """Batch size for ``n`` rows: a power of two, at least ``smallest``, so few shapes get compiled."""
+    """Batch size for ``n`` rows: a power of two, at least ``smallest``, so few shapes get compiled.
+
+    Parameters
+    ----------
+    n : int
+        Rows to hold.
+    smallest : int
+        The smallest batch.
+
+    Returns
+    -------
+    int
+    """
     return max(smallest, 1 << max(int(n - 1).bit_length(), 0))
 
 
 def ladder_size(n: int, smallest: int = 256, factor: int = 8) -> int:
-    """Batch size for ``n`` rows from a coarse ladder, ``smallest · factor**j`` (issue 18): fewer
-    shapes to compile (seconds each for a solver's loop) at the price of more padding."""
+    """Batch size for ``n`` rows from a coarse ladder, ``smallest · factor**j`` (issue 18).
+
+    Fewer shapes to compile (seconds each for a solver's loop) at the price of more padding.
+
+    Parameters
+    ----------
+    n : int
+        Rows to hold.
+    smallest : int
+        The smallest batch.
+    factor : int
+        The ratio of consecutive sizes.
+
+    Returns
+    -------
+    int
+    """
     size = smallest
     while size < n:
         size *= factor
@@ -64,13 +132,38 @@ def ladder_size(n: int, smallest: int = 256, factor: int = 8) -> int:
 
 
 def budget_rows(mem_gb: float, bytes_per_row: float, lo: int = 16, hi: int = 65536) -> int:
-    """Rows of ``bytes_per_row`` that fit in ``mem_gb``, clipped to ``[lo, hi]``."""
+    """Rows of ``bytes_per_row`` that fit in ``mem_gb``, clipped to ``[lo, hi]``.
+
+    Parameters
+    ----------
+    mem_gb : float
+        The budget, GB.
+    bytes_per_row : float
+        Memory one row needs.
+    lo, hi : int
+        The clip.
+
+    Returns
+    -------
+    int
+    """
     rows = int(mem_gb * 2**30 / max(bytes_per_row, 1.0))
     return int(np.clip(rows, lo, hi))
 
 
 def memory_budget(mem_gb: float | None) -> float:
-    """The engine's budget in GB: ``mem_gb`` (default 2), at most a share of a GPU's free memory."""
+    """The engine's budget in GB: ``mem_gb`` (default 2), at most a share of a GPU's free memory.
+
+    Parameters
+    ----------
+    mem_gb : float, optional
+        The budget asked for (default :data:`DEFAULT_MEM_GB`).
+
+    Returns
+    -------
+    float
+        GB, at least :data:`MIN_MEM_GB`.
+    """
     budget = float(mem_gb or DEFAULT_MEM_GB)
     try:
         free = get_backend().free_memory()
@@ -82,7 +175,21 @@ def memory_budget(mem_gb: float | None) -> float:
 
 
 def batch_size(prob: Problem, mem_gb: float, derivatives: int) -> int:
-    """Units per batch of a refinement or final evaluation with ``derivatives`` parameters."""
+    """Units per batch of a refinement or final evaluation with ``derivatives`` parameters.
+
+    Parameters
+    ----------
+    prob : Problem
+        The fit's tensors (pixels, frames, bases, dtype, model).
+    mem_gb : float
+        The budget, GB.
+    derivatives : int
+        Parameters whose derivatives a batch holds (0 for the final fit).
+
+    Returns
+    -------
+    int
+    """
     item = np.dtype(prob.dtype).itemsize
     n_gauss = catalog.MODELS[prob.model.name].gaussians
     per_unit = item * (
@@ -103,6 +210,21 @@ def run_batches(
     """Call ``run(start, stop, batch)`` over the units; halve the batch and retry on out-of-memory.
 
     With ``shrink``, a batch larger than the units (padded to :func:`ladder_size`) is reduced first.
+
+    Parameters
+    ----------
+    n_units : int
+        Units to run.
+    batch : int
+        Units per call (the padded shape).
+    run : callable
+        ``run(start, stop, batch)`` computes units ``start:stop`` padded to ``batch``.
+    stage : str
+        The stage's name in warnings and progress.
+    progress : callable, optional
+        ``progress(stage, done, total)`` after each batch.
+    shrink : bool
+        Reduce a batch larger than the (padded) units first.
     """
     if shrink:
         batch = min(batch, ladder_size(n_units) if not frames.reference() else padded_size(n_units))

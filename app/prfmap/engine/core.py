@@ -13,12 +13,25 @@ from keras import ops
 from prfmap.engine import frames
 from prfmap.engine.core_ops import at_least, matmul, spd_solve
 from prfmap.engine.models import PRFModel
+from prfmap.engine.stimulus import StimulusTensors
 
 TINY = 1e-20
 
 
 def project(t: Any, q: Any) -> Any:
-    """Remove from time courses ``t`` (..., frames) their projection on orthonormal columns ``q``."""
+    """Remove from time courses ``t`` (..., frames) their projection on orthonormal columns ``q``.
+
+    Parameters
+    ----------
+    t : tensor, shape (..., frames)
+        Time courses.
+    q : tensor, shape (frames, k)
+        Orthonormal columns.
+
+    Returns
+    -------
+    tensor, shape (..., frames)
+    """
     return t - matmul(matmul(t, q), ops.transpose(q))
 
 
@@ -26,7 +39,18 @@ def hrf_regressors(neural: Any, hrf_t: Any) -> Any:
     """Convolve neural responses (J, units, distinct) with each HRF basis: (J, bases, units, frames).
 
     One 2-D product of (J·units, distinct) by the bases side by side (distinct, bases·frames); ``hrf_t``
-    (bases, distinct, frames) also expands the distinct frames (:mod:`prfmap.engine.frames`).
+    also expands the distinct frames to the frames (:mod:`prfmap.engine.frames`).
+
+    Parameters
+    ----------
+    neural : tensor, shape (J, units, distinct)
+        Neural responses to the distinct frames (a response and its derivatives).
+    hrf_t : tensor, shape (bases, distinct, frames)
+        Transposed convolution matrices of the HRF bases, folded with the expansion of the frames.
+
+    Returns
+    -------
+    tensor, shape (J, bases, units, frames)
     """
     n_j, n_units, n_distinct = tuple(ops.shape(neural))
     n_bases, _, n_frames = tuple(ops.shape(hrf_t))
@@ -43,26 +67,87 @@ def _eye_like(m: Any) -> Any:
 
 
 def solve_small(m: Any, rhs: Any) -> Any:
-    """Batched solve of small symmetric systems (units, n, n) · x = rhs (units, n, r), regularised."""
+    """Batched solve of small symmetric systems (units, n, n) · x = rhs (units, n, r), regularised.
+
+    Parameters
+    ----------
+    m : tensor, shape (units, n, n)
+        Symmetric matrices.
+    rhs : tensor, shape (units, n, r)
+        Right-hand sides.
+
+    Returns
+    -------
+    tensor, shape (units, n, r)
+    """
     scale = at_least(ops.mean(ops.diagonal(m, axis1=1, axis2=2), axis=1), TINY)
     return solve_spd(m + 1e-7 * scale[:, None, None] * _eye_like(m), rhs)
 
 
 def solve_spd(m: Any, rhs: Any) -> Any:
-    """Batched solve of symmetric positive definite systems: :func:`~prfmap.engine.core_ops.spd_solve`
-    (issue 18), or ``keras.ops.solve`` with ``PRFMAP_REFERENCE=1``."""
+    """Batched solve of symmetric positive definite systems (units, n, n) · x = rhs (units, n, r).
+
+    :func:`~prfmap.engine.core_ops.spd_solve` (issue 18), or ``keras.ops.solve`` with
+    ``PRFMAP_REFERENCE=1``.
+
+    Parameters
+    ----------
+    m : tensor, shape (units, n, n)
+        Symmetric positive definite matrices.
+    rhs : tensor, shape (units, n, r)
+        Right-hand sides.
+
+    Returns
+    -------
+    tensor, shape (units, n, r)
+    """
     return ops.solve(m, rhs) if frames.reference() else spd_solve(m, rhs)
 
 
 def linear_fit(a: Any, y: Any) -> tuple[Any, Any]:
-    """Least-squares weights of regressors ``a`` (units, L, frames) for data ``y`` (units, frames)."""
+    """Least-squares weights of regressors ``a`` (units, L, frames) for data ``y`` (units, frames).
+
+    Parameters
+    ----------
+    a : tensor, shape (units, L, frames)
+        Regressors.
+    y : tensor, shape (units, frames)
+        Data.
+
+    Returns
+    -------
+    beta : tensor, shape (units, L)
+        The weights.
+    gram : tensor, shape (units, L, L)
+        The regressors' Gram matrices.
+    """
     gram = matmul(a, ops.transpose(a, (0, 2, 1)))
     beta = solve_small(gram, matmul(a, y[:, :, None]))[:, :, 0]
     return beta, gram
 
 
-def vp_cost(model: PRFModel, u: Any, y: Any, stim: tuple, hrf_t: Any, q: Any) -> Any:
-    """Per-unit residual sum of squares with the linear weights solved for (variable projection)."""
+def vp_cost(model: PRFModel, u: Any, y: Any, stim: StimulusTensors, hrf_t: Any, q: Any) -> Any:
+    """Per-unit residual sum of squares with the linear weights solved for (variable projection).
+
+    Parameters
+    ----------
+    model : PRFModel
+        The model.
+    u : tensor, shape (units, K)
+        Internal parameters.
+    y : tensor, shape (units, frames)
+        Projected data.
+    stim : StimulusTensors
+        The stimulated pixels.
+    hrf_t : tensor
+        Transposed HRF convolution matrices.
+    q : tensor, shape (frames, k)
+        Nuisance basis.
+
+    Returns
+    -------
+    tensor, shape (units,)
+    """
     theta, _ = model.natural(u)
     neural = model.neural(theta, stim, jacobian=False)
     a = ops.transpose(project(hrf_regressors(neural, hrf_t)[0], q), (1, 0, 2))
@@ -71,16 +156,38 @@ def vp_cost(model: PRFModel, u: Any, y: Any, stim: tuple, hrf_t: Any, q: Any) ->
     return ops.sum(resid * resid, axis=1)
 
 
-def vp_objective(model: PRFModel, u: Any, y: Any, stim: tuple, hrf_t: Any, q: Any) -> tuple[Any, Any]:
-    """The batch's summed variable-projection cost, which gradient solvers minimise, and each unit's."""
+def vp_objective(
+    model: PRFModel, u: Any, y: Any, stim: StimulusTensors, hrf_t: Any, q: Any
+) -> tuple[Any, Any]:
+    """The batch's summed variable-projection cost, which gradient solvers minimise, and each unit's.
+
+    Parameters
+    ----------
+    model, u, y, stim, hrf_t, q
+        As :func:`vp_cost`.
+
+    Returns
+    -------
+    total : tensor, shape ()
+        The summed cost.
+    cost : tensor, shape (units,)
+        Each unit's.
+    """
     cost = vp_cost(model, u, y, stim, hrf_t, q)
     return ops.sum(cost), cost
 
 
 def vp_normal_equations(
-    model: PRFModel, u: Any, y: Any, free: Any, stim: tuple, hrf_t: Any, q: Any
+    model: PRFModel, u: Any, y: Any, free: Any, stim: StimulusTensors, hrf_t: Any, q: Any
 ) -> tuple[Any, Any, Any]:
     """Cost, Gauss–Newton matrix and gradient of the variable-projection residual (Kaufman's Jacobian).
+
+    Parameters
+    ----------
+    model, u, y, stim, hrf_t, q
+        As :func:`vp_cost`.
+    free : tensor, shape (K,)
+        1 for each fitted, 0 for each fixed internal parameter.
 
     Returns
     -------
@@ -110,6 +217,13 @@ def vp_normal_equations(
 def finalize(model, u, y, y_raw, stim, hrf_t, q):
     """Linear weights, baseline, cost and fitted time courses at the final parameters.
 
+    Parameters
+    ----------
+    model, u, y, stim, hrf_t, q
+        As :func:`vp_cost`.
+    y_raw : tensor, shape (units, frames)
+        The data as given (its mean gives the baseline).
+
     Returns
     -------
     beta : (units, L)  weights of the HRF bases (amplitude first)
@@ -129,17 +243,50 @@ def finalize(model, u, y, y_raw, stim, hrf_t, q):
 
 
 def grid_predictions(model, theta, stim, hrf_t, q):
-    """Unit-norm, projected canonical-HRF predictions of grid points ``theta`` (grid, K)."""
+    """Unit-norm, projected canonical-HRF predictions of grid points ``theta`` (grid, K).
+
+    Parameters
+    ----------
+    model : PRFModel
+        The model.
+    theta : tensor, shape (grid, K)
+        Natural parameters of the grid points.
+    stim, hrf_t, q
+        As :func:`vp_cost`.
+
+    Returns
+    -------
+    tensor, shape (grid, frames)
+    """
     neural = model.neural(theta, stim, jacobian=False)
     pred = project(matmul(neural[0], hrf_t[0]), q)
     norm = ops.sqrt(ops.sum(pred * pred, axis=1, keepdims=True))
     return ops.where(norm > 1e-12, pred / at_least(norm, 1e-12), 0.0)
 
 
-def grid_responses(model, theta, stim, hrf_t, q):
-    """Neural responses (grid, distinct) of grid points ``theta`` (grid, K), scaled so that their
-    projected canonical-HRF predictions have unit norm (issue 18: the grid scored in the space of the
-    distinct frames, :func:`grid_score_folded`)."""
+def grid_responses(model: PRFModel, theta: Any, stim: StimulusTensors, hrf_t: Any, q: Any) -> Any:
+    """Neural responses of grid points, scaled so that their predictions have unit norm.
+
+    The grid scored in the space of the distinct frames (issue 18, :func:`grid_score_folded`): each
+    response (distinct,) is divided by the norm of its projected canonical-HRF prediction.
+
+    Parameters
+    ----------
+    model : PRFModel
+        The model.
+    theta : tensor, shape (grid, K)
+        Natural parameters of the grid points.
+    stim : StimulusTensors
+        The stimulated pixels of the distinct frames.
+    hrf_t : tensor, shape (bases, distinct, frames)
+        The folded HRF matrices (the first basis is used).
+    q : tensor, shape (frames, k)
+        Orthonormal nuisance basis.
+
+    Returns
+    -------
+    tensor, shape (grid, distinct)
+    """
     neural = model.neural(theta, stim, jacobian=False)[0]
     pred = project(matmul(neural, hrf_t[0]), q)
     norm = ops.sqrt(ops.sum(pred * pred, axis=1, keepdims=True))
@@ -147,14 +294,47 @@ def grid_responses(model, theta, stim, hrf_t, q):
 
 
 def grid_score_folded(y_unit: Any, grid_resp: Any, hrf_t: Any) -> tuple[Any, Any]:
-    """:func:`grid_score` of unit-norm projected data (units, F) against :func:`grid_responses`:
-    ``<y, P(n M)> = <y Mᵀ, n>`` for data already orthogonal to the nuisance basis, so the product
-    runs over the distinct frames (``M = hrf_t[0]``, (distinct, frames))."""
+    """:func:`grid_score` over the distinct frames.
+
+    ``<y, P(n M)> = <y Mᵀ, n>`` for data already orthogonal to the nuisance basis, so one product of
+    the data with ``M = hrf_t[0]`` (distinct, frames) brings them to the distinct frames.
+
+    Parameters
+    ----------
+    y_unit : tensor, shape (units, frames)
+        Unit-norm projected data.
+    grid_resp : tensor, shape (grid, distinct)
+        :func:`grid_responses` of the grid.
+    hrf_t : tensor, shape (bases, distinct, frames)
+        The folded HRF matrices.
+
+    Returns
+    -------
+    best : tensor, shape (units,)
+        The best correlation.
+    index : tensor, shape (units,)
+        Its grid point.
+    """
     return grid_score(matmul(y_unit, ops.transpose(hrf_t[0])), grid_resp)
 
 
 def grid_score(y_unit: Any, grid_unit: Any) -> tuple[Any, Any]:
-    """Best correlation and its grid index for unit-norm data (units, F) against grid (grid, F)."""
+    """Best correlation and its grid index for unit-norm data (units, F) against grid (grid, F).
+
+    Parameters
+    ----------
+    y_unit : tensor, shape (units, frames)
+        Unit-norm projected data.
+    grid_unit : tensor, shape (grid, frames)
+        Unit-norm grid predictions.
+
+    Returns
+    -------
+    best : tensor, shape (units,)
+        The best correlation.
+    index : tensor, shape (units,)
+        Its grid point.
+    """
     corr = matmul(y_unit, ops.transpose(grid_unit))
     return ops.max(corr, axis=1), ops.argmax(corr, axis=1)
 
@@ -163,6 +343,17 @@ def seed_score(model, theta, y_unit, stim, hrf_t, q):
     """Each unit's best candidate: ``theta`` (units, C, K) against unit-norm data (units, F).
 
     The candidates are scored as grid points are (:func:`grid_predictions`, correlation with the data).
+
+    Parameters
+    ----------
+    model : PRFModel
+        The model.
+    theta : tensor, shape (units, C, K)
+        Natural parameters of each unit's candidates.
+    y_unit : tensor, shape (units, frames)
+        Unit-norm projected data.
+    stim, hrf_t, q
+        As :func:`vp_cost`.
 
     Returns
     -------

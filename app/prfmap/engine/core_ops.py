@@ -20,6 +20,17 @@ def matmul(a: Any, b: Any) -> Any:
     whose operands have equal batch dimensions: TensorFlow 2.19–2.21's oneDNN ``BatchMatMulV2`` crashes
     (SIGSEGV) on broadcast 4-D operands such as (4, 1, 256, 120) · (120, 10) in eager mode. The backend's
     own product keeps float64 (Keras' torch ``matmul`` returns float32).
+
+    Parameters
+    ----------
+    a : tensor, shape (..., m, k)
+        Left operand.
+    b : tensor, shape (..., k, n)
+        Right operand.
+
+    Returns
+    -------
+    tensor, shape (..., m, n)
     """
     a_shape, b_shape = tuple(ops.shape(a)), tuple(ops.shape(b))
     if len(b_shape) == 2:
@@ -36,17 +47,51 @@ def matmul(a: Any, b: Any) -> Any:
 
 
 def at_least(x: Any, floor: float) -> Any:
-    """Elementwise ``max(x, floor)`` for a Python scalar floor, keeping the dtype of ``x``."""
+    """Elementwise ``max(x, floor)`` for a Python scalar floor, keeping the dtype of ``x``.
+
+    Parameters
+    ----------
+    x : tensor
+        Values.
+    floor : float
+        The floor.
+
+    Returns
+    -------
+    tensor
+    """
     return ops.where(x > floor, x, floor)
 
 
 def tensor(a: np.ndarray, dtype: str) -> Any:
-    """A contiguous backend tensor of ``dtype`` from an array."""
+    """A contiguous backend tensor of ``dtype`` from an array.
+
+    Parameters
+    ----------
+    a : ndarray
+        Values.
+    dtype : str
+        ``float32`` or ``float64``.
+
+    Returns
+    -------
+    tensor
+    """
     return ops.convert_to_tensor(np.ascontiguousarray(a, dtype=dtype), dtype=dtype)
 
 
 def to_numpy(t: Any) -> np.ndarray:
-    """A numpy array from a backend tensor."""
+    """A numpy array from a backend tensor.
+
+    Parameters
+    ----------
+    t : tensor
+        A backend tensor.
+
+    Returns
+    -------
+    ndarray
+    """
     return np.asarray(ops.convert_to_numpy(t))
 
 
@@ -58,6 +103,17 @@ def spd_solve(a: Any, b: Any) -> Any:
     and ``keras.ops.solve`` lowers to a pivoted LU per matrix that costs seconds to compile (XLA, on a
     CPU) and a small kernel per batch row to run. Here every operation is one elementwise operation over
     the batch. Pivots are kept positive (rounding on a semi-definite matrix).
+
+    Parameters
+    ----------
+    a : tensor, shape (batch, n, n)
+        Symmetric positive definite matrices (only the lower triangle is read).
+    b : tensor, shape (batch, n, r)
+        Right-hand sides.
+
+    Returns
+    -------
+    tensor, shape (batch, n, r)
     """
     n = tuple(ops.shape(a))[-1]
     low: list[list[Any]] = [[None] * n for _ in range(n)]

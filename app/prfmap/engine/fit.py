@@ -1,61 +1,50 @@
-"""``fit_prf``: grid search, seeds, refinement and the final fit over all units; ``estimate_hrf``.
+"""``fit_prf``: grid search, seeds, refinement and the final fit over all units.
 
 The stages live in :mod:`~prfmap.engine.stages` (starts, refinement) and
 :mod:`~prfmap.engine.result` (the final linear fit, the status of each unit); ``predict`` in
-:mod:`~prfmap.engine.prediction`.
+:mod:`~prfmap.engine.prediction`; the participant-level HRF, which a fit is handed as an ``HRF``,
+in :mod:`~prfmap.engine.participant_hrf`. Each stage returns new values and its seconds: nothing a
+stage returned is changed afterwards.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
 import keras
 import numpy as np
 
-from prfmap.engine import catalog, frames, stages
+from prfmap.engine import catalog, stages
 from prfmap.engine.backend import compile_enabled, get_backend
-from prfmap.engine.batching import ProgressFn, compiled, memory_budget
+from prfmap.engine.batching import ProgressFn, memory_budget
 from prfmap.engine.catalog import HRF_OPTIONS
-from prfmap.engine.core_ops import tensor, to_numpy
-from prfmap.engine.grid import grid_theta, polar_grid
+from prfmap.engine.grid import polar_grid
 from prfmap.engine.hrf import HRF, HRF_BASES
-from prfmap.engine.models import PRFModel, floatx, free_mask, get_model
-from prfmap.engine.participant_hrf import FEWEST_UNITS, HRF_PASSES, best_hrf, canonical_fallback, top_units
-from prfmap.engine.problem import Problem, Units, make_problem, project_units
+from prfmap.engine.models import floatx, free_mask, get_model
+from prfmap.engine.options import FitOptions
+from prfmap.engine.problem import Problem, make_problem, project_units
 from prfmap.engine.result import FitResult, bounds_record, checked_fit, final_fit
-from prfmap.engine.search import grid_search
+from prfmap.engine.settings import FitSettings
 from prfmap.engine.stimulus import Stimulus
 
-__all__ = ["FitResult", "estimate_hrf", "fit_prf"]
+__all__ = ["FitOptions", "FitResult", "fit_prf"]
 
 
 def fit_prf(
     data: np.ndarray,
     stim: Stimulus,
     tr: float,
-    model: str = "gauss",
-    refine: str = "lm",
+    model: str | None = None,
+    refine: str | None = None,
     *,
+    options: FitOptions | None = None,
     nuisance: np.ndarray | None = None,
-    hrf: str | HRF = "canonical",
-    fit_hrf: bool = False,
-    grid: Mapping[str, np.ndarray] | None = None,
-    mem_gb: float | None = None,
-    dtype: str = "float32",
-    seed: int = 0,
-    fixed: Mapping[str, float] | None = None,
-    max_iter: int | None = None,
-    tol: float | None = None,
-    learning_rate: float = 0.05,
-    refine_r2_min: float = 0.0,
-    slice_time_ref: float = 0.5,
     progress: ProgressFn | None = None,
-    return_predictions: bool = False,
+    **keywords: Any,
 ) -> FitResult:
-    """Fit a pRF model to every unit: grid search, linear fit, then refinement.
+    """Fit a pRF model to every unit: grid search, (seeds,) refinement, then the final linear fit.
 
     Parameters
     ----------
@@ -65,240 +54,98 @@ def fit_prf(
         Apertures, one frame per TR.
     tr : float
         Repetition time in seconds.
-    model : str
-        A model of :data:`prfmap.engine.catalog.MODELS`: ``gauss``, ``css``, ``dog`` or ``dn``.
-    refine : str
-        A refiner of :data:`prfmap.engine.catalog.REFINERS`: ``lm`` (Levenberg–Marquardt), ``sgd`` (Adam)
-        or ``none`` (the grid and linear fit alone).
+    model, refine : str, optional
+        Shorthands for ``options.model`` and ``options.refine`` (:class:`FitOptions`).
+    options : FitOptions, optional
+        What the fit does (model, refiner, HRF, grid, budget...); the defaults when not given.
     nuisance : ndarray, shape (frames, k), optional
-        Regressors that preprocessing removed (high-pass basis, confounds, run constants); data and every
-        prediction are projected onto their orthogonal complement (a constant is always included).
-    hrf : {"canonical", "participant", "vertex"} or HRF
-        SPM's response; one estimated from the best units, held fixed (:func:`estimate_hrf`); SPM's
-        plus per-unit derivative weights (``fit_hrf=True`` too); or the given HRF, held fixed.
-    grid : dict, optional
-        Grid of ``x``, ``y``, ``sigma`` points (default :func:`polar_grid`), searched with the Gaussian;
-        a model with extras (css, dog, dn) then seeds them per unit from a small grid of its own around
-        the unit's Gaussian start (``PRFModel.seed_grid``). A grid that also names extras (``n``...) is
-        searched with the model itself instead, without the per-unit seeding.
-    mem_gb : float, optional
-        Memory budget for tiles and batches (default 2 GB; at most 60 % of a GPU's free memory).
-    dtype : {"float32", "float64"}
-    seed : int
-        Seed of the random generator (kept for reproducible future stochastic stages).
-    fixed : dict, optional
-        Internal parameters held at a value, e.g. ``{"n": 0.5}``; added to the model's catalogue defaults.
-    max_iter, tol : int, float, optional
-        Iterations, and the per-unit relative cost change under which a unit stops; the refiner's
-        catalogue defaults (LM 30 and 1e-4, SGD 400 and 1e-5) when not given.
-    learning_rate : float
-        Adam learning rate, in degrees (positions) and log-units (sizes), for ``refine="sgd"``.
-    refine_r2_min : float
-        Refine only units whose grid fit explains at least this fraction of variance (the grid's best
-        correlation squared); the others keep the grid + linear fit. 0 refines every unit.
-    slice_time_ref : float
-        Where in each TR the volume is sampled (fMRIPrep default 0.5).
+        Regressors that preprocessing removed (high-pass basis, confounds, run constants); data and
+        every prediction are projected onto their orthogonal complement (a constant is always
+        included).
     progress : callable, optional
         ``progress(stage, done, total)`` between batches.
-    return_predictions : bool
-        Keep the fitted time courses in ``FitResult.predictions``.
+    **keywords
+        Any field of :class:`FitOptions` (``hrf=``, ``mem_gb=``, ``return_predictions=``...), over
+        ``options``; and ``learning_rate`` for ``refine="sgd"``.
 
     Returns
     -------
     FitResult
+        Parameters, r², status, settings and timings of every unit.
     """
-    t_start, prf_model, refiner = time.perf_counter(), get_model(model), catalog.get_refiner(refine)
-    data, mem_gb, dtype = _check_data(data, stim), memory_budget(mem_gb), floatx(dtype)
-    prob, units, timings, (free, fixed_values) = _setup(
-        prf_model,
-        data,
-        stim,
-        tr,
-        "vertex" if fit_hrf else hrf,
-        nuisance,
-        slice_time_ref,
-        fixed,
-        mem_gb=mem_gb,
-        dtype=dtype,
-        progress=progress,
+    if model is not None:
+        keywords["model"] = model
+    if refine is not None:
+        keywords["refine"] = refine
+    opts = FitOptions.from_keywords(options, **keywords)
+    t_start = time.perf_counter()
+    prf_model, refiner = get_model(opts.model), catalog.get_refiner(opts.refine)
+    data, mem_gb, dtype = _check_data(data, stim), memory_budget(opts.mem_gb), floatx(opts.dtype)
+    hrf, n_bases = resolve_hrf("vertex" if opts.fit_hrf else opts.hrf)
+    prob = make_problem(prf_model, stim, tr, n_bases, nuisance, dtype, opts.slice_time_ref, hrf)
+    units = project_units(prob, data)
+    free, fixed_values = free_mask(prf_model, opts.fixed or {})
+    timings = {"setup": time.perf_counter() - t_start}
+    grid = polar_grid(stim) if opts.grid is None else opts.grid
+    plan = stages.RefinePlan(
+        refiner, mem_gb, opts.max_iter, opts.tol, opts.refine_options, opts.refine_r2_min
     )
-    refine_options = {
-        "mem_gb": mem_gb,
-        "max_iter": max_iter,
-        "tol": tol,
-        "learning_rate": learning_rate,
-        "refine_r2_min": refine_r2_min,
-        "progress": progress,
-        "timings": timings,
-    }
-    u, corr, starts = stages.start(
-        prob, refiner, polar_grid(stim) if grid is None else grid, fixed_values, units.y, stim, refine_options
+    begun = stages.start(prob, plan, grid, fixed_values, units.y, stim, progress)
+    bounds = prob.model.bounds(stim.scales)
+    refined = stages.refine(prob, plan, begun.u, units.y, begun.corr, free, bounds, progress)
+    final = partial(
+        final_fit, prob, units, shape=data.shape, mem_gb=mem_gb, with_predictions=opts.return_predictions
     )
-    u_start, bounds = u.copy(), prob.model.bounds(stim.scales)
-    refined, flags = stages.refine(prob, refiner, u, units.y, corr, free, bounds, **refine_options)
-    result = checked_fit(
-        partial(
-            final_fit,
-            prob,
-            units,
-            shape=data.shape,
-            mem_gb=mem_gb,
-            timings=timings,
-            with_predictions=return_predictions,
-        ),
-        u,
-        u_start,
-        units.index,
-        bounds,
-        free,
-        flags,
-        prob.model.names,
+    checked = checked_fit(
+        final, refined.u, begun.u, units.index, bounds, free, refined.flags, prob.model.names
     )
-    result.settings = _settings(
+    settings = _settings(
         prob,
-        refine,
-        {
-            **refined,
-            **starts,
-            "fixed": {k: float(v) for k, v in fixed_values.items()},
-            "slice_time_ref": slice_time_ref,
-            "units": int(data.shape[0]),
-            "units_fitted": int(units.index.size),
-            "seed": int(seed),
-            "bounds": bounds_record(prob.model, bounds, free),
-        },
+        opts,
+        refined.record,
+        begun,
+        fixed={k: float(v) for k, v in fixed_values.items()},
+        units=(int(data.shape[0]), int(units.index.size)),
+        bounds=bounds_record(prob.model, bounds, free),
     )
+    timings |= {**begun.timings, "refine": refined.seconds, "linear": checked.seconds}
     timings["total"] = time.perf_counter() - t_start
-    return result
+    return FitResult(
+        prob.model.name,
+        checked.params,
+        checked.r2,
+        checked.loss,
+        timings,
+        settings,
+        checked.predictions,
+        checked.status,
+        checked.flags,
+    )
 
 
-def estimate_hrf(
-    data: np.ndarray,
-    stim: Stimulus,
-    tr: float,
-    *,
-    nuisance: np.ndarray | None = None,
-    slice_time_ref: float = 0.5,
-    mem_gb: float | None = None,
-    dtype: str = "float32",
-    progress: ProgressFn | None = None,
-) -> HRF:
-    """One HRF for all units of a participant, estimated from its best units.
-
-    Every unit is fitted with the canonical HRF (Gaussian pRF, grid and linear fit); the best of
-    them by r² (:func:`~prfmap.engine.participant_hrf.top_units`: 5 %, 50 to 200 units, r² ≥ 0.1)
-    are refitted with per-unit HRF derivative weights, and with their pRFs held fixed, the delay
-    of one two-gamma response (SPM's shape otherwise) that explains most of their variance is
-    searched (:func:`~prfmap.engine.participant_hrf.best_hrf`); a second pass refits them with
-    that response and searches again. With fewer than 20 such units the canonical
-    HRF is returned (``units`` 0).
+def resolve_hrf(hrf: str | HRF) -> tuple[HRF, int]:
+    """The HRF a fit holds fixed and its number of bases.
 
     Parameters
     ----------
-    data, stim, tr, nuisance, slice_time_ref, mem_gb, dtype, progress
-        As :func:`fit_prf`.
+    hrf : {"canonical", "vertex"} or HRF
+        ``participant`` is not resolved here: estimate it (:func:`prfmap.engine.estimate_hrf`) and
+        hand the fit the ``HRF`` it returns.
 
     Returns
     -------
-    HRF
-        ``option`` "participant", ``units`` the number of units it was estimated from.
+    tuple
+        The HRF, and 1 basis (3 with ``vertex``: the response and its two derivatives).
     """
-    common = {
-        "nuisance": nuisance,
-        "slice_time_ref": slice_time_ref,
-        "mem_gb": mem_gb,
-        "dtype": dtype,
-        "progress": progress,
-    }
-    top = top_units(_screen_r2(data, stim, tr, **common))
-    if top.size < FEWEST_UNITS:
-        return canonical_fallback()
-    model = get_model("gauss")
-    prob = make_problem(model, stim, tr, 1, nuisance, floatx(dtype), slice_time_ref)
-    units = project_units(prob, np.asarray(data[top], dtype=np.float64))
-    q = to_numpy(prob.q).astype(np.float64)
-    hrf: str | HRF = "vertex"
-    for _ in range(HRF_PASSES):
-        best = fit_prf(data[top], stim, tr, "gauss", "lm", hrf=hrf, **common)
-        theta = model.from_report({k: best.params[k][units.index] for k in ("x", "y", "sigma")})
-        neural = to_numpy(_neural(model, prob.dtype)(tensor(theta, prob.dtype), prob.stim))
-        neural = neural[:, prob.frame_index]  # distinct frames to frames
-        hrf = best_hrf(neural.astype(np.float64), units.y, q, tr, stim.run_lengths, slice_time_ref)[0]
-    return hrf
-
-
-def _screen_r2(data: np.ndarray, stim: Stimulus, tr: float, **common: Any) -> np.ndarray:
-    """Every unit's r² with the Gaussian and SPM's HRF at its best grid point (NaN without signal).
-
-    The grid correlation squared is the r² of the linear fit at that point, so (issue 18) no final
-    fit is run for it; ``PRFMAP_REFERENCE=1`` runs ``fit_prf(refine="none")`` as before.
-    """
-    if frames.reference():
-        return fit_prf(data, stim, tr, "gauss", "none", hrf="canonical", **common).r2
-    data, mem_gb = _check_data(data, stim), memory_budget(common.pop("mem_gb"))
-    model, progress = get_model("gauss"), common.pop("progress")
-    prob, units, timings, _ = _setup(
-        model,
-        data,
-        stim,
-        tr,
-        "canonical",
-        common.pop("nuisance"),
-        common.pop("slice_time_ref"),
-        None,
-        dtype=floatx(common.pop("dtype")),
-        mem_gb=mem_gb,
-        progress=progress,
-    )
-    _, corr = grid_search(prob, units.y, grid_theta(model, polar_grid(stim)), mem_gb, progress, timings)
-    r2 = np.full(len(data), np.nan)
-    r2[units.index] = corr**2
-    return r2
-
-
-def _neural(model: PRFModel, dtype: str) -> Any:
-    """The compiled neural response (units, distinct frames) of natural parameters, without derivatives."""
-    return compiled(("neural", model, dtype), lambda theta, stim: model.neural(theta, stim, False)[0])
-
-
-def _setup(
-    model: PRFModel,
-    data: np.ndarray,
-    stim: Stimulus,
-    tr: float,
-    hrf: str | HRF,
-    nuisance: np.ndarray | None,
-    slice_time_ref: float,
-    fixed: Mapping[str, float] | None,
-    *,
-    dtype: str,
-    **kwargs: Any,
-) -> tuple[Problem, Units, dict[str, float], tuple[np.ndarray, dict]]:
-    """The fit's problem (with the HRF resolved: estimated for ``participant``), its units, timings,
-    and the mask of free parameters with the values of the fixed ones (:func:`free_mask`)."""
-    t0 = time.perf_counter()
-    hrf, n_bases = _resolve_hrf(
-        hrf, data, stim, tr, nuisance=nuisance, slice_time_ref=slice_time_ref, dtype=dtype, **kwargs
-    )
-    prob = make_problem(model, stim, tr, n_bases, nuisance, dtype, slice_time_ref, hrf)
-    return (
-        prob,
-        project_units(prob, data),
-        {"setup": time.perf_counter() - t0},
-        free_mask(model, fixed or {}),
-    )
-
-
-def _resolve_hrf(
-    hrf: str | HRF, data: np.ndarray, stim: Stimulus, tr: float, **kwargs: Any
-) -> tuple[HRF, int]:
-    """The HRF a fit holds fixed (estimated for ``participant``) and its number of bases."""
     if isinstance(hrf, HRF):
         return hrf, 1
+    if hrf == "participant":
+        raise ValueError(
+            "hrf='participant' is estimated before the fit: hrf = estimate_hrf(data, stim, tr, ...), "
+            "then fit_prf(..., hrf=hrf)"
+        )
     if hrf not in HRF_OPTIONS:
         raise ValueError(f"unknown HRF option {hrf!r}; choose from {HRF_OPTIONS} or give an HRF")
-    if hrf == "participant":
-        return estimate_hrf(data, stim, tr, **kwargs), 1
     return HRF(option=hrf), 3 if hrf == "vertex" else 1
 
 
@@ -311,7 +158,19 @@ def _check_data(data: np.ndarray, stim: Stimulus) -> np.ndarray:
 
 
 def describe_hrf(hrf: HRF, n_bases: int) -> str:
-    """A sentence's worth on the HRF of a fit, for sidecars and the report's methods."""
+    """A sentence's worth on the HRF of a fit, for sidecars and the report's methods.
+
+    Parameters
+    ----------
+    hrf : HRF
+        The response of the first basis.
+    n_bases : int
+        1, or 3 with per-unit derivative weights.
+
+    Returns
+    -------
+    str
+    """
     if n_bases == 3:
         return "SPM canonical + per-unit temporal and dispersion derivatives"
     if hrf.option == "participant" and hrf.units:
@@ -329,33 +188,42 @@ def describe_hrf(hrf: HRF, n_bases: int) -> str:
     )
 
 
-def _settings(prob: Problem, refine: str, options: dict[str, Any]) -> dict[str, Any]:
-    """The JSON-able record of a fit for sidecars: model, refiner, HRF, sizes, software and device."""
+def _settings(
+    prob: Problem,
+    opts: FitOptions,
+    refined: dict[str, Any],
+    begun: stages.Start,
+    *,
+    fixed: dict[str, float],
+    units: tuple[int, int],
+    bounds: dict[str, Any],
+) -> FitSettings:
+    """The record of a fit for sidecars: model, refiner, HRF, sizes, software and device."""
     backend = get_backend()
-    return {
-        "model": prob.model.name,
-        "refine": refine,
-        "hrf": describe_hrf(prob.hrf, prob.n_bases),
-        "hrf_model": {**prob.hrf.describe(), "option": "vertex" if prob.n_bases == 3 else prob.hrf.option},
-        "hrf_bases": list(HRF_BASES[: prob.n_bases]),
-        "slice_time_ref": options["slice_time_ref"],
-        "grid_points": options["grid_points"],
-        "seed_candidates": options["seed_candidates"],
-        "refine_r2_min": options["refine_r2_min"],
-        "units_refined": options["units_refined"],
-        "iterations": options["iterations"],
-        "unit_iterations": options["unit_iterations"],
-        "pixels": int(prob.pixels),
-        "max_iter": options["max_iter"],
-        "fixed": options["fixed"],
-        "dtype": prob.dtype,
-        "units": options["units"],
-        "units_fitted": options["units_fitted"],
-        "backend": backend.NAME,
-        "backend_version": backend.version(),
-        "keras_version": keras.__version__,
-        "device": backend.device(),
-        "compiled": compile_enabled(),
-        "seed": options["seed"],
-        "bounds": options["bounds"],
-    }
+    return FitSettings(
+        model=prob.model.name,
+        refine=opts.refine,
+        hrf=describe_hrf(prob.hrf, prob.n_bases),
+        hrf_model={**prob.hrf.describe(), "option": "vertex" if prob.n_bases == 3 else prob.hrf.option},
+        hrf_bases=tuple(HRF_BASES[: prob.n_bases]),
+        slice_time_ref=opts.slice_time_ref,
+        grid_points=begun.grid_points,
+        seed_candidates=begun.seed_candidates,
+        refine_r2_min=refined["refine_r2_min"],
+        units_refined=refined["units_refined"],
+        iterations=refined["iterations"],
+        unit_iterations=refined["unit_iterations"],
+        pixels=int(prob.pixels),
+        max_iter=refined["max_iter"],
+        fixed=fixed,
+        dtype=prob.dtype,
+        units=units[0],
+        units_fitted=units[1],
+        backend=backend.NAME,
+        backend_version=backend.version(),
+        keras_version=keras.__version__,
+        device=backend.device(),
+        compiled=compile_enabled(),
+        seed=int(opts.seed),
+        bounds=bounds,
+    )

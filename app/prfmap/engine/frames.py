@@ -28,18 +28,33 @@ REFERENCE_ENV = "PRFMAP_REFERENCE"
 
 
 def reference() -> bool:
-    """True when ``PRFMAP_REFERENCE=1`` asks for the engine without the speed changes."""
+    """Whether ``PRFMAP_REFERENCE=1`` asks for the engine without the speed changes.
+
+    Returns
+    -------
+    bool
+    """
     return os.environ.get(REFERENCE_ENV, "0") == "1"
 
 
 def mode() -> str:
-    """``"reference"`` or ``"distinct"``: which arithmetic compiled functions trace (a compile key)."""
+    """Which arithmetic compiled functions trace, a part of every compile key.
+
+    Returns
+    -------
+    str
+        ``"reference"`` or ``"distinct"``.
+    """
     return "reference" if reference() else "distinct"
 
 
 def distinct_frames(design: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct frames of ``design`` (frames, pixels) in order of first appearance, and each
-    frame's index among them.
+    """The distinct frames of ``design`` in order of first appearance, and each frame's index among them.
+
+    Parameters
+    ----------
+    design : ndarray, shape (frames, pixels)
+        Apertures.
 
     Returns
     -------
@@ -59,8 +74,21 @@ def distinct_frames(design: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fold_expansion(conv_t: np.ndarray, index: np.ndarray, n_distinct: int) -> np.ndarray:
-    """``M[b] = Eᵀ conv_t[b]``: the transposed convolution matrices (bases, frames, frames) summed over
-    the frames that show the same distinct frame, (bases, distinct, frames)."""
+    """``M[b] = Eᵀ conv_t[b]``: convolution matrices summed over the frames that show one aperture.
+
+    Parameters
+    ----------
+    conv_t : ndarray, shape (bases, frames, frames)
+        Transposed per-run convolution matrices (:func:`prfmap.engine.hrf.convolution_matrices`).
+    index : ndarray of int, shape (frames,)
+        Each frame's distinct frame (:func:`distinct_frames`).
+    n_distinct : int
+        Distinct frames.
+
+    Returns
+    -------
+    ndarray, shape (bases, distinct, frames)
+    """
     folded = np.zeros((conv_t.shape[0], n_distinct, conv_t.shape[2]), dtype=conv_t.dtype)
     np.add.at(folded, (slice(None), index), conv_t)
     return folded

@@ -36,14 +36,37 @@ def polar_grid(
 
 
 def cartesian_grid(axes: Mapping[str, Sequence[float]]) -> dict[str, np.ndarray]:
-    """Cartesian product of the given parameter values, e.g. ``{"x": ..., "y": ..., "sigma": ...}``."""
+    """Cartesian product of the given parameter values, e.g. ``{"x": ..., "y": ..., "sigma": ...}``.
+
+    Parameters
+    ----------
+    axes : mapping
+        Parameter name → the values it takes.
+
+    Returns
+    -------
+    dict
+        Name → (points,) values, every combination once.
+    """
     names = list(axes)
     points = np.array(list(itertools.product(*(np.asarray(axes[n], float) for n in names))))
     return {n: points[:, i] for i, n in enumerate(names)}
 
 
 def grid_theta(model: PRFModel, grid: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Natural internal parameters (points, K) of a grid; parameters it does not name take their defaults."""
+    """Natural internal parameters (points, K) of a grid; parameters it does not name take their defaults.
+
+    Parameters
+    ----------
+    model : PRFModel
+        The model.
+    grid : mapping
+        Parameter name → (points,) values.
+
+    Returns
+    -------
+    ndarray, shape (points, K)
+    """
     grid = {k: np.asarray(v, dtype=np.float64) for k, v in grid.items()}
     missing = {"x", "y", "sigma"} - set(grid)
     if missing:

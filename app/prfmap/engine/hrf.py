@@ -51,12 +51,23 @@ class HRF:
     units: int = 0
 
     def peak_s(self) -> float:
-        """Time of the response's maximum, seconds (0.01 s resolution)."""
+        """Time of the response's maximum, seconds (0.01 s resolution).
+
+        Returns
+        -------
+        float
+        """
         t = np.arange(0.0, TIME_LENGTH, 0.01)
         return float(t[np.argmax(spm_hrf(t, delay=self.delay, dispersion=self.dispersion))])
 
     def describe(self) -> dict[str, Any]:
-        """The JSON-able record of the HRF for ``FitResult.settings`` and the sidecars."""
+        """The JSON-able record of the HRF for ``FitResult.settings`` and the sidecars.
+
+        Returns
+        -------
+        dict
+            ``option``, ``delay_s``, ``dispersion``, ``peak_s``, ``units``.
+        """
         return {
             "option": self.option,
             "delay_s": round(float(self.delay), 4),
@@ -67,7 +78,17 @@ class HRF:
 
     @classmethod
     def from_record(cls, record: dict[str, Any] | None) -> HRF:
-        """The HRF a :meth:`describe` record holds (canonical for None)."""
+        """The HRF a :meth:`describe` record holds (canonical for None).
+
+        Parameters
+        ----------
+        record : dict or None
+            A :meth:`describe` record.
+
+        Returns
+        -------
+        HRF
+        """
         if not record:
             return cls()
         return cls(

@@ -1,6 +1,6 @@
 """The participant-level HRF: the two-gamma delay that best predicts a participant's best units.
 
-:func:`prfmap.engine.fit.estimate_hrf` fits every unit with the canonical HRF (grid and linear fit),
+:func:`estimate_hrf` fits every unit with the canonical HRF (grid and linear fit),
 keeps the best units by r² (:func:`top_units`), fits them with per-unit temporal and dispersion
 derivative weights, and then searches, with those units' pRFs held fixed, the delay of one
 two-gamma response (:class:`prfmap.engine.hrf.HRF`, SPM's shape otherwise) that explains most of
@@ -12,11 +12,21 @@ off with each unit's pRF size.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy.signal import lfilter
 
+from prfmap.engine import frames
+from prfmap.engine.batching import ProgressFn, compiled, memory_budget
+from prfmap.engine.core_ops import tensor, to_numpy
+from prfmap.engine.fit import fit_prf
+from prfmap.engine.grid import grid_theta, polar_grid
 from prfmap.engine.hrf import DELAY, DISPERSION, HRF, hrf_kernels
+from prfmap.engine.models import PRFModel, floatx, get_model
+from prfmap.engine.problem import make_problem, project_units
+from prfmap.engine.search import grid_search
+from prfmap.engine.stimulus import Stimulus, StimulusTensors
 
 TOP_FRACTION = 0.05
 """Share of the units (with a finite fit) an estimate uses, clipped to [MIN_UNITS, MAX_UNITS]."""
@@ -119,6 +129,28 @@ def best_hrf(
     :func:`explained`. The dispersion stays SPM's: with the pRFs held fixed it trades off with their
     sizes (on noiseless data delayed by 1.5 s, a joint search found dispersion 0.88 for 1.0 and
     biased every σ by +0.05°), while the delay does not.
+
+    Parameters
+    ----------
+    neural : ndarray, shape (units, frames)
+        Neural time courses of the units' fixed pRFs.
+    y : ndarray, shape (units, frames)
+        Their data, projected off ``q``.
+    q : ndarray, shape (frames, k)
+        The nuisance basis.
+    tr : float
+        Repetition time, s.
+    run_lengths : sequence of int
+        Frames per run (the convolution restarts at each).
+    slice_time_ref : float
+        Where in each TR the volumes sample the signal.
+
+    Returns
+    -------
+    hrf : HRF
+        ``option`` "participant", ``units`` the units used.
+    score : float
+        Mean r² it explains.
     """
 
     def search(delays: np.ndarray) -> tuple[float, float]:
@@ -134,5 +166,118 @@ def best_hrf(
 
 
 def canonical_fallback() -> HRF:
-    """The participant HRF when too few units inform it: the canonical one, with no units."""
+    """The participant HRF when too few units inform it: the canonical one, with no units.
+
+    Returns
+    -------
+    HRF
+    """
     return HRF(DELAY, DISPERSION, "participant", 0)
+
+
+def screen_r2(data: np.ndarray, stim: Stimulus, tr: float, **common: Any) -> np.ndarray:
+    """Every unit's r² with the Gaussian and SPM's HRF at its best grid point (NaN without signal).
+
+    The grid correlation squared is the r² of the linear fit at that point, so (issue 18) no final
+    fit is run for it; ``PRFMAP_REFERENCE=1`` runs ``fit_prf(refine="none")`` as before.
+
+    Parameters
+    ----------
+    data : ndarray, shape (units, frames)
+        Preprocessed time courses of every unit.
+    stim : Stimulus
+        Apertures, one frame per TR.
+    tr : float
+        Repetition time in seconds.
+    **common
+        ``nuisance``, ``slice_time_ref``, ``mem_gb``, ``dtype`` and ``progress``, as :func:`estimate_hrf`.
+
+    Returns
+    -------
+    ndarray, shape (units,)
+    """
+    if frames.reference():
+        return fit_prf(data, stim, tr, "gauss", "none", hrf="canonical", **common).r2
+    model, mem_gb = get_model("gauss"), memory_budget(common["mem_gb"])
+    prob = make_problem(
+        model, stim, tr, 1, common["nuisance"], floatx(common["dtype"]), common["slice_time_ref"]
+    )
+    units = project_units(prob, np.asarray(data, dtype=np.float64))
+    _, corr, _ = grid_search(prob, units.y, grid_theta(model, polar_grid(stim)), mem_gb, common["progress"])
+    r2 = np.full(len(data), np.nan)
+    r2[units.index] = corr**2
+    return r2
+
+
+def _neural(model: PRFModel, theta: Any, stim: StimulusTensors) -> Any:
+    """The neural response (units, distinct frames) of natural parameters, without derivatives."""
+    return model.neural(theta, stim, False)[0]
+
+
+def estimate_hrf(
+    data: np.ndarray,
+    stim: Stimulus,
+    tr: float,
+    *,
+    nuisance: np.ndarray | None = None,
+    slice_time_ref: float = 0.5,
+    mem_gb: float | None = None,
+    dtype: str = "float32",
+    progress: ProgressFn | None = None,
+) -> HRF:
+    """One HRF for all units of a participant, estimated from its best units.
+
+    Every unit is fitted with the canonical HRF (Gaussian pRF, grid and linear fit); the best of
+    them by r² (:func:`top_units`: 5 %, 50 to 200 units, r² ≥ 0.1) are refitted with per-unit HRF
+    derivative weights, and with their pRFs held fixed, the delay of one two-gamma response (SPM's
+    shape otherwise) that explains most of their variance is searched (:func:`best_hrf`); a second
+    pass refits them with that response and searches again. With fewer than 20 such units the
+    canonical HRF is returned (``units`` 0). The fits of the participant are then handed this HRF
+    (``fit_prf(..., hrf=hrf)``): it is one stage before them, not part of them.
+
+    Parameters
+    ----------
+    data : ndarray, shape (units, frames)
+        Preprocessed time courses of every unit.
+    stim : Stimulus
+        Apertures, one frame per TR.
+    tr : float
+        Repetition time in seconds.
+    nuisance : ndarray, shape (frames, k), optional
+        Regressors that preprocessing removed (as :func:`prfmap.engine.fit_prf`).
+    slice_time_ref : float
+        Where in each TR the volumes sample the signal.
+    mem_gb : float, optional
+        Memory budget of the fits.
+    dtype : {"float32", "float64"}
+        Precision of the fits.
+    progress : callable, optional
+        ``progress(stage, done, total)``.
+
+    Returns
+    -------
+    HRF
+        ``option`` "participant", ``units`` the number of units it was estimated from.
+    """
+    common: dict[str, Any] = {
+        "nuisance": nuisance,
+        "slice_time_ref": slice_time_ref,
+        "mem_gb": mem_gb,
+        "dtype": dtype,
+        "progress": progress,
+    }
+    top = top_units(screen_r2(data, stim, tr, **common))
+    if top.size < FEWEST_UNITS:
+        return canonical_fallback()
+    model = get_model("gauss")
+    prob = make_problem(model, stim, tr, 1, nuisance, floatx(dtype), slice_time_ref)
+    units = project_units(prob, np.asarray(data[top], dtype=np.float64))
+    q = to_numpy(prob.q).astype(np.float64)
+    hrf: str | HRF = "vertex"
+    for _ in range(HRF_PASSES):
+        best = fit_prf(data[top], stim, tr, "gauss", "lm", hrf=hrf, **common)
+        theta = model.from_report({k: best.params[k][units.index] for k in ("x", "y", "sigma")})
+        neural = to_numpy(compiled(_neural, model)(tensor(theta, prob.dtype), prob.stim))
+        neural = neural[:, prob.frame_index]  # distinct frames to frames
+        hrf = best_hrf(neural.astype(np.float64), units.y, q, tr, stim.run_lengths, slice_time_ref)[0]
+    return hrf

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -15,7 +14,7 @@ from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.hrf import CANONICAL, HRF
 from prfmap.engine.models import PRFModel, floatx, get_model
 from prfmap.engine.problem import make_problem
-from prfmap.engine.stimulus import Stimulus
+from prfmap.engine.stimulus import Stimulus, StimulusTensors
 
 __all__ = ["predict"]
 
@@ -63,12 +62,12 @@ def predict(
     )
     weights *= arrays["amplitude"][:, None]
     prob = make_problem(prf_model, stim, tr, 3, None, dtype, slice_time_ref, hrf)
-    fn = compiled(("predict", prf_model, dtype), partial(_predict_tensor, prf_model))
+    fn = compiled(_predict_tensor, prf_model)
     out = fn(tensor(theta, dtype), tensor(weights, dtype), prob.stim, prob.hrf_t)
     return to_numpy(out).astype(np.float64) + arrays.get("baseline", np.zeros(n))[:, None]
 
 
-def _predict_tensor(model: PRFModel, theta: Any, weights: Any, stim: tuple, hrf_t: Any) -> Any:
+def _predict_tensor(model: PRFModel, theta: Any, weights: Any, stim: StimulusTensors, hrf_t: Any) -> Any:
     neural = model.neural(theta, stim, jacobian=False)
     regs = core.hrf_regressors(neural, hrf_t)[0]  # (bases, units, frames)
     return ops.sum(ops.transpose(weights)[:, :, None] * regs, axis=0)

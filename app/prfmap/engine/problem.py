@@ -13,7 +13,7 @@ from prfmap.engine.backend import get_backend
 from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.hrf import CANONICAL, HRF, convolution_matrices, hrf_kernels
 from prfmap.engine.models import PRFModel
-from prfmap.engine.stimulus import Stimulus
+from prfmap.engine.stimulus import Stimulus, StimulusTensors
 
 
 @dataclass(frozen=True)
@@ -23,9 +23,9 @@ class Problem:
     Attributes
     ----------
     model : PRFModel
-    stim : tuple
-        ``(design (pixels, distinct), x (pixels,), y (pixels,), pixel area)`` of the stimulated pixels
-        and the distinct frames (:mod:`~prfmap.engine.frames`).
+    stim : StimulusTensors
+        The stimulated pixels' apertures, one column per distinct frame (:mod:`~prfmap.engine.frames`),
+        and coordinates.
     hrf_t : tensor, shape (bases, distinct, frames)
         Transposed per-TR convolution matrices of the HRF bases, folded with the expansion of the
         distinct frames to the frames (:func:`~prfmap.engine.frames.fold_expansion`).
@@ -44,7 +44,7 @@ class Problem:
     """
 
     model: PRFModel
-    stim: tuple
+    stim: StimulusTensors
     hrf_t: Any
     q: Any
     dtype: str
@@ -76,7 +76,19 @@ class Units:
 
 
 def nuisance_basis(n_frames: int, nuisance: np.ndarray | None) -> np.ndarray:
-    """Orthonormal basis (frames, k) of a constant and the mean-centred nuisance regressors."""
+    """Orthonormal basis (frames, k) of a constant and the mean-centred nuisance regressors.
+
+    Parameters
+    ----------
+    n_frames : int
+        Frames.
+    nuisance : ndarray, shape (frames, k), optional
+        Regressors.
+
+    Returns
+    -------
+    ndarray, shape (frames, k')
+    """
     cols = [np.ones((n_frames, 1))]
     if nuisance is not None:
         nuisance = np.asarray(nuisance, dtype=np.float64)
@@ -104,11 +116,35 @@ def make_problem(
     slice_time_ref: float,
     hrf: HRF = CANONICAL,
 ) -> Problem:
-    """The tensors of one fit: stimulated pixels, convolution matrices of ``hrf`` (and, with
-    ``n_bases`` 3, of its temporal and dispersion derivatives) and nuisance basis.
+    """The tensors of one fit.
 
-    The last few are kept: the same ``stim`` and ``nuisance`` objects with the same other arguments
-    give the same tensors without building them again.
+    Stimulated pixels, convolution matrices of ``hrf`` (and, with ``n_bases`` 3, of its temporal and
+    dispersion derivatives) and nuisance basis. The last few are kept: the same ``stim`` and
+    ``nuisance`` objects with the same other arguments give the same tensors without building them
+    again.
+
+    Parameters
+    ----------
+    model : PRFModel
+        The model.
+    stim : Stimulus
+        The apertures.
+    tr : float
+        Repetition time, s.
+    n_bases : int
+        1, or 3 with the HRF's derivatives.
+    nuisance : ndarray, optional
+        (frames, k) regressors removed by preprocessing.
+    dtype : str
+        ``float32`` or ``float64``.
+    slice_time_ref : float
+        Where in each TR the volumes sample the signal.
+    hrf : HRF
+        The response.
+
+    Returns
+    -------
+    Problem
     """
     if dtype == "float64":
         get_backend().enable_float64()
@@ -136,7 +172,7 @@ def _make_problem(
     conv = convolution_matrices(hrf_kernels(tr, n_bases, slice_time_ref, hrf=hrf), stim.run_lengths)
     hrf_t = frames.fold_expansion(np.transpose(conv, (0, 2, 1)), index, distinct.shape[0])
     pixel_area = stim.pixel_size**2
-    stim_t = (tensor(distinct.T, dtype), tensor(px, dtype), tensor(py, dtype), pixel_area)
+    stim_t = StimulusTensors(tensor(distinct.T, dtype), tensor(px, dtype), tensor(py, dtype), pixel_area)
     basis = nuisance_basis(stim.n_frames, nuisance)
     digest = hashlib.blake2b(dtype.encode())
     for part in (distinct, px, py, np.float64(pixel_area), hrf_t[0], basis, index):
@@ -157,7 +193,19 @@ def _make_problem(
 
 
 def project_units(prob: Problem, data: np.ndarray) -> Units:
-    """The units worth fitting (finite, not flat after the projection) and their projected data."""
+    """The units worth fitting (finite, not flat after the projection) and their projected data.
+
+    Parameters
+    ----------
+    prob : Problem
+        The fit's tensors (its nuisance basis).
+    data : ndarray, shape (units, frames)
+        The data.
+
+    Returns
+    -------
+    Units
+    """
     q = to_numpy(prob.q).astype(np.float64)
     finite = np.all(np.isfinite(data), axis=1)
     clean = np.where(finite[:, None], data, 0.0)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -13,13 +12,15 @@ import numpy as np
 from prfmap.engine import catalog, core
 from prfmap.engine.batching import batch_size, compiled, pad, run_batches
 from prfmap.engine.core_ops import tensor, to_numpy
-from prfmap.engine.models import Bounds, PRFModel, natural_values
+from prfmap.engine.models import Bounds, PRFModel
 from prfmap.engine.problem import Problem, Units
+from prfmap.engine.settings import FitSettings
+from prfmap.engine.transforms import natural_values
 
-__all__ = ["FitResult", "bounds_record", "checked_fit", "final_fit"]
+__all__ = ["CheckedFit", "FinalFit", "FitResult", "bounds_record", "checked_fit", "final_fit"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class FitResult:
     """Per-unit pRF parameters, goodness of fit, timings and settings of one fit.
 
@@ -34,14 +35,22 @@ class FitResult:
     r2: np.ndarray
     loss: np.ndarray
     timings: dict[str, float] = field(default_factory=dict)
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: FitSettings | None = None
     predictions: np.ndarray | None = None
     status: np.ndarray | None = None
     flags: dict[str, np.ndarray] = field(default_factory=dict)
 
     def maps(self) -> dict[str, np.ndarray]:
-        """Every parameter map under its BIDS file label, with ``r2``, ``polarangle``, ``eccentricity``
-        and the fit ``status`` (:data:`prfmap.engine.catalog.STATUS_FLAGS`)."""
+        """Every parameter map under its BIDS file label.
+
+        With ``r2``, ``polarangle``, ``eccentricity`` and the fit ``status``
+        (:data:`prfmap.engine.catalog.STATUS_FLAGS`).
+
+        Returns
+        -------
+        dict
+            File label → (units,) values.
+        """
         derived = {
             "r2": self.r2,
             "polar_angle": np.degrees(np.arctan2(self.params["y"], self.params["x"])),
@@ -52,6 +61,54 @@ class FitResult:
         return {catalog.PARAMETERS[k].label: v for k, v in {**self.params, **derived}.items()}
 
 
+@dataclass(frozen=True)
+class FinalFit:
+    """The final linear fit at given internal parameters, before the status checks.
+
+    Attributes
+    ----------
+    params : dict
+        Reported parameters, (units,) each (NaN for units without usable data).
+    r2, loss : ndarray, shape (units,)
+        Variance explained and residual cost.
+    predictions : ndarray or None
+        (units, frames) fitted time courses, when asked for.
+    flags : dict
+        The model's own per-unit flags (``surround_vanished``).
+    seconds : float
+        Time it took.
+    """
+
+    params: dict[str, np.ndarray]
+    r2: np.ndarray
+    loss: np.ndarray
+    predictions: np.ndarray | None
+    flags: dict[str, np.ndarray]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class CheckedFit:
+    """The final fit after the checks: every unit's parameters, status and flags.
+
+    Attributes
+    ----------
+    params, r2, loss, predictions, flags, seconds
+        As :class:`FinalFit`, with NaN where a unit has no signal and the model's flags only where
+        it was fitted.
+    status : ndarray, shape (units,)
+        Sum of the :data:`~prfmap.engine.catalog.STATUS_FLAGS` bits of each unit.
+    """
+
+    params: dict[str, np.ndarray]
+    r2: np.ndarray
+    loss: np.ndarray
+    predictions: np.ndarray | None
+    flags: dict[str, np.ndarray]
+    seconds: float
+    status: np.ndarray
+
+
 def final_fit(
     prob: Problem,
     units: Units,
@@ -60,12 +117,31 @@ def final_fit(
     shape: tuple[int, int],
     mem_gb: float,
     with_predictions: bool,
-    timings: dict[str, float],
-) -> FitResult:
-    """Linear weights, baseline and r² at the final parameters; every unit's reported parameters."""
+) -> FinalFit:
+    """Linear weights, baseline and r² at the final parameters; every unit's reported parameters.
+
+    Parameters
+    ----------
+    prob : Problem
+        The fit's tensors.
+    units : Units
+        The units with usable data and their projected time courses.
+    u : ndarray, shape (len(units.index), K)
+        Their internal parameters.
+    shape : tuple of int
+        (units, frames) of all the data.
+    mem_gb : float
+        Memory budget of a batch.
+    with_predictions : bool
+        Also the fitted time courses.
+
+    Returns
+    -------
+    FinalFit
+    """
     t0 = time.perf_counter()
     model, dtype, n = prob.model, prob.dtype, len(u)
-    fn = compiled(("finalize", model, dtype), partial(core.finalize, model))
+    fn = compiled(core.finalize, model)
     beta, baseline, cost = np.empty((n, prob.n_bases)), np.empty(n), np.empty(n)
     fitted = np.empty_like(units.y) if with_predictions else None
 
@@ -85,8 +161,8 @@ def final_fit(
             fitted[start:stop] = to_numpy(out[3])[:k]
 
     run_batches(n, batch_size(prob, mem_gb, 0), run, "finalize", None)
-    theta = natural_values(model, u)
-    timings["linear"] = time.perf_counter() - t0
+    theta = natural_values(model.params, u)
+    seconds = time.perf_counter() - t0
 
     def full(values: np.ndarray, fill: float = np.nan) -> np.ndarray:
         out = np.full(shape[0], fill)
@@ -105,38 +181,65 @@ def final_fit(
         predictions = np.full(shape, np.nan)
         predictions[units.index] = fitted
     flags = {k: full(v, False).astype(bool) for k, v in model.flags(theta).items()}
-    return FitResult(model.name, params, r2, full(cost), timings, {}, predictions, flags=flags)
+    return FinalFit(params, r2, full(cost), predictions, flags, seconds)
 
 
 def checked_fit(
-    final: Callable[[np.ndarray], FitResult],
+    final: Callable[[np.ndarray], FinalFit],
     u: np.ndarray,
     u_start: np.ndarray,
     index: np.ndarray,
     bounds: Bounds,
     free: np.ndarray,
-    flags: dict[str, np.ndarray],
+    flags: Mapping[str, np.ndarray],
     names: tuple[str, ...],
-) -> FitResult:
-    """``final(u)``, with the unit's start (grid point or seed) instead where the refinement left the
-    valid range, and the status of every unit."""
+) -> CheckedFit:
+    """``final(u)``, with the unit's start instead where the refinement left the valid range.
+
+    Every unit's status.
+
+    Parameters
+    ----------
+    final : callable
+    ``final(u) -> FinalFit`` (:func:`final_fit` with its problem bound).
+    u, u_start : ndarray, shape (units, K)
+    Refined and starting (grid point or seed) internal parameters of the fitted units.
+    index : ndarray of int
+    Which units of the data they are.
+    bounds : Bounds
+    The refinement's bounds.
+    free : ndarray, shape (K,)
+    1 for each fitted internal parameter.
+    flags : mapping
+    The refinement's per-unit flags (``refined``, ``not_converged``, ``grid_only``).
+    names : tuple of str
+    The model's internal parameter names.
+
+    Returns
+    -------
+    CheckedFit
+    """
     result = final(u)
     rejected = flags["refined"] & ~_valid(result, index)
     if rejected.any():  # back to the start, chosen for its positive correlation with the data
-        u[rejected] = u_start[rejected]
+        u = np.where(rejected[:, None], u_start, u)
         result = final(u)
-    flags["refinement_rejected"] = rejected
+    checks = {**flags, "refinement_rejected": rejected}
     for name, on in _bound_flags(u, bounds, free, names).items():
-        flags[name] = flags["refined"] & ~rejected & on
-    flags["not_converged"] &= ~rejected
+        checks[name] = flags["refined"] & ~rejected & on
+    checks["not_converged"] = flags["not_converged"] & ~rejected
     for name, on in result.flags.items():  # the model's own (surround_vanished)
-        flags[name] = on[index]
-    _set_status(result, index, flags)
-    result.flags = {name: on & np.isfinite(result.r2) for name, on in result.flags.items()}
-    return result
+        checks[name] = on[index]
+    fitted = np.zeros(len(result.r2), dtype=bool)
+    fitted[index] = _valid(result, index)
+    params = {k: np.where(fitted, v, np.nan) for k, v in result.params.items()}
+    r2, loss = np.where(fitted, result.r2, np.nan), np.where(fitted, result.loss, np.nan)
+    model_flags = {name: on & np.isfinite(r2) for name, on in result.flags.items()}
+    status = _status(fitted, index, checks)
+    return CheckedFit(params, r2, loss, result.predictions, model_flags, result.seconds, status)
 
 
-def _valid(result: FitResult, index: np.ndarray) -> np.ndarray:
+def _valid(result: FinalFit, index: np.ndarray) -> np.ndarray:
     """Per fitted unit: finite cost and amplitude of the sign the models define (positive)."""
     amplitude = result.params["amplitude"][index]
     return np.isfinite(result.loss[index]) & np.isfinite(amplitude) & (amplitude > 0)
@@ -145,9 +248,12 @@ def _valid(result: FitResult, index: np.ndarray) -> np.ndarray:
 def _bound_flags(
     u: np.ndarray, bounds: Bounds, free: np.ndarray, names: tuple[str, ...]
 ) -> dict[str, np.ndarray]:
-    """Per unit: ``size_at_floor`` where sigma ended on (within 1e-4 of) its lower bound, the
-    resolution floor; ``at_bound`` where another fitted internal parameter, or the centre's
-    eccentricity, ended on one of its bounds."""
+    """Per unit.
+
+    ``size_at_floor`` where sigma ended on (within 1e-4 of) its lower bound, the resolution floor;
+    ``at_bound`` where another fitted internal parameter, or the centre's eccentricity, ended on one of its
+    bounds.
+    """
     near = np.zeros((2,) + u.shape, dtype=bool)
     for side, limit in enumerate((bounds.lower, bounds.upper)):
         finite = np.isfinite(limit) & (free > 0)
@@ -161,27 +267,37 @@ def _bound_flags(
     return {"at_bound": near.any(axis=(0, 2)) | edge, "size_at_floor": floor}
 
 
-def _set_status(result: FitResult, index: np.ndarray, flags: Mapping[str, np.ndarray]) -> None:
-    """The per-unit status bits of ``result`` (:data:`catalog.STATUS_FLAGS`), and NaN for no signal.
+def _status(fitted: np.ndarray, index: np.ndarray, flags: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The per-unit status bits (:data:`catalog.STATUS_FLAGS`), as floats.
 
     Units without usable data, or whose best fit has no positive response (the grid's best correlation
-    is not positive), have every parameter, r² and the loss NaN and status ``no_signal``.
+    is not positive), get ``no_signal`` (and NaN in every parameter, r² and the loss).
     """
-    n = len(result.r2)
-    status = np.zeros(n, dtype=np.int64)
-    fitted = np.zeros(n, dtype=bool)
-    fitted[index] = _valid(result, index)
+    status = np.zeros(len(fitted), dtype=np.int64)
     status[~fitted] |= catalog.STATUS_BITS["no_signal"]
     for name, on in flags.items():
         if name in catalog.STATUS_BITS:
             status[index[on & fitted[index]]] |= catalog.STATUS_BITS[name]
-    for values in (*result.params.values(), result.r2, result.loss):
-        values[~fitted] = np.nan
-    result.status = status.astype(np.float64)
+    return status.astype(np.float64)
 
 
 def bounds_record(model: PRFModel, bounds: Bounds, free: np.ndarray) -> dict[str, Any]:
-    """The natural-unit bounds the refinement held each fitted parameter in, for the sidecars."""
+    """The natural-unit bounds the refinement held each fitted parameter in, for the sidecars.
+
+    Parameters
+    ----------
+    model : PRFModel
+        The model.
+    bounds : Bounds
+        Internal bounds.
+    free : ndarray, shape (K,)
+        1 for each fitted parameter.
+
+    Returns
+    -------
+    dict
+        Parameter → ``[low, high]`` (None where open), and the centre's ``eccentricity``.
+    """
     record: dict[str, Any] = {"eccentricity": [0.0, bounds.eccentricity]}
     for k, p in enumerate(model.params):
         if free[k] and (np.isfinite(bounds[0][k]) or np.isfinite(bounds[1][k])):

@@ -1,5 +1,8 @@
-"""The grid search: predictions of every grid point, then each unit's best correlation among them; and the
-seed search: each unit's best among a few candidates of its own (a model's extras around its grid start)."""
+"""The grid search: predictions of every grid point, then each unit's best correlation among them.
+
+And the seed search: each unit's best among a few candidates of its own (a model's extras around its grid
+start).
+"""
 
 from __future__ import annotations
 
@@ -26,13 +29,33 @@ from prfmap.engine.problem import Problem
 
 
 def unit_norm(y: np.ndarray) -> np.ndarray:
-    """Rows of ``y`` scaled to unit norm (zero rows stay zero)."""
+    """Rows of ``y`` scaled to unit norm (zero rows stay zero).
+
+    Parameters
+    ----------
+    y : ndarray, shape (units, frames)
+        Rows.
+
+    Returns
+    -------
+    ndarray
+    """
     norm = np.linalg.norm(y, axis=1, keepdims=True)
     return np.divide(y, norm, out=np.zeros_like(y), where=norm > 0)
 
 
 def folded(prob: Problem) -> bool:
-    """Whether the grid is scored over the distinct frames (fewer than the frames; issue 18)."""
+    """Whether the grid is scored over the distinct frames (fewer than the frames; issue 18).
+
+    Parameters
+    ----------
+    prob : Problem
+        The fit's tensors.
+
+    Returns
+    -------
+    bool
+    """
     return not frames.reference() and prob.stim[0].shape[1] < prob.frames
 
 
@@ -50,8 +73,24 @@ def clear_grid_cache() -> None:
 
 
 def grid_predictions(prob: Problem, theta_grid: np.ndarray, mem_gb: float) -> np.ndarray:
-    """Unit-norm projected predictions (grid, frames) of natural parameters ``theta_grid`` (grid, K);
-    where the grid is :func:`folded`, their neural responses (grid, distinct) scaled alike."""
+    """Unit-norm projected predictions of natural parameters ``theta_grid`` (grid, K).
+
+    Where the grid is :func:`folded`, their neural responses (grid, distinct) scaled alike. Kept for
+    a problem and grid met again (:data:`RECENT_GRIDS`).
+
+    Parameters
+    ----------
+    prob : Problem
+        The fit's tensors.
+    theta_grid : ndarray, shape (grid, K)
+        Natural parameters.
+    mem_gb : float
+        Budget of a tile.
+
+    Returns
+    -------
+    ndarray, shape (grid, frames) or (grid, distinct)
+    """
     key = (prob.grid_key, prob.model.name, folded(prob), hashlib.blake2b(theta_grid.tobytes()).hexdigest())
     for k, grid in _GRIDS:
         if k == key:
@@ -66,8 +105,7 @@ def _grid_predictions(prob: Problem, theta_grid: np.ndarray, mem_gb: float) -> n
     item = np.dtype(dtype).itemsize
     n_grid = theta_grid.shape[0]
     g_tile = min(n_grid, budget_rows(mem_gb / 2, prob.pixels * item * 3, hi=4096))
-    kernel = core.grid_responses if folded(prob) else core.grid_predictions
-    predict_fn = compiled(("grid_pred", kernel.__name__, prob.model, dtype), partial(kernel, prob.model))
+    predict_fn = compiled(core.grid_responses if folded(prob) else core.grid_predictions, prob.model)
     preds = []
     for start, stop in tiles(n_grid, g_tile):
         theta = pad(theta_grid[start:stop], g_tile)
@@ -84,8 +122,10 @@ rows at a time on the 2-core machine (the product's output, not its arithmetic, 
 
 
 def _unit_tile(n_units: int, most: int) -> int:
-    """Rows per tile of the scoring: at most ``most``, the units split evenly over the fewest tiles
-    and rounded up to 256 rows (few shapes; issue 18: a power of two padded 20,484 units to 32,768)."""
+    """Rows per tile of the scoring: at most ``most``, the units split evenly over the fewest tiles.
+
+    Rounded up to 256 rows (few shapes; issue 18: a power of two padded 20,484 units to 32,768).
+    """
     if frames.reference():
         return min(padded_size(n_units), most)
     per_tile = -(-n_units // max(-(-n_units // most), 1))
@@ -99,6 +139,26 @@ def best_grid_points(
 
     Units are streamed in tiles against blocks of the grid, keeping a running maximum, so memory does
     not grow with units × grid points.
+
+    Parameters
+    ----------
+    prob : Problem
+        The fit's tensors.
+    y_proj : ndarray, shape (units, frames)
+        Projected data.
+    grid_unit : ndarray, shape (grid, frames)
+        Unit-norm grid predictions.
+    mem_gb : float
+        Budget of a tile.
+    progress : callable, optional
+        ``progress(stage, done, total)``.
+
+    Returns
+    -------
+    index : ndarray of int, shape (units,)
+        Each unit's best grid point.
+    corr : ndarray, shape (units,)
+        Its correlation.
     """
     dtype = prob.dtype
     item = np.dtype(dtype).itemsize
@@ -111,9 +171,9 @@ def best_grid_points(
         most = min(most, CPU_TILE_ROWS)  # a CPU: a tile's correlations stay in its caches
     u_tile = _unit_tile(n_units, most)
     if folded(prob):
-        score_fn = partial(compiled(("grid_score_folded", dtype), core.grid_score_folded), hrf_t=prob.hrf_t)
+        score_fn = partial(compiled(core.grid_score_folded), hrf_t=prob.hrf_t)
     else:
-        score_fn = compiled(("grid_score", dtype), core.grid_score)
+        score_fn = compiled(core.grid_score)
     best = np.full(n_units, -np.inf)
     best_idx = np.zeros(n_units, dtype=np.int64)
     grid_blocks = [(tensor(pad(grid_unit[a:b], g_block), dtype), a) for a, b in tiles(n_grid, g_block)]
@@ -137,19 +197,40 @@ def grid_search(
     theta_grid: np.ndarray,
     mem_gb: float,
     progress: ProgressFn | None,
-    timings: dict[str, float],
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
     """Each unit's best grid point (natural parameters) and its correlation with the unit's data.
 
-    ``timings`` gains ``grid_predictions`` and ``grid_scoring`` (seconds).
+    Also the seconds of ``grid_predictions`` and ``grid_scoring``.
+
+    Parameters
+    ----------
+    prob : Problem
+        The fit's tensors.
+    y_proj : ndarray, shape (units, frames)
+        Projected data.
+    theta_grid : ndarray, shape (grid, K)
+        Natural parameters of the grid.
+    mem_gb : float
+        Budget of a tile.
+    progress : callable, optional
+        ``progress(stage, done, total)``.
+
+    Returns
+    -------
+    theta : ndarray, shape (units, K)
+        Each unit's best grid point.
+    corr : ndarray, shape (units,)
+        Its correlation.
+    timings : dict
+        Seconds of ``grid_predictions`` and ``grid_scoring``.
     """
     t0 = time.perf_counter()
     grid_unit = grid_predictions(prob, theta_grid, mem_gb)
-    timings["grid_predictions"] = time.perf_counter() - t0
+    timings = {"grid_predictions": time.perf_counter() - t0}
     t0 = time.perf_counter()
     best_idx, best = best_grid_points(prob, y_proj, grid_unit, mem_gb, progress)
     timings["grid_scoring"] = time.perf_counter() - t0
-    return theta_grid[best_idx], best
+    return theta_grid[best_idx], best, timings
 
 
 def seed_search(
@@ -162,6 +243,13 @@ def seed_search(
     candidates : ndarray, shape (units, C, K)
         Natural parameters tried for each unit (:meth:`PRFModel.seed_candidates`), scored as the grid
         is: projected, unit-norm canonical-HRF predictions correlated with the unit's projected data.
+
+    Returns
+    -------
+    theta : ndarray, shape (units, K)
+        Each unit's best candidate.
+    corr : ndarray, shape (units,)
+        Its correlation.
     """
     dtype = prob.dtype
     n_units, n_cand, _ = candidates.shape
@@ -169,7 +257,7 @@ def seed_search(
     n_gauss = catalog.MODELS[prob.model.name].gaussians
     per_unit = n_cand * item * (prob.pixels * (n_gauss + 1) + prob.frames * 4)
     y_unit = unit_norm(y_proj)
-    score_fn = compiled(("seed_score", prob.model, dtype), partial(core.seed_score, prob.model))
+    score_fn = compiled(core.seed_score, prob.model)
     best, best_idx = np.empty(n_units), np.zeros(n_units, dtype=np.int64)
 
     def run(start: int, stop: int, batch: int) -> None:

@@ -1,10 +1,15 @@
-"""The stages before the final fit: where each unit starts (grid, seeds), and the refinement."""
+"""The stages before the final fit: where each unit starts (grid, seeds), and the refinement.
+
+Each stage returns a new frozen value (:class:`Start`, :class:`Refined`) with its seconds; the
+refinement dispatches through the refiner's catalogue entry (:class:`~prfmap.engine.catalog.RefinerSpec`):
+its solver class, constructed with the entry's options.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -12,52 +17,162 @@ import numpy as np
 from prfmap.engine import catalog, frames, streaming
 from prfmap.engine.batching import ProgressFn
 from prfmap.engine.grid import grid_theta
-from prfmap.engine.models import Bounds, free_mask, get_model, natural_values
+from prfmap.engine.levenberg_marquardt import LevenbergMarquardt
+from prfmap.engine.models import Bounds, free_mask, get_model
 from prfmap.engine.problem import Problem
 from prfmap.engine.search import grid_search, seed_search
-from prfmap.engine.solvers import Adam, LevenbergMarquardt, Solver, refine_units
+from prfmap.engine.solvers import Solver, refine_units, solver_class
 from prfmap.engine.stimulus import Stimulus
+from prfmap.engine.transforms import natural_values
 
-__all__ = ["refine", "start"]
+__all__ = ["RefinePlan", "Refined", "Start", "refine", "start"]
+
+
+@dataclass(frozen=True)
+class RefinePlan:
+    """How the units are refined: the refiner's entry, the budget and the options a fit gives it.
+
+    Attributes
+    ----------
+    refiner : RefinerSpec
+        The catalogue entry (its solver, defaults and options).
+    mem_gb : float
+        Memory budget of a batch.
+    max_iter, tol : int, float, optional
+        Iteration budget and tolerance; None: the entry's (0 is zero).
+    options : mapping
+        Solver options over the entry's (only those the entry declares).
+    refine_r2_min : float
+        Grid r² a unit needs to be refined.
+    """
+
+    refiner: catalog.RefinerSpec
+    mem_gb: float
+    max_iter: int | None = None
+    tol: float | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    refine_r2_min: float = 0.0
+
+    @property
+    def budget(self) -> int:
+        """Iterations: ``max_iter``, or the refiner's default when not given."""
+        return int(self.refiner.max_iter if self.max_iter is None else self.max_iter)
+
+    def solver(self, prob: Problem) -> Solver | None:
+        """The refiner's solver for a problem (None for ``none``).
+
+        Parameters
+        ----------
+        prob : Problem
+            Its model and dtype.
+
+        Returns
+        -------
+        Solver or None
+        """
+        if self.refiner.solver is None:
+            return None
+        tol = self.refiner.tol if self.tol is None else self.tol
+        given = {k: v for k, v in self.options.items() if k in self.refiner.options}
+        return solver_class(self.refiner)(prob.model, prob.dtype, tol, **{**self.refiner.options, **given})
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where each unit starts the refinement.
+
+    Attributes
+    ----------
+    u : ndarray, shape (units, K)
+        Internal parameters (the grid point, or the seed).
+    corr : ndarray, shape (units,)
+        Their correlation with the unit's data.
+    grid_points, seed_candidates : int
+        Sizes of the searches (0 candidates: not seeded).
+    timings : dict
+        Seconds per part (``grid_predictions``, ``grid_scoring``, ``grid``, and for a seeded model
+        ``refine_gauss``, ``seed``).
+    """
+
+    u: np.ndarray
+    corr: np.ndarray
+    grid_points: int
+    seed_candidates: int
+    timings: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Refined:
+    """The refinement's outcome.
+
+    Attributes
+    ----------
+    u : ndarray, shape (units, K)
+        Internal parameters after the refinement (the start where a unit was not refined).
+    flags : dict
+        Per-unit booleans: ``refined``, ``not_converged``, ``grid_only``.
+    record : dict
+        What the settings record (``refine_r2_min``, ``units_refined``, ``iterations``,
+        ``unit_iterations``, ``max_iter``).
+    seconds : float
+        Time it took.
+    """
+
+    u: np.ndarray
+    flags: dict[str, np.ndarray]
+    record: dict[str, Any]
+    seconds: float
 
 
 def start(
     prob: Problem,
-    refiner: catalog.RefinerSpec,
+    plan: RefinePlan,
     grid: Mapping[str, np.ndarray],
     fixed: Mapping[str, float],
     y: np.ndarray,
     stim: Stimulus,
-    refine_options: dict[str, Any],
-) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    progress: ProgressFn | None,
+) -> Start:
     """Each unit's starting internal parameters and their correlation with its data.
 
     The grid search; for a model with extras to seed (and a grid of x, y, sigma alone), the grid
     search and refinement of the Gaussian, then each unit's best candidate of the model's extras.
-    Also the grid's and the seed candidates' sizes, for the settings.
+
+    Parameters
+    ----------
+    prob : Problem
+        The fit's tensors.
+    plan : RefinePlan
+        How the Gaussian start of a seeded model is refined.
+    grid : mapping
+        The grid's points per parameter.
+    fixed : mapping
+        Internal parameters held at a value.
+    y : ndarray, shape (units, frames)
+        The units' projected data.
+    stim : Stimulus
+        The stimulus (its scales bound the Gaussian's refinement).
+    progress : callable, optional
+        ``progress(stage, done, total)``.
+
+    Returns
+    -------
+    Start
     """
-    mem_gb, progress, timings = (refine_options[k] for k in ("mem_gb", "progress", "timings"))
     seeded = bool(prob.model.seed_grid) and set(grid) <= {"x", "y", "sigma"}
     first = replace(prob, model=get_model("gauss")) if seeded else prob
-    u, corr, grid_points = _grid_start(first, grid, fixed, y, mem_gb, progress, timings)
+    u, corr, grid_points, timings = _grid_start(first, grid, fixed, y, plan.mem_gb, progress)
     if not seeded:
-        return u, corr, {"grid_points": grid_points, "seed_candidates": 0}
+        return Start(u, corr, grid_points, 0, timings)
     first_fixed = {k: v for k, v in fixed.items() if k in first.model.names}
-    refine(
-        first,
-        refiner,
-        u,
-        y,
-        corr,
-        free_mask(first.model, first_fixed)[0],
-        first.model.bounds(stim.scales),
-        **refine_options,
+    free = free_mask(first.model, first_fixed)[0]
+    gauss = refine(first, plan, u, y, corr, free, first.model.bounds(stim.scales), progress)
+    u, corr, candidates, seconds = _seed_start(
+        prob, first, gauss.u, float(np.min(grid["sigma"])), fixed, y, plan.mem_gb, progress
     )
-    timings["refine_gauss"] = timings.pop("refine")
-    u, corr, candidates = _seed_start(
-        prob, first, u, float(np.min(grid["sigma"])), fixed, y, mem_gb, progress, timings
+    return Start(
+        u, corr, grid_points, candidates, {**timings, "refine_gauss": gauss.seconds, "seed": seconds}
     )
-    return u, corr, {"grid_points": grid_points, "seed_candidates": candidates}
 
 
 def _grid_start(
@@ -67,18 +182,20 @@ def _grid_start(
     y: np.ndarray,
     mem_gb: float,
     progress: ProgressFn | None,
-    timings: dict[str, float],
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """Each unit's starting internal parameters from the grid search, its grid correlation, the grid size."""
+) -> tuple[np.ndarray, np.ndarray, int, dict[str, float]]:
+    """Each unit's starting internal parameters from the grid search.
+
+    Also its grid correlation, the grid size, and the seconds of the search's parts.
+    """
     t0 = time.perf_counter()
     names = prob.model.names
     theta_grid = grid_theta(prob.model, grid)
     for name, value in fixed.items():
         if name in names:
             theta_grid[:, names.index(name)] = value
-    theta0, grid_corr = grid_search(prob, y, theta_grid, mem_gb, progress, timings)
+    theta0, grid_corr, timings = grid_search(prob, y, theta_grid, mem_gb, progress)
     timings["grid"] = time.perf_counter() - t0
-    return prob.model.internal(theta0), grid_corr, int(theta_grid.shape[0])
+    return prob.model.internal(theta0), grid_corr, int(theta_grid.shape[0]), timings
 
 
 def _seed_start(
@@ -90,8 +207,7 @@ def _seed_start(
     y: np.ndarray,
     mem_gb: float,
     progress: ProgressFn | None,
-    timings: dict[str, float],
-) -> tuple[np.ndarray, np.ndarray, int]:
+) -> tuple[np.ndarray, np.ndarray, int, float]:
     """The seed search, as prfpy seeds its extended models from its Gaussian fit.
 
     Around each unit's Gaussian fit ``u_gauss`` (internal parameters of ``gauss.model``), the model's
@@ -105,65 +221,78 @@ def _seed_start(
     corr : (units,) their correlation with the data
     candidates : int
         Candidates per unit.
+    seconds : float
+        Time the seed search took.
     """
     t0 = time.perf_counter()
     model = prob.model
-    theta = natural_values(gauss.model, u_gauss)
+    theta = natural_values(gauss.model.params, u_gauss)
     theta[:, 2] = np.maximum(theta[:, 2], sigma_floor)
     start = model.from_report({**{k: theta[:, i] for i, k in enumerate(gauss.model.names)}, **fixed})
     candidates = model.seed_candidates(start, keep=set(fixed))
     for name, value in fixed.items():
         candidates[:, :, model.names.index(name)] = value
     theta0, corr = seed_search(prob, y, candidates, mem_gb, progress)
-    timings["seed"] = time.perf_counter() - t0
-    return model.internal(theta0), corr, int(candidates.shape[1])
+    return model.internal(theta0), corr, int(candidates.shape[1]), time.perf_counter() - t0
 
 
 def refine(
     prob: Problem,
-    refiner: catalog.RefinerSpec,
+    plan: RefinePlan,
     u: np.ndarray,
     y: np.ndarray,
     grid_corr: np.ndarray,
     free: np.ndarray,
     bounds: Bounds,
-    *,
-    mem_gb: float,
-    max_iter: int | None,
-    tol: float | None,
-    learning_rate: float,
-    refine_r2_min: float,
     progress: ProgressFn | None,
-    timings: dict[str, float],
-) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Refine (in place, within ``bounds``) the units whose grid fit explains ``refine_r2_min``.
+) -> Refined:
+    """Refine, within ``bounds``, the units whose grid fit explains ``plan.refine_r2_min``.
 
-    Returns what the settings record, and per-unit flags: ``refined``, ``not_converged``, ``grid_only``.
+    Parameters
+    ----------
+    prob : Problem
+        The fit's tensors.
+    plan : RefinePlan
+        The refiner, its budget and options.
+    u : ndarray, shape (units, K)
+        Starting internal parameters (not changed).
+    y : ndarray, shape (units, frames)
+        The units' projected data.
+    grid_corr : ndarray, shape (units,)
+        Each unit's grid correlation (its square is the grid's r²).
+    free : ndarray, shape (K,)
+        1 for each fitted, 0 for each fixed internal parameter.
+    bounds : Bounds
+        Where the refinement keeps the parameters.
+    progress : callable, optional
+        ``progress(stage, done, total)``.
+
+    Returns
+    -------
+    Refined
     """
     t0 = time.perf_counter()
-    chosen = np.flatnonzero(np.maximum(grid_corr, 0.0) ** 2 >= refine_r2_min)
+    chosen = np.flatnonzero(np.maximum(grid_corr, 0.0) ** 2 >= plan.refine_r2_min)
     flags = {name: np.zeros(len(u), dtype=bool) for name in ("refined", "not_converged", "grid_only")}
-    solver: Solver | None = None
-    if refiner.name == "lm":
-        solver = LevenbergMarquardt(prob.model, prob.dtype, tol or refiner.tol)
-    elif refiner.name == "sgd":
-        solver = Adam(prob.model, prob.dtype, tol or refiner.tol, learning_rate)
+    solver = plan.solver(prob)
     iterations = [0, 0]
+    refined = u.copy()
     if solver is not None:
         flags["grid_only"][:] = True
         flags["grid_only"][chosen] = False
     if solver is not None and chosen.size:
         # issue 18: LM streams its units through the batch (frames.reference(): rounds, as before)
-        driver = refine_units if refiner.name != "lm" or frames.reference() else streaming.refine_streaming
-        u[chosen], moving, iterations = driver(
-            solver, prob, u[chosen], y[chosen], free, bounds, mem_gb, max_iter or refiner.max_iter, progress
+        streamed = isinstance(solver, LevenbergMarquardt) and not frames.reference()
+        driver = streaming.refine_streaming if streamed else refine_units
+        refined[chosen], moving, iterations = driver(
+            solver, prob, u[chosen], y[chosen], free, bounds, plan.mem_gb, plan.budget, progress
         )
         flags["refined"][chosen], flags["not_converged"][chosen] = True, moving
-    timings["refine"] = time.perf_counter() - t0
-    return {
-        "refine_r2_min": float(refine_r2_min),
+    record = {
+        "refine_r2_min": float(plan.refine_r2_min),
         "units_refined": int(chosen.size) if solver else 0,
         "iterations": int(iterations[0]),
         "unit_iterations": int(iterations[1]),
-        "max_iter": int(max_iter or refiner.max_iter),
-    }, flags
+        "max_iter": plan.budget,
+    }
+    return Refined(refined, flags, record, time.perf_counter() - t0)

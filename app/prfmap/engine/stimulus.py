@@ -1,9 +1,10 @@
-"""The stimulus apertures and the visual-field coordinates of their pixels."""
+"""The stimulus apertures and the visual-field coordinates of their pixels; the tensors the kernels read."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -95,3 +96,25 @@ class Stimulus:
         _, x, y = self.stimulated
         radius = float(np.hypot(x, y).max()) if x.size else 0.0
         return {"radius": radius, "fov": float(self.fov_deg), "pixel": float(self.pixel_size)}
+
+
+class StimulusTensors(NamedTuple):
+    """The stimulated pixels of a :class:`Stimulus` as backend tensors: what every model kernel reads.
+
+    A ``NamedTuple``, so compiled functions and ``keras.ops.while_loop`` carry it as they carry a tuple
+    on every backend (:func:`prfmap.engine.problem.make_problem` builds it).
+
+    Attributes
+    ----------
+    design : tensor, shape (pixels, frames)
+        The apertures of the pixels ever stimulated, transposed.
+    x, y : tensor, shape (pixels,)
+        Their visual-field coordinates, degrees.
+    pixel_area : float
+        Area of one pixel in deg², so that responses do not depend on the aperture's resolution.
+    """
+
+    design: Any
+    x: Any
+    y: Any
+    pixel_area: float

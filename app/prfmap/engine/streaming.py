@@ -16,7 +16,6 @@ in rounds, up to its own cap of ``max_iter`` steps.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import keras
@@ -26,9 +25,10 @@ from keras import ops
 from prfmap.engine.backend import get_backend, loops_compiled
 from prfmap.engine.batching import MIN_BATCH, ProgressFn, batch_size, compiled, pad, padded_size
 from prfmap.engine.core_ops import tensor, to_numpy
+from prfmap.engine.levenberg_marquardt import LevenbergMarquardt, LMState
 from prfmap.engine.models import Bounds
 from prfmap.engine.problem import Problem
-from prfmap.engine.solvers import Data, LevenbergMarquardt, LMState, clip
+from prfmap.engine.solvers import Data, clip
 
 REFILL_STEPS = 4
 """Steps between refills of the slots."""
@@ -43,8 +43,21 @@ the tail, where slots empty, is short beside the stream."""
 
 
 def slot_size(n_units: int, budget: int) -> int:
-    """Slots for a stream of ``n_units``: the smallest of ``SMALLEST_SLOTS · SHRINK**j`` that holds a
-    ``QUEUE_BATCHES``-th of them, at most ``budget`` (the memory budget's batch)."""
+    """Slots for a stream of ``n_units``: the smallest ``SMALLEST_SLOTS · SHRINK**j`` holding a quarter.
+
+    A ``QUEUE_BATCHES``-th of the units, at most ``budget``.
+
+    Parameters
+    ----------
+    n_units : int
+        Units to refine.
+    budget : int
+        The memory budget's batch.
+
+    Returns
+    -------
+    int
+    """
     size = SMALLEST_SLOTS
     while size * QUEUE_BATCHES < n_units and size * SHRINK <= budget:
         size *= SHRINK
@@ -67,6 +80,10 @@ def _loaded(state: LMState, reset: Any, u: Any, busy: Any) -> LMState:
         ops.where(reset, zero, state.steps),
         ops.where(reset, busy, state.fresh),
     )
+
+
+def _take_rows(values: Any, rows: Any) -> Any:
+    return ops.take(values, rows, axis=0)
 
 
 def _moving(state: LMState, data: Data) -> Any:
@@ -141,7 +158,7 @@ class _Stream:
         dtype, busy = self.prob.dtype, self.unit >= 0
         reset = self.pending | ~busy
         rows = tensor(np.where(busy, self.unit, 0), "int32")
-        gather = compiled(("gather_rows",), partial(ops.take, axis=0))  # y_all's rows are padded: few shapes
+        gather = compiled(_take_rows)  # y_all's rows are padded: few shapes
         data = self.data._replace(y=gather(self.y_all, rows))
         # copies: a backend may share a numpy array's memory, and these arrays change on the host
         args = (
@@ -151,19 +168,21 @@ class _Stream:
         )
         self.pending = np.zeros_like(self.pending)
         if loops_compiled():
-            loop = compiled(("stream", self.slots) + self.solver.key, partial(_advance, self.solver))
+            loop = compiled(_advance, self.solver)
             self.state, taken = loop(self.state, *args, data, ops.convert_to_tensor(steps))
             return int(to_numpy(taken))
-        load = compiled(("stream_load",) + self.solver.key, _loaded)
-        step = compiled(("step",) + self.solver.key, self.solver.step)
+        load = compiled(_loaded)
+        step = compiled(type(self.solver).step, self.solver)
         self.state, taken = load(self.state, *args), 0
         while taken < steps and bool(to_numpy(_moving(self.state, data))):
             self.state, taken = step(self.state, data), taken + 1
         return taken
 
     def stopped(self, max_iter: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Slots whose unit has stopped: the slots, their units, parameters, and whether still moving
-        (stopped at the cap); frees those slots."""
+        """The units that have stopped, their parameters, whether still moving (at the cap), their steps.
+
+        Their slots are freed.
+        """
         active, steps = to_numpy(self.state.active), to_numpy(self.state.steps)
         busy = self.unit >= 0
         done = np.flatnonzero(busy & (~active | (steps >= max_iter)))
@@ -186,27 +205,57 @@ def refine_streaming(
 ) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """:func:`prfmap.engine.solvers.refine_units` for Levenberg–Marquardt, as a stream (module doc).
 
-    Returns the same: parameters, units still moving at ``max_iter`` steps, and ``[most steps any
-    unit took, unit-steps computed (idle slots included)]``. A batch that runs out of device memory
-    is halved and the units not yet finished start again.
+    A batch that runs out of device memory is halved and the units not yet finished start again.
+
+    Parameters
+    ----------
+    solver : LevenbergMarquardt
+        The solver.
+    prob : Problem
+        The fit's tensors.
+    u0 : ndarray, shape (units, K)
+        Starting internal parameters.
+    y : ndarray, shape (units, frames)
+        The units' projected data.
+    free : ndarray, shape (K,)
+        1 for each fitted, 0 for each fixed internal parameter.
+    bounds : Bounds
+        Where every step is projected.
+    mem_gb : float
+        Memory budget of the batch.
+    max_iter : int
+        Steps a unit may take.
+    progress : callable, optional
+        ``progress("refine", done, total)`` as units stop.
+
+    Returns
+    -------
+    u : ndarray, shape (units, K)
+        Refined internal parameters.
+    moving : ndarray of bool, shape (units,)
+        Units still moving after ``max_iter`` steps (not converged).
+    iterations : list of int
+        The most steps any unit took, and the unit-steps computed (idle slots included).
     """
     n, k = u0.shape
     u_out, moving = clip(u0.copy(), bounds), np.zeros(n, dtype=bool)
     slots = slot_size(n, batch_size(prob, mem_gb, k) // solver.copies)
     iterations, finished = [0, 0], np.zeros(n, dtype=bool)
+    dtype = prob.dtype
+    limits = (tensor(bounds.lower, dtype), tensor(bounds.upper, dtype), tensor(bounds.eccentricity, dtype))
+    data = Data(
+        None,
+        tensor(free, dtype),
+        prob.stim,
+        prob.hrf_t,
+        prob.q,
+        *limits,
+        max_steps=tensor(np.asarray(max_iter), dtype),
+    )
     while not finished.all():
         try:
             _run_stream(
-                solver,
-                prob,
-                (u_out, moving, finished),
-                y,
-                free,
-                bounds,
-                slots,
-                max_iter,
-                iterations,
-                progress,
+                solver, prob, (u_out, moving, finished), y, data, slots, max_iter, iterations, progress
             )
         except Exception as exc:
             if slots <= MIN_BATCH or not get_backend().is_out_of_memory(exc):
@@ -220,29 +269,20 @@ def _run_stream(
     prob: Problem,
     out: tuple[np.ndarray, ...],
     y: np.ndarray,
-    free: np.ndarray,
-    bounds: Bounds,
+    data: Data,
     slots: int,
     max_iter: int,
     iterations: list[int],
     progress: ProgressFn | None,
 ) -> None:
-    """Stream the units not yet ``finished`` through ``slots`` slots, writing ``out``: parameters,
-    still moving, finished."""
+    """Stream the units not yet finished through ``slots`` slots.
+
+    ``out`` (parameters, still moving, finished) is written as units stop; ``data`` holds the fit's
+    tensors (its ``y`` is each call's).
+    """
     u_out, moving, finished = out
     todo = np.flatnonzero(~finished)
-    dtype = prob.dtype
-    limits = (tensor(bounds.lower, dtype), tensor(bounds.upper, dtype), tensor(bounds.eccentricity, dtype))
-    data = Data(
-        None,
-        tensor(free, dtype),
-        prob.stim,
-        prob.hrf_t,
-        prob.q,
-        *limits,
-        max_steps=tensor(np.asarray(max_iter), dtype),
-    )
-    y_all = tensor(pad(y[todo], padded_size(todo.size)), dtype)
+    y_all = tensor(pad(y[todo], padded_size(todo.size)), prob.dtype)
     stream = _Stream(solver, prob, y_all, data, slots, u_out.shape[1])
     queued = 0
     while True:

@@ -67,7 +67,17 @@ class Aperture:
 
 
 def sidecar_path(path: Path) -> Path:
-    """The JSON sidecar of an aperture file (``stim.nii.gz`` → ``stim.json``)."""
+    """The JSON sidecar of an aperture file (``stim.nii.gz`` → ``stim.json``).
+
+    Parameters
+    ----------
+    path : Path
+        An aperture file.
+
+    Returns
+    -------
+    Path
+    """
     name = path.name
     for ext in (".nii.gz", ".nii", ".npy", ".mat"):
         if name.endswith(ext):

@@ -101,6 +101,13 @@ def write_if_absent(path: str | os.PathLike[str], text: str) -> bool:
     The content is written to a temporary file and hard-linked into place, so the file appears
     complete or not at all and only the first process's version survives.
 
+    Parameters
+    ----------
+    path : path-like
+        The file.
+    text : str
+        Its content.
+
     Returns
     -------
     bool
@@ -128,8 +135,20 @@ def write_if_absent(path: str | os.PathLike[str], text: str) -> bool:
 
 
 def jsonable(value: Any) -> Any:
-    """``value`` with NumPy scalars, paths, tuples and sets turned into JSON types (anything else
-    that JSON does not know, such as a NumPy array of several values, into its string)."""
+    """``value`` with NumPy scalars, paths, tuples and sets turned into JSON types.
+
+    Anything else that JSON does not know, such as a NumPy array of several values, becomes its string.
+
+    Parameters
+    ----------
+    value : object
+        Anything a sidecar holds.
+
+    Returns
+    -------
+    object
+        Dicts, lists, strings, numbers, booleans or None.
+    """
     if isinstance(value, Mapping):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set):

@@ -8,12 +8,9 @@ import logging
 import os
 import socket
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
 from bids import BIDSLayout
 from bids.layout import BIDSFile, Query
 
@@ -22,15 +19,13 @@ from prfmap.errors import BadDataError, MissingInputError, NoFilesSelectedError,
 from prfmap.io import bids_index
 from prfmap.io.bold import header_tr
 from prfmap.io.datasets import Derivatives, check_derivatives, inputs_config
+from prfmap.io.events import has_stim_file, stimulus_of
 from prfmap.io.runs import Kind, RunInput
-from prfmap.io.spaces import parse_space
+from prfmap.io.spaces import kind_of, select_space
 from prfmap.io.timing import SliceTimeReference, slice_time_reference
 
 logger = logging.getLogger(__name__)
 
-# Default space when none is given: surfaces first, then anatomical, then templates.
-_PREFERENCE = ("fsnative", "fsaverage", "fsaverage6", "fsaverage5", "fsLR:den-91k", "fsLR:den-32k")
-_LEGACY_DEN = {"fsaverage5": "10k", "fsaverage6": "41k"}
 _RUN_ENTITIES = (
     "subject",
     "session",
@@ -44,67 +39,6 @@ _RUN_ENTITIES = (
 )
 _KEPT_ENTITIES = (*_RUN_ENTITIES, "space", "res", "den")
 _BOLD_EXTENSIONS = (".func.gii", ".dtseries.nii", ".nii.gz", ".nii")
-
-
-@dataclass(frozen=True)
-class _SpaceQuery:
-    name: str
-    den: str | None
-    res: str | None
-    kind: Kind | None
-
-
-def _space_query(space: str) -> _SpaceQuery:
-    """Name, density, resolution and the file kind a (valid) fMRIPrep space string implies."""
-    parsed = parse_space(space)
-    name, den, res = parsed.name, parsed.den, parsed.res
-    if name == "fsLR":
-        den = den or "91k"
-        return _SpaceQuery(name, den, None, "cifti" if den == "91k" else "gifti")
-    if name.startswith("fs"):
-        return _SpaceQuery(name, den, None, "gifti")
-    return _SpaceQuery(name, None, res, "volume")
-
-
-def _space_of(entities: Mapping[str, Any]) -> str:
-    """The space string of a file, fMRIPrep-style (legacy fsaverage names, fsLR with density)."""
-    space, den = str(entities.get("space", "")), entities.get("den")
-    if space == "fsaverage" and den:
-        legacy = {v: k for k, v in _LEGACY_DEN.items()}.get(str(den))
-        if legacy:
-            return legacy
-    if space == "fsLR":
-        return f"fsLR:den-{den or ('91k' if entities['extension'] == '.dtseries.nii' else '32k')}"
-    if entities.get("res"):
-        return f"{space}:res-{entities['res']}"
-    return space
-
-
-def _matches_space(entities: Mapping[str, Any], query: _SpaceQuery) -> bool:
-    space, den, ext = str(entities.get("space")), entities.get("den"), entities["extension"]
-    kind = _kind_of(ext)
-    if query.kind is not None and kind != query.kind:
-        return False
-    if query.name in _LEGACY_DEN:
-        return space == query.name or (space == "fsaverage" and den == _LEGACY_DEN[query.name])
-    if space != query.name:
-        return False
-    if query.name == "fsaverage" and den not in (None, "164k"):
-        return False
-    if query.name == "fsLR":
-        file_den = den or ("91k" if kind == "cifti" else "32k")
-        return file_den == query.den
-    if query.den is not None and den != query.den:
-        return False
-    return query.res is None or str(entities.get("res")) == query.res
-
-
-def _kind_of(extension: str) -> Kind:
-    if extension == ".func.gii":
-        return "gifti"
-    if extension == ".dtseries.nii":
-        return "cifti"
-    return "volume"
 
 
 def _pybids_filters(inputs: InputsConfig) -> dict[str, Any]:
@@ -229,73 +163,6 @@ def _match_derivative(layout: BIDSLayout, entities: Mapping[str, Any], **query) 
     return Path(files[0]) if files else None
 
 
-def _read_events(path: Path) -> pd.DataFrame:
-    try:
-        return pd.read_csv(path, sep="\t", na_values=["n/a"], keep_default_na=True)
-    except (OSError, ValueError, pd.errors.ParserError) as err:
-        raise BadDataError(f"cannot read events file {path} ({one_line(err)}); fix it") from None
-
-
-def _has_stim_file(path: Path) -> bool:
-    return "stim_file" in _read_events(path).columns
-
-
-def _index_base(events: Path, index: np.ndarray) -> int:
-    """0 or 1: the base of ``stim_file_index``, from events.json if it says, else the values."""
-    sidecar = events.with_suffix(".json")
-    if sidecar.is_file():
-        try:
-            text = json.dumps(json.loads(sidecar.read_text()).get("stim_file_index", "")).lower()
-        except (OSError, ValueError):
-            text = ""
-        if "1-based" in text or "one-based" in text:
-            return 1
-        if "0-based" in text or "zero-based" in text:
-            return 0
-    return 0 if (index == 0).any() else 1
-
-
-def _stimulus(bids_dir: Path, events: Path) -> tuple[Path, tuple[int, ...] | None]:
-    table = _read_events(events)
-    if "stim_file" not in table.columns:
-        raise MissingInputError(
-            f"{events.name} has no stim_file column; name the aperture file in it or pass --stimulus"
-        )
-    names = table["stim_file"].dropna().astype(str).unique()
-    if len(names) == 0:
-        raise MissingInputError(
-            f"the stim_file column of {events.name} is empty; name the aperture file in it or pass --stimulus"
-        )
-    if len(names) > 1:
-        raise BadDataError(
-            f"{events.name} names {len(names)} different stim_files; prfmap needs one aperture "
-            "file per run (combine them, or pass --stimulus)"
-        )
-    stim = bids_dir / "stimuli" / names[0]
-    root = Path(bids_dir).resolve()
-    if not stim.resolve().is_relative_to(root):
-        raise BadDataError(
-            f"stim_file {names[0]!r} named in {events} resolves to {stim.resolve()}, outside the "
-            f"dataset {root}; a stim_file must name a file inside the dataset (relative to "
-            "stimuli/), or pass --stimulus"
-        )
-    if not stim.is_file():
-        raise MissingInputError(
-            f"stim_file {names[0]} named in {events.name} not found at {stim}; add it under "
-            "stimuli/ or pass --stimulus"
-        )
-    index = None
-    if "stim_file_index" in table.columns:
-        col = pd.to_numeric(table["stim_file_index"], errors="coerce").to_numpy()
-        if not np.isfinite(col).all() or (col != np.round(col)).any() or (col < 0).any():
-            raise BadDataError(
-                f"stim_file_index of {events.name} must hold non-negative integers in every row"
-            )
-        col = col.astype(int)
-        index = tuple(int(i) for i in col - _index_base(events, col))
-    return stim, index
-
-
 def _group_bold(files: list[BIDSFile]) -> dict[tuple, list[BIDSFile]]:
     groups: dict[tuple, list] = {}
     for f in files:
@@ -307,7 +174,7 @@ def _group_bold(files: list[BIDSFile]) -> dict[tuple, list[BIDSFile]]:
     return groups
 
 
-def find_inputs(
+def find_inputs(  # noqa: PLR0913 - its keyword-only options are the command line's
     bids_dir: str | os.PathLike,
     output_dir: str | os.PathLike | None = None,
     *,
@@ -414,12 +281,12 @@ def find_runs(inputs: InputsConfig, *, work_dir: str | os.PathLike | None = None
     bold = [
         f
         for f in bold
-        if _kind_of(f.get_entities()["extension"]) != "volume" or f.get_entities().get("desc") == "preproc"
+        if kind_of(f.get_entities()["extension"]) != "volume" or f.get_entities().get("desc") == "preproc"
     ]
     where = ", ".join(str(p) for p in roots)
     if not bold:
         raise NoFilesSelectedError(_nothing_selected(layout, filters, where))
-    selected = _select_space(bold, inputs.space, where)
+    selected = select_space(bold, inputs.space, where)
     found: list[RunInput] = []
     skipped_tasks: set[str] = set()
     for files in _group_bold(selected).values():
@@ -440,32 +307,6 @@ def find_runs(inputs: InputsConfig, *, work_dir: str | os.PathLike | None = None
     return found
 
 
-def _select_space(bold: list[BIDSFile], space: str | None, where: str) -> list[BIDSFile]:
-    """The files of the requested space, or of the first space present in order of preference."""
-    if space is not None:
-        query = _space_query(space)
-        selected = [f for f in bold if _matches_space(f.get_entities(), query)]
-        if not selected:
-            present = sorted({_space_of(f.get_entities()) for f in bold})
-            raise NoFilesSelectedError(
-                f"no preprocessed BOLD in space {space} under {where}; spaces present: "
-                f"{', '.join(present)} (choose one with --space)"
-            )
-        return selected
-    present = {_space_of(f.get_entities()) for f in bold}
-    chosen = _default_space(present)
-    logger.info("fitting space %s (of %s); choose with --space", chosen, sorted(present))
-    return [f for f in bold if _space_of(f.get_entities()) == chosen]
-
-
-def _default_space(present: set[str]) -> str:
-    for name in _PREFERENCE:
-        if name in present:
-            return name
-    volumes = sorted(present)
-    return next((s for s in volumes if s.split(":")[0] == "T1w"), volumes[0])
-
-
 def _nothing_selected(layout: BIDSLayout, filters: Mapping[str, Any], where: str) -> str:
     subjects = layout.get_subjects(scope="derivatives")
     if "subject" in filters and not set(filters["subject"]) & set(subjects):
@@ -482,10 +323,12 @@ def _nothing_selected(layout: BIDSLayout, filters: Mapping[str, Any], where: str
 
 
 def _make_run(layout: BIDSLayout, inputs: InputsConfig, files: list[BIDSFile]) -> RunInput | None:
-    """The run of one BOLD file (both hemisphere files for GIFTI); None when its task names no
-    aperture and no task was asked for explicitly."""
+    """The run of one BOLD file (both hemisphere files for GIFTI).
+
+    None when its task names no aperture and no task was asked for explicitly.
+    """
     ents = files[0].get_entities()
-    kind = _kind_of(ents["extension"])
+    kind = kind_of(ents["extension"])
     path0 = Path(files[0].path)
     bold = _bold_paths(files, kind)
     mask = _brain_mask(layout, ents, path0) if kind == "volume" else None
@@ -495,7 +338,7 @@ def _make_run(layout: BIDSLayout, inputs: InputsConfig, files: list[BIDSFile]) -
     if inputs.stimulus is not None:
         stim_file = inputs.stimulus
     else:
-        if events is None or not _has_stim_file(events):
+        if events is None or not has_stim_file(events):
             if not inputs.tasks:
                 return None
             if events is None:
@@ -503,7 +346,7 @@ def _make_run(layout: BIDSLayout, inputs: InputsConfig, files: list[BIDSFile]) -
                     f"no events.tsv for {path0.name} in {inputs.bids_dir}; add one with a "
                     "stim_file column or pass --stimulus"
                 )
-        stim_file, stim_index = _stimulus(inputs.bids_dir, events)
+        stim_file, stim_index = stimulus_of(inputs.bids_dir, events)
     confounds = _match_derivative(layout, ents, suffix="timeseries", desc="confounds", extension=".tsv")
     tr = _repetition_time(layout, path0, ents, kind)
     run = ents.get("run")

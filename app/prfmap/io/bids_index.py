@@ -22,7 +22,19 @@ COMPLETE = "COMPLETE"
 
 
 def dataset_key(roots: Sequence[Path], options: str = "") -> str:
-    """A digest of every file's path, size and mtime under ``roots``, pybids' version and ``options``."""
+    """A digest of every file's path, size and mtime under ``roots``, pybids' version and ``options``.
+
+    Parameters
+    ----------
+    roots : sequence of Path
+        The raw dataset (its ``derivatives/`` left out, as pybids does) and the derivatives indexed.
+    options : str
+        The layout's arguments, as text.
+
+    Returns
+    -------
+    str
+    """
     digest = hashlib.blake2b(f"{version('pybids')}\n{options}\n".encode(), digest_size=16)
     for root in roots:
         root = Path(root)
@@ -43,12 +55,39 @@ def dataset_key(roots: Sequence[Path], options: str = "") -> str:
 
 
 def kept_index(work_dir: Path, key: str) -> Path:
-    """Where the index of the dataset with ``key`` is kept under ``work_dir``."""
+    """Where the index of the dataset with ``key`` is kept under ``work_dir``.
+
+    Parameters
+    ----------
+    work_dir : Path
+        ``--work-dir``.
+    key : str
+        :func:`dataset_key` of the dataset.
+
+    Returns
+    -------
+    Path
+    """
     return Path(work_dir) / "bids_db" / f"index-{key}"
 
 
 def restore(work_dir: Path, key: str, database: Path) -> bool:
-    """Copy the kept index of ``key`` into ``database`` (a fresh folder); whether there was one."""
+    """Copy the kept index of ``key`` into ``database`` (a fresh folder).
+
+    Parameters
+    ----------
+    work_dir : Path
+        ``--work-dir``.
+    key : str
+        :func:`dataset_key` of the dataset.
+    database : Path
+        The folder pybids will open.
+
+    Returns
+    -------
+    bool
+        Whether an index was kept (else pybids indexes the dataset).
+    """
     kept = kept_index(work_dir, key)
     if not (kept / COMPLETE).exists():
         return False
@@ -58,8 +97,20 @@ def restore(work_dir: Path, key: str, database: Path) -> bool:
 
 
 def keep(work_dir: Path, key: str, database: Path) -> None:
-    """Keep a copy of the freshly built index in ``database`` for the next call (best effort: a full
-    disk or another process keeping the same index at once leaves things as they were)."""
+    """Keep a copy of the freshly built index in ``database`` for the next call.
+
+    Best effort: a full disk or another process keeping the same index at once leaves things as they
+    were.
+
+    Parameters
+    ----------
+    work_dir : Path
+        ``--work-dir``.
+    key : str
+        :func:`dataset_key` of the dataset.
+    database : Path
+        The folder pybids indexed into.
+    """
     kept = kept_index(work_dir, key)
     if (kept / COMPLETE).exists():
         return

@@ -202,6 +202,10 @@ def header_tr(path: Path, kind: Kind) -> float | None:
         A ``.dtseries.nii`` (``kind="cifti"``) or a 4-D NIfTI (``kind="volume"``).
     kind : {"gifti", "cifti", "volume"}
         The file format family; GIFTI files carry no TR that prfmap reads.
+
+    Returns
+    -------
+    float or None
     """
     try:
         img = nib.load(path)
@@ -221,6 +225,18 @@ def header_tr(path: Path, kind: Kind) -> float | None:
 
 def read_dscalar(path: Path) -> tuple[dict[str, np.ndarray], CiftiGeometry]:
     """Read a CIFTI ``.dscalar.nii``: each named map as a (grayordinates,) array, and its geometry.
+
+    Parameters
+    ----------
+    path : Path
+        The file.
+
+    Returns
+    -------
+    maps : dict
+        Map name → (grayordinates,) values.
+    geometry : CiftiGeometry
+        Its brain models.
 
     Raises
     ------

@@ -25,6 +25,15 @@ Derivatives = Mapping[str, Any] | Sequence[Any] | str | os.PathLike | None
 def bids_root(path: str | os.PathLike) -> Path:
     """The absolute root of a raw BIDS dataset.
 
+    Parameters
+    ----------
+    path : path-like
+        The dataset's folder (``bids_dir``).
+
+    Returns
+    -------
+    Path
+
     Raises
     ------
     NotBIDSError
@@ -75,6 +84,11 @@ def derivative_roots(bids_dir: Path, derivatives: Derivatives = None) -> tuple[t
 
 def check_derivatives(inputs: InputsConfig) -> None:
     """Check that every derivatives folder exists and is a BIDS-Derivatives dataset.
+
+    Parameters
+    ----------
+    inputs : InputsConfig
+        Its ``derivatives``.
 
     Raises
     ------
@@ -131,7 +145,7 @@ def read_bids_filter(value: Mapping[str, Any] | str | os.PathLike) -> dict[str, 
     return dict(entities)
 
 
-def inputs_config(
+def inputs_config(  # noqa: PLR0913 - its keyword-only options are the command line's
     bids_dir: str | os.PathLike,
     *,
     derivatives: Derivatives = None,
@@ -148,6 +162,30 @@ def inputs_config(
 
     Labels may carry their prefixes (``sub-01``, ``run-2``); see
     :func:`prfmap.io.bids.find_inputs` for the meaning of each argument.
+
+    Parameters
+    ----------
+    bids_dir : path-like
+        The raw dataset.
+    derivatives : mapping, sequence or None
+        ``[(name, path)]`` as the parser gives them, ``{name: path}``, paths, or None
+        (``bids_dir/derivatives/fmriprep``).
+    participant_labels, session_labels, tasks : iterable of str, optional
+        Labels, with or without their prefixes.
+    runs : iterable of int or str, optional
+        Run indices.
+    space : str, optional
+        An fMRIPrep space string (``fsLR:den-32k``).
+    bids_filter : mapping or path, optional
+        A BIDS filter (``{"bold": {...}}`` or flat) or its JSON file.
+    stimulus : path-like, optional
+        One aperture file for every run (``--stimulus``).
+    stimulus_fov_deg : float, optional
+        Its field of view, when its sidecar gives none.
+
+    Returns
+    -------
+    InputsConfig
 
     Raises
     ------

@@ -145,7 +145,12 @@ class UnitGeometry:
         raise NotImplementedError
 
     def surface(self) -> SurfaceLayout | None:
-        """Where the units lie on the cortical meshes; None for volumes."""
+        """Where the units lie on the cortical meshes; None for volumes.
+
+        Returns
+        -------
+        SurfaceLayout or None
+        """
         return None
 
     def _check(self, values: np.ndarray, what: str) -> np.ndarray:
@@ -178,6 +183,7 @@ class GiftiGeometry(UnitGeometry):
 
     @property
     def n_units(self) -> int:
+        """Units of the geometry (vertices, grayordinates or in-mask voxels)."""
         return int(sum(self.hemis.values()))
 
     def surface(self) -> SurfaceLayout:
@@ -185,7 +191,18 @@ class GiftiGeometry(UnitGeometry):
         return SurfaceLayout(hemis=dict(self.hemis))
 
     def split(self, values: np.ndarray) -> dict[str, np.ndarray]:
-        """Split an array whose first axis is units into ``{"L": ..., "R": ...}``."""
+        """Split an array whose first axis is units into ``{"L": ..., "R": ...}``.
+
+        Parameters
+        ----------
+        values : ndarray
+            First axis: units (L then R vertices).
+
+        Returns
+        -------
+        dict
+            ``{"L": ..., "R": ...}``.
+        """
         out, start = {}, 0
         for hemi in ("L", "R"):
             out[hemi] = values[start : start + self.hemis[hemi]]
@@ -193,6 +210,7 @@ class GiftiGeometry(UnitGeometry):
         return out
 
     def write_maps(self, maps, path_for, meta=None):
+        """Write (units,) maps; see :meth:`UnitGeometry.write_maps`."""
         labels = list(maps)
         stacked = self._check(np.stack([np.ravel(maps[k]) for k in labels], axis=1), "maps")
         written = []
@@ -211,6 +229,7 @@ class GiftiGeometry(UnitGeometry):
         return written
 
     def write_series(self, data, path_for, tr, meta=None):
+        """Write (units, frames) series; see :meth:`UnitGeometry.write_series`."""
         data = self._check(data, "series")
         written = []
         for hemi, part in self.split(data).items():
@@ -245,11 +264,14 @@ class CiftiGeometry(UnitGeometry):
 
     @property
     def n_units(self) -> int:
+        """Units of the geometry (vertices, grayordinates or in-mask voxels)."""
         return len(self.brain_models)
 
     def surface(self) -> SurfaceLayout:
-        """The cortical grayordinates on their fsLR meshes (the subcortical ones, which follow the
-        cortex, have no vertex and are left out)."""
+        """The cortical grayordinates on their fsLR meshes.
+
+        The subcortical ones, which follow the cortex, have no vertex and are left out.
+        """
         hemis: dict[str, int] = {}
         vertices: dict[str, np.ndarray] = {}
         n_vertices: dict[str, int] = {}
@@ -265,6 +287,7 @@ class CiftiGeometry(UnitGeometry):
         return SurfaceLayout(hemis=hemis, vertices=vertices, n_vertices=n_vertices)
 
     def write_maps(self, maps, path_for, meta=None):
+        """Write (units,) maps; see :meth:`UnitGeometry.write_maps`."""
         labels = list(maps)
         stacked = self._check(np.stack([np.ravel(maps[k]) for k in labels], axis=1), "maps")
         meta_list = [{str(k): str(v) for k, v in (meta or {}).items()} for _ in labels]
@@ -274,6 +297,7 @@ class CiftiGeometry(UnitGeometry):
         return [_save(img, path_for(None))]
 
     def write_series(self, data, path_for, tr, meta=None):
+        """Write (units, frames) series; see :meth:`UnitGeometry.write_series`."""
         data = self._check(data, "series")
         series = nib.cifti2.SeriesAxis(start=0.0, step=float(tr), size=data.shape[1], unit="second")
         img = nib.cifti2.Cifti2Image(data.T.copy(), header=(series, self.brain_models))
@@ -304,6 +328,7 @@ class VolumeGeometry(UnitGeometry):
 
     @property
     def n_units(self) -> int:
+        """Units of the geometry (vertices, grayordinates or in-mask voxels)."""
         return int(self.mask.sum())
 
     def _image(self, values: np.ndarray, tr: float | None = None) -> nib.Nifti1Image:
@@ -322,6 +347,7 @@ class VolumeGeometry(UnitGeometry):
         return img
 
     def write_maps(self, maps, path_for, meta=None):
+        """Write (units,) maps; see :meth:`UnitGeometry.write_maps`."""
         labels = list(maps)
         stacked = self._check(np.stack([np.ravel(maps[k]) for k in labels], axis=1), "maps")
         img = self._image(stacked)
@@ -330,6 +356,7 @@ class VolumeGeometry(UnitGeometry):
         return [_save(img, path_for(None))]
 
     def write_series(self, data, path_for, tr, meta=None):
+        """Write (units, frames) series; see :meth:`UnitGeometry.write_series`."""
         data = self._check(data, "series")
         return [_save(self._image(data, tr=tr), path_for(None))]
 

@@ -51,6 +51,18 @@ def participant_lock(output_dir: Path, subject: str) -> Iterator[Path]:
     failed run leaves nothing behind; a lock taken on a file that another run deleted meanwhile is
     retried on the current file.
 
+    Parameters
+    ----------
+    output_dir : Path
+        The output folder.
+    subject : str
+        The participant's label.
+
+    Yields
+    ------
+    Path
+        The lock file.
+
     Raises
     ------
     BusyError
@@ -104,7 +116,19 @@ def _acquire(folder: Path, path: Path, subject: str, output_dir: Path) -> int:
 
 
 def new_staging(output_dir: Path, subject: str) -> Path:
-    """Create and return a staging folder for participant ``subject``."""
+    """Create and return a staging folder for participant ``subject``.
+
+    Parameters
+    ----------
+    output_dir : Path
+        The output folder.
+    subject : str
+        The participant's label.
+
+    Returns
+    -------
+    Path
+    """
     folder = Path(output_dir) / f"{STAGING_PREFIX}sub-{subject}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     folder.mkdir(parents=True)
     return folder
@@ -186,6 +210,13 @@ def recover_staging(output_dir: Path, subject: str | None = None) -> list[str]:
 
     A folder is left alone while its participant's lock is held by a live run. Call it while
     holding ``subject``'s own lock to recover that participant's folders.
+
+    Parameters
+    ----------
+    output_dir : Path
+        The output folder.
+    subject : str, optional
+        Only this participant's folders.
 
     Returns
     -------

@@ -23,7 +23,21 @@ NATIVE_VOLUMES = ("T1w", "anat")
 
 
 def templateflow_sphere(template: str, hemi: str, den: str) -> str:
-    """The URL of TemplateFlow's sphere of ``template`` at density ``den`` (``10k``)."""
+    """The URL of TemplateFlow's sphere of ``template`` at density ``den`` (``10k``).
+
+    Parameters
+    ----------
+    template : str
+        A TemplateFlow template (``fsaverage``).
+    hemi : str
+        ``L`` or ``R``.
+    den : str
+        Its density.
+
+    Returns
+    -------
+    str
+    """
     return f"{TF_S3_ROOT}/tpl-{template}/tpl-{template}_hemi-{hemi}_den-{den}_sphere.surf.gii"
 
 
@@ -91,8 +105,10 @@ def _native(
     fmriprep_dir: str | Path | None,
     dataset: str,
 ) -> str | None:
-    """A BIDS URI of the participant's own file: the one fMRIPrep wrote (session-specific first,
-    then the participant's), else the name fMRIPrep gives it."""
+    """A BIDS URI of the participant's own file.
+
+    The one fMRIPrep wrote (session-specific first, then the participant's), else the name fMRIPrep gives it.
+    """
     if not subject:
         return None
     root = Path(fmriprep_dir) if fmriprep_dir else None

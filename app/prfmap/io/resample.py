@@ -90,6 +90,10 @@ class AreaResampler:
             Aperture size in pixels.
         fov_deg : float
             Full width: the distance between the first and the last column's pixel centres.
+
+        Returns
+        -------
+        AreaResampler
         """
         pixel = fov_deg / (cols - 1)
         target = fit_pixel_deg(rows, cols, pixel)
@@ -102,7 +106,19 @@ class AreaResampler:
 
     @classmethod
     def identity_for(cls, rows: int, cols: int, fov_deg: float) -> AreaResampler:
-        """The resampler that keeps a (rows, cols) aperture of width ``fov_deg`` as it is."""
+        """The resampler that keeps a (rows, cols) aperture of width ``fov_deg`` as it is.
+
+        Parameters
+        ----------
+        rows, cols : int
+            The aperture's grid.
+        fov_deg : float
+            Its width, degrees.
+
+        Returns
+        -------
+        AreaResampler
+        """
         pixel = fov_deg / (cols - 1)
         return cls((rows, cols), (rows, cols), pixel, pixel)
 

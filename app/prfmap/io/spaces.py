@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import importlib.resources
+import logging
 import re
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from prfmap.errors import NoFilesSelectedError
+from prfmap.io.runs import Kind
+
+if TYPE_CHECKING:  # pybids is imported by the query only, not by the parser
+    from bids.layout import BIDSFile
+
+logger = logging.getLogger(__name__)
 
 NONSTANDARD_SPACES = ("fsnative", "T1w", "anat", "func")
 FSAVERAGE_DENSITIES = {"10k": "fsaverage5", "41k": "fsaverage6", "164k": "fsaverage"}
@@ -51,6 +62,10 @@ def known_templates() -> tuple[str, ...]:
     The names are those of TemplateFlow's bundled skeleton (what ``templateflow.api.templates()``
     lists offline) plus any ``tpl-*`` folder in ``TEMPLATEFLOW_HOME``; read directly, because
     ``api.templates()`` indexes the whole TemplateFlow home with pybids (about ten seconds).
+
+    Returns
+    -------
+    tuple of str
     """
     # Deferred: importing templateflow.conf creates TEMPLATEFLOW_HOME when it does not exist.
     from templateflow.conf import TF_HOME
@@ -109,3 +124,174 @@ def parse_space(value: str) -> Space:
     if key == "res":
         return Space(name, res=spec)
     return Space(name)
+
+
+LEGACY_DEN = {"fsaverage5": "10k", "fsaverage6": "41k"}
+"""fMRIPrep's legacy names of fsaverage densities (``fsaverage5`` is ``fsaverage:den-10k``)."""
+
+
+@dataclass(frozen=True)
+class SpaceQuery:
+    """What a space string asks of a file: its name, density, resolution and format."""
+
+    name: str
+    den: str | None
+    res: str | None
+    kind: Kind | None
+
+
+def space_query(space: str) -> SpaceQuery:
+    """Name, density, resolution and the file kind a (valid) fMRIPrep space string implies.
+
+    Parameters
+    ----------
+    space : str
+        An fMRIPrep space string.
+
+    Returns
+    -------
+    SpaceQuery
+    """
+    parsed = parse_space(space)
+    name, den, res = parsed.name, parsed.den, parsed.res
+    if name == "fsLR":
+        den = den or "91k"
+        return SpaceQuery(name, den, None, "cifti" if den == "91k" else "gifti")
+    if name.startswith("fs"):
+        return SpaceQuery(name, den, None, "gifti")
+    return SpaceQuery(name, None, res, "volume")
+
+
+def space_of(entities: Mapping[str, Any]) -> str:
+    """The space string of a file, fMRIPrep-style (legacy fsaverage names, fsLR with density).
+
+    Parameters
+    ----------
+    entities : mapping
+        pybids' entities of the file (with ``extension``).
+
+    Returns
+    -------
+    str
+    """
+    space, den = str(entities.get("space", "")), entities.get("den")
+    if space == "fsaverage" and den:
+        legacy = {v: k for k, v in LEGACY_DEN.items()}.get(str(den))
+        if legacy:
+            return legacy
+    if space == "fsLR":
+        return f"fsLR:den-{den or ('91k' if entities['extension'] == '.dtseries.nii' else '32k')}"
+    if entities.get("res"):
+        return f"{space}:res-{entities['res']}"
+    return space
+
+
+def matches_space(entities: Mapping[str, Any], query: SpaceQuery) -> bool:
+    """Whether a file is in the queried space.
+
+    Parameters
+    ----------
+    entities : mapping
+        pybids' entities of the file (with ``extension``).
+    query : SpaceQuery
+        What was asked.
+
+    Returns
+    -------
+    bool
+    """
+    space, den, ext = str(entities.get("space")), entities.get("den"), entities["extension"]
+    kind = kind_of(ext)
+    if query.kind is not None and kind != query.kind:
+        return False
+    if query.name in LEGACY_DEN:
+        return space == query.name or (space == "fsaverage" and den == LEGACY_DEN[query.name])
+    if space != query.name:
+        return False
+    if query.name == "fsaverage" and den not in (None, "164k"):
+        return False
+    if query.name == "fsLR":
+        file_den = den or ("91k" if kind == "cifti" else "32k")
+        return file_den == query.den
+    if query.den is not None and den != query.den:
+        return False
+    return query.res is None or str(entities.get("res")) == query.res
+
+
+def kind_of(extension: str) -> Kind:
+    """The format of a BOLD file from its extension.
+
+    Parameters
+    ----------
+    extension : str
+        ``.func.gii``, ``.dtseries.nii``, ``.nii.gz`` or ``.nii``.
+
+    Returns
+    -------
+    {"gifti", "cifti", "volume"}
+    """
+    if extension == ".func.gii":
+        return "gifti"
+    if extension == ".dtseries.nii":
+        return "cifti"
+    return "volume"
+
+
+# Default space when none is given: surfaces first, then anatomical, then templates.
+PREFERENCE = ("fsnative", "fsaverage", "fsaverage6", "fsaverage5", "fsLR:den-91k", "fsLR:den-32k")
+
+
+def select_space(bold: list[BIDSFile], space: str | None, where: str) -> list[BIDSFile]:
+    """The files of the requested space, or of the first space present in order of preference.
+
+    Parameters
+    ----------
+    bold : list of BIDSFile
+        Preprocessed BOLD files (pybids).
+    space : str, optional
+        The space asked for (``--space``).
+    where : str
+        The folder searched, for the message.
+
+    Returns
+    -------
+    list of BIDSFile
+
+    Raises
+    ------
+    NoFilesSelectedError
+        No file in the space asked for (the message lists those present).
+    """
+    if space is not None:
+        query = space_query(space)
+        selected = [f for f in bold if matches_space(f.get_entities(), query)]
+        if not selected:
+            present = sorted({space_of(f.get_entities()) for f in bold})
+            raise NoFilesSelectedError(
+                f"no preprocessed BOLD in space {space} under {where}; spaces present: "
+                f"{', '.join(present)} (choose one with --space)"
+            )
+        return selected
+    present = {space_of(f.get_entities()) for f in bold}
+    chosen = default_space(present)
+    logger.info("fitting space %s (of %s); choose with --space", chosen, sorted(present))
+    return [f for f in bold if space_of(f.get_entities()) == chosen]
+
+
+def default_space(present: set[str]) -> str:
+    """The space fitted when none is asked for: :data:`PREFERENCE`'s first, else T1w, else a template.
+
+    Parameters
+    ----------
+    present : set of str
+        The spaces of the BOLD files found.
+
+    Returns
+    -------
+    str
+    """
+    for name in PREFERENCE:
+        if name in present:
+            return name
+    volumes = sorted(present)
+    return next((s for s in volumes if s.split(":")[0] == "T1w"), volumes[0])

@@ -61,7 +61,18 @@ class SliceTimeReference:
     rule: str
 
     def describe(self, tr: float) -> dict[str, Any]:
-        """What the map sidecars record: the fraction, the seconds and the rule."""
+        """What the map sidecars record: the fraction, the seconds and the rule.
+
+        Parameters
+        ----------
+        tr : float
+            Repetition time, s.
+
+        Returns
+        -------
+        dict
+            ``Fraction``, ``Seconds`` and ``Rule``.
+        """
         return {
             "Fraction": round(self.fraction, 6),
             "Seconds": round(self.fraction * tr, 6),
@@ -71,6 +82,15 @@ class SliceTimeReference:
 
 def parse_slice_time_ref(value: str) -> float:
     """``--slice-time-ref``: a fraction of the TR in [0, 1], or ``start`` (0) or ``middle`` (0.5).
+
+    Parameters
+    ----------
+    value : str
+        The option's text.
+
+    Returns
+    -------
+    float
 
     Raises
     ------
@@ -102,6 +122,10 @@ def slice_time_reference(
         Repetition time, seconds.
     source : str
         The run's name, for messages.
+
+    Returns
+    -------
+    SliceTimeReference
 
     Raises
     ------

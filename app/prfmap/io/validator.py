@@ -68,11 +68,33 @@ class ValidationResult:
         return [i for i in self.issues if i.severity == "warning"]
 
     def counts(self, severity: str = "error") -> Counter[tuple[str, str]]:
-        """How often each (code, sub_code) of ``severity`` was reported."""
+        """How often each (code, sub_code) of ``severity`` was reported.
+
+        Parameters
+        ----------
+        severity : str
+            ``error`` or ``warning``.
+
+        Returns
+        -------
+        collections.Counter
+        """
         return Counter((i.code, i.sub_code) for i in self.issues if i.severity == severity)
 
     def summary(self, severity: str = "error", limit: int = 5) -> str:
-        """One line: each code of ``severity`` with its count and first location."""
+        """One line: each code of ``severity`` with its count and first location.
+
+        Parameters
+        ----------
+        severity : str
+            ``error`` or ``warning``.
+        limit : int
+            Codes listed at most.
+
+        Returns
+        -------
+        str
+        """
         first: dict[tuple[str, str], Issue] = {}
         for issue in self.issues:
             if issue.severity == severity:
@@ -84,7 +106,12 @@ class ValidationResult:
 
 
 def find_validator() -> str | None:
-    """The ``bids-validator-deno`` program: on PATH, or beside this Python (a virtualenv)."""
+    """The ``bids-validator-deno`` program: on PATH, or beside this Python (a virtualenv).
+
+    Returns
+    -------
+    str or None
+    """
     found = shutil.which(VALIDATOR_NAME)
     if found:
         return found
@@ -151,26 +178,25 @@ def _issues(report: dict, dataset: str) -> list[Issue]:
 
 
 def check_bids_dir(bids_dir: str | Path, *, validator: str | None = None) -> ValidationResult | None:
-    """Validate the input dataset as BIDS Apps do before reading it (``--skip-bids-validation``
-    turns it off).
+    """Validate the input dataset as BIDS Apps do before reading it (``--skip-bids-validation`` turns it off).
 
     Parameters
     ----------
     bids_dir : str or Path
-        The raw dataset (its ``derivatives/`` are not validated).
+    The raw dataset (its ``derivatives/`` are not validated).
     validator : str, optional
-        The program to run (default: :func:`find_validator`).
+    The program to run (default: :func:`find_validator`).
 
     Returns
     -------
     ValidationResult or None
-        The result when the dataset passed (warnings allowed); None when no validator is
-        installed or it could not run (logged; prfmap goes on, as without validation).
+    The result when the dataset passed (warnings allowed); None when no validator is
+    installed or it could not run (logged; prfmap goes on, as without validation).
 
     Raises
     ------
     NotBIDSError
-        The validator found errors (exit 16); the message names the first ones.
+    The validator found errors (exit 16); the message names the first ones.
     """
     program = validator or find_validator()
     if program is None:

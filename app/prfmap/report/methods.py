@@ -7,21 +7,11 @@ from typing import Any
 
 from prfmap import __version__
 from prfmap.engine import catalog
+from prfmap.engine.settings import FitSettings
 
 REFERENCES = {
-    "gauss": "Dumoulin SO, Wandell BA (2008). Population receptive field estimates in human visual cortex. "
-    "NeuroImage 39(2):647-660. doi:10.1016/j.neuroimage.2007.09.034",
-    "css": "Kay KN, Winawer J, Mezer A, Wandell BA (2013). Compressive spatial summation in human visual "
-    "cortex. J Neurophysiol 110(2):481-494. doi:10.1152/jn.00105.2013",
-    "dog": "Zuiderbaan W, Harvey BM, Dumoulin SO (2012). Modeling center-surround configurations in "
-    "population receptive fields using fMRI. J Vis 12(3):10. doi:10.1167/12.3.10",
-    "dn": "Aqil M, Knapen T, Dumoulin SO (2021). Divisive normalization unifies disparate response "
-    "signatures throughout the human visual hierarchy. PNAS 118(46):e2108713118. doi:10.1073/pnas.2108713118",
     "hrf": "Friston KJ, Fletcher P, Josephs O, Holmes A, Rugg MD, Turner R (1998). Event-related fMRI: "
     "characterizing differential responses. NeuroImage 7(1):30-40. doi:10.1006/nimg.1997.0306",
-    "lm": "Marquardt DW (1963). An algorithm for least-squares estimation of nonlinear parameters. "
-    "J Soc Ind Appl Math 11(2):431-441. doi:10.1137/0111030",
-    "sgd": "Kingma DP, Ba J (2015). Adam: a method for stochastic optimization. ICLR. arXiv:1412.6980",
     "fmriprep": "Esteban O, Markiewicz CJ, Blair RW, et al. (2019). fMRIPrep: a robust preprocessing "
     "pipeline for functional MRI. Nat Methods 16:111-116. doi:10.1038/s41592-018-0235-4",
     "nilearn": "Abraham A, Pedregosa F, Eickenberg M, et al. (2014). Machine learning for neuroimaging "
@@ -33,27 +23,30 @@ REFERENCES = {
     "representations of the cortical surface allows prediction of V1-V3 functional organization from "
     "anatomy. PLoS Comput Biol 10(3):e1003538. doi:10.1371/journal.pcbi.1003538",
 }
-REFINER_REFERENCES = {"lm": "lm", "sgd": "sgd"}
 
 
 class Citations:
     """Numbered references in the order the text cites them."""
 
     def __init__(self) -> None:
-        self.keys: list[str] = []
+        self.texts: list[str] = []
 
     def cite(self, key: str | None) -> str:
-        """``[n]`` for ``REFERENCES[key]`` (numbered on first use); empty for ``None``."""
-        if key is None or key not in REFERENCES:
+        """``[n]`` for ``REFERENCES[key]`` (numbered on first use); empty for ``None`` or an unknown key."""
+        return self.cite_text(REFERENCES.get(key or ""))
+
+    def cite_text(self, reference: str | None) -> str:
+        """``[n]`` for a reference given as text (a model's or refiner's catalogue entry); empty for none."""
+        if not reference:
             return ""
-        if key not in self.keys:
-            self.keys.append(key)
-        return f" [{self.keys.index(key) + 1}]"
+        if reference not in self.texts:
+            self.texts.append(reference)
+        return f" [{self.texts.index(reference) + 1}]"
 
     @property
     def references(self) -> list[str]:
         """The cited references, numbered as cited."""
-        return [REFERENCES[k] for k in self.keys]
+        return list(self.texts)
 
 
 def _preprocessing(pre: Mapping[str, Any], dummy_scans: int, cite: Citations) -> str:
@@ -78,51 +71,52 @@ def _preprocessing(pre: Mapping[str, Any], dummy_scans: int, cite: Citations) ->
 
 
 def _model(
-    model: str, settings: Mapping[str, Any], tr: float | None, fov_deg: float | None, cite: Citations
+    model: str, settings: FitSettings | None, tr: float | None, fov_deg: float | None, cite: Citations
 ) -> str:
     spec = catalog.MODELS.get(model)
     description = spec.summary if spec is not None else model
-    hrf = settings.get("hrf", "SPM canonical")
-    stref = settings.get("slice_time_ref", 0.5)
+    reference = cite.cite_text(spec.reference if spec is not None else None)
+    hrf = settings.hrf if settings else "SPM canonical"
+    stref = settings.slice_time_ref if settings else 0.5
     return (
         f"The {model} model, {'an' if description[:1] in 'aeiou' else 'a'} {description}"
-        f"{cite.cite(model)}, predicted each response as the overlap of the pRF with the stimulus aperture"
+        f"{reference}, predicted each response as the overlap of the pRF with the stimulus aperture"
         + (f" ({fov_deg:g}° wide)" if fov_deg else "")
         + f", convolved with the {hrf} haemodynamic response function{cite.cite('hrf')} integrated over "
         f"each repetition time" + (f" (TR {tr:g} s)" if tr else "") + f" and sampled at {stref:g} of it. "
     )
 
 
-def _search(settings: Mapping[str, Any], cite: Citations) -> str:
-    refine = str(settings.get("refine", "lm"))
+def _search(settings: FitSettings | None, cite: Citations) -> str:
+    refine = settings.refine if settings else "lm"
     spec = catalog.REFINERS.get(refine)
     refiner = (
         "no further refinement (the grid estimates are the results)"
         if refine == "none"
         else f"a refinement by {spec.description if spec else refine}"
     )
-    grid = settings.get("grid_points")
+    grid = settings.grid_points if settings else None
     text = (
         f"A grid search over {grid if grid is not None else 'a grid of'} candidate pRFs chose the starting "
-        f"values, followed by {refiner}{cite.cite(REFINER_REFERENCES.get(refine))}"
+        f"values, followed by {refiner}{cite.cite_text(spec.reference if spec else None)}"
     )
-    if refine != "none" and settings.get("refine_r2_min"):
-        text += f" of the units whose grid fit explained at least r² = {settings['refine_r2_min']:g}"
+    if refine != "none" and settings and settings.refine_r2_min:
+        text += f" of the units whose grid fit explained at least r² = {settings.refine_r2_min:g}"
     return text + ". "
 
 
-def _software(settings: Mapping[str, Any], backend: Mapping[str, Any], cite: Citations) -> str:
-    engine = backend.get("backend", settings.get("backend", "an unrecorded backend"))
-    version = backend.get("version", settings.get("backend_version", ""))
-    keras = backend.get("keras", settings.get("keras_version", ""))
-    device = backend.get("device", settings.get("device", "cpu"))
+def _software(settings: FitSettings | None, backend: Mapping[str, Any], cite: Citations) -> str:
+    engine = backend.get("backend", settings.backend if settings else "an unrecorded backend")
+    version = backend.get("version", settings.backend_version if settings else "")
+    keras = backend.get("keras", settings.keras_version if settings else "")
+    device = backend.get("device", settings.device if settings else "cpu")
     return f"The fits ran with Keras {keras}{cite.cite('keras')} on {engine} {version} ({device}). "
 
 
 def methods_text(
     *,
     model: str,
-    settings: Mapping[str, Any],
+    settings: FitSettings | None,
     backend: Mapping[str, Any],
     preprocessing: Mapping[str, Any],
     dummy_scans: int,
@@ -137,7 +131,7 @@ def methods_text(
     ----------
     model : str
         The pRF model.
-    settings : mapping
+    settings : FitSettings or None
         ``FitResult.settings`` (refine, hrf, grid_points, refine_r2_min, slice_time_ref, ...).
     backend : mapping
         ``backend_info()`` (backend, version, keras, device).

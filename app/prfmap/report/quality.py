@@ -1,5 +1,4 @@
-"""Per-run data quality: temporal SNR of the BOLD and framewise displacement from fMRIPrep's
-confounds."""
+"""Per-run data quality: temporal SNR of the BOLD and framewise displacement from fMRIPrep's confounds."""
 
 from __future__ import annotations
 
@@ -85,7 +84,7 @@ def temporal_snr(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def framewise_displacement(confounds: Path, dummy_scans: int) -> np.ndarray | None:
-    """fMRIPrep's ``framewise_displacement`` column, without the dummy scans (``None`` if absent)."""
+    """FMRIPrep's ``framewise_displacement`` column, without the dummy scans (``None`` if absent)."""
     table = pd.read_csv(confounds, sep="\t", na_values=["n/a"])
     if "framewise_displacement" not in table:
         return None

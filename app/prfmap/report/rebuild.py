@@ -21,6 +21,7 @@ from bids.layout import parse_file_entities
 
 from prfmap.config import Config
 from prfmap.derivatives import MAP_SUFFIX, PYBIDS_CONFIG
+from prfmap.engine.settings import FitSettings
 from prfmap.errors import MissingInputError, PrfmapError
 from prfmap.io.aperture import load_aperture
 from prfmap.io.bids import find_inputs
@@ -141,6 +142,15 @@ def _design(meta: Mapping[str, Any], tr: float | None, links: Mapping[str, Path]
         return None
 
 
+def _settings(meta: Mapping[str, Any], path: Path) -> FitSettings | None:
+    """The fit settings a map's sidecar records; None (with a warning) when it holds none or others."""
+    try:
+        return FitSettings.from_dict(meta["FitSettings"])
+    except (KeyError, TypeError, ValueError) as err:
+        log.warning("%s: no fit settings in its sidecar (%s); the report leaves them out", path.name, err)
+        return None
+
+
 def _context(
     files: list[tuple[Path, dict]],
     subject: str,
@@ -173,7 +183,15 @@ def _context(
         dummy_scans=max(dummy) if isinstance(dummy, list) and dummy else int(dummy or 0),
         design=_design(meta, tr, links, output_dir),
         fov_deg=(meta.get("Stimulus") or {}).get("FieldOfViewDeg"),
-        settings=dict(meta.get("FitSettings") or {}),
+        settings=_settings(meta, path),
+        extra_settings={
+            key: meta[name]
+            for key, name in (
+                ("slice_time_reference", "SliceTimeReference"),
+                ("variance_explained", "VarianceExplained"),
+            )
+            if name in meta
+        },
         backend=dict(meta.get("Software") or {}),
         timings=dict(meta.get("Timings") or {}),
         surface=surface,

@@ -14,8 +14,10 @@ from prfmap.report.legends import MapStyle, draw_colour_bar, draw_colour_wheel
 
 
 def to_image(values: np.ndarray, mask: np.ndarray, affine: np.ndarray) -> nib.Nifti1Image:
-    """A 3-D image of (units,) in-mask values (C order), 0 outside the mask (nilearn warns on stderr
-    about every non-finite value it draws)."""
+    """A 3-D image of (units,) in-mask values (C order), 0 outside the mask.
+
+    Not NaN: nilearn warns on stderr about every non-finite value it draws.
+    """
     volume = np.zeros(mask.shape, dtype=np.float32)
     volume[mask] = values
     return nib.Nifti1Image(volume, affine)
@@ -39,8 +41,11 @@ def find_anatomy(subject: str, space: str, fmriprep_dir: Path | None) -> Path | 
 def centre_of(
     values: np.ndarray, shown: np.ndarray, mask: np.ndarray, affine: np.ndarray
 ) -> tuple[float, ...]:
-    """World coordinates (mm) of the slices: the centre of the shown units weighted by ``values``,
-    with the sagittal slice through the left hemisphere's shown units when there are any."""
+    """World coordinates (mm) of the slices.
+
+    The centre of the shown units weighted by ``values``, with the sagittal slice through the left
+    hemisphere's shown units when there are any.
+    """
     xyz = nib.affines.apply_affine(affine, np.argwhere(mask))
     if not shown.any():
         return tuple(float(c) for c in xyz.mean(axis=0))

@@ -2,7 +2,7 @@
 
 Keras 3 runs the models; what Keras does not abstract lives in one module per backend, as Keras does in
 ``keras/src/backend/``, and only the selected backend's module is imported. No module of prfmap outside
-this folder imports jax, torch or tensorflow. Each backend module provides:
+this folder imports jax, torch or tensorflow. Each backend module provides (:class:`BackendModule`):
 
 - ``NAME``; ``LOOPS_COMPILE`` (whether a whole ``keras.ops.while_loop`` compiles well);
 - ``compile_fun(fn)``, ``value_and_grad(fn, has_aux)``, ``is_out_of_memory(exc)``;
@@ -20,9 +20,133 @@ import importlib
 import importlib.util
 import os
 import sys
+from collections.abc import Callable
 from types import ModuleType
+from typing import Any, Protocol
 
 from prfmap.errors import UsageError
+
+
+class BackendModule(Protocol):
+    """What each backend module (``jax.py``, ``torch.py``, ``tensorflow.py``) provides.
+
+    Attributes
+    ----------
+    NAME : str
+        The backend's name (``KERAS_BACKEND``).
+    LOOPS_COMPILE : bool
+        Whether a whole ``keras.ops.while_loop`` compiles well on it (else a compiled step is looped
+        from Python).
+    """
+
+    NAME: str
+    LOOPS_COMPILE: bool
+
+    def compile_fun(
+        self, fn: Callable[..., Any], static_argnames: tuple[str, ...] = ()
+    ) -> Callable[..., Any]:
+        """The backend's compiled version of a traceable function.
+
+        Parameters
+        ----------
+        fn : callable
+            A function of tensors (``keras.ops`` only).
+        static_argnames : tuple of str
+            Arguments that are not tensors and select a trace.
+
+        Returns
+        -------
+        callable
+        """
+        ...
+
+    def value_and_grad(self, fn: Callable[..., Any], has_aux: bool = False) -> Callable[..., Any]:
+        """``fn`` and its gradient with respect to its first argument, by the backend's autodiff.
+
+        Parameters
+        ----------
+        fn : callable
+            A scalar function of tensors (``(value, aux)`` with ``has_aux``).
+        has_aux : bool
+            ``fn`` also returns auxiliary values.
+
+        Returns
+        -------
+        callable
+            ``f(*args) -> (value, gradient)`` (``((value, aux), gradient)`` with ``has_aux``).
+        """
+        ...
+
+    def is_out_of_memory(self, exc: BaseException) -> bool:
+        """Whether an exception means the device ran out of memory.
+
+        Parameters
+        ----------
+        exc : BaseException
+            What a compiled call raised.
+
+        Returns
+        -------
+        bool
+        """
+        ...
+
+    def version(self) -> str:
+        """The framework's version.
+
+        Returns
+        -------
+        str
+        """
+        ...
+
+    def device(self) -> str:
+        """The device the engine runs on (``cpu``, ``cuda:0``...).
+
+        Returns
+        -------
+        str
+        """
+        ...
+
+    def free_memory(self) -> int | None:
+        """Free bytes of the device.
+
+        Returns
+        -------
+        int or None
+            None on a CPU or when the backend cannot tell.
+        """
+        ...
+
+    def enable_float64(self) -> None:
+        """Let the backend compute in float64."""
+        ...
+
+    def configure_threads(self, n: int) -> None:
+        """Bound the backend's own thread pools.
+
+        Parameters
+        ----------
+        n : int
+            Threads.
+        """
+        ...
+
+    def matmul(self, a: Any, b: Any) -> Any:
+        """The product, where ``keras.ops.matmul`` does not do (optional; torch: it keeps float64).
+
+        Parameters
+        ----------
+        a, b : tensor
+            Operands, broadcast as ``keras.ops.matmul`` broadcasts them.
+
+        Returns
+        -------
+        tensor
+        """
+        ...
+
 
 SUPPORTED_BACKENDS = ("jax", "torch", "tensorflow")
 _PACKAGE_OF = {"jax": "jax", "torch": "torch", "tensorflow": "tensorflow"}
@@ -119,7 +243,13 @@ def _set_environment(nprocs: int | None, omp_threads: int | None, device: str) -
 
 
 def get_backend() -> ModuleType:
-    """Return the backend module matching Keras' active backend (this imports Keras)."""
+    """Return the backend module matching Keras' active backend (this imports Keras).
+
+    Returns
+    -------
+    module
+        The backend module (:class:`BackendModule`) of Keras' active backend.
+    """
     # Imported here: Keras reads KERAS_BACKEND when first imported, which select_backend sets first.
     import keras
 
@@ -130,10 +260,20 @@ def get_backend() -> ModuleType:
 
 
 def compile_enabled() -> bool:
-    """Whether hot functions are compiled (``PRFMAP_COMPILE=0`` turns it off for debugging)."""
+    """Whether hot functions are compiled (``PRFMAP_COMPILE=0`` turns it off for debugging).
+
+    Returns
+    -------
+    bool
+    """
     return os.environ.get("PRFMAP_COMPILE", "1") not in ("0", "false", "False", "no")
 
 
 def loops_compiled() -> bool:
-    """Whether iterative solvers run as one compiled loop (else: a compiled step called from Python)."""
+    """Whether iterative solvers run as one compiled loop (else: a compiled step called from Python).
+
+    Returns
+    -------
+    bool
+    """
     return get_backend().LOOPS_COMPILE and compile_enabled()

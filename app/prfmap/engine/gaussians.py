@@ -1,0 +1,223 @@
+"""The models built from isotropic Gaussians summed over the stimulus: ``gauss``, ``css``, ``dog``, ``dn``.
+
+Each is a :class:`~prfmap.engine.models.PRFModel` subclass with its analytic Jacobian; the catalogue
+entries (:data:`prfmap.engine.catalog.MODELS`) name them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from keras import ops
+
+from prfmap.engine.core_ops import at_least, matmul
+from prfmap.engine.models import PRFModel
+from prfmap.engine.stimulus import StimulusTensors
+from prfmap.engine.transforms import EPS, Param
+
+
+def gaussian_responses(x: Any, y: Any, sigma: Any, stim: StimulusTensors, with_derivatives: bool) -> Any:
+    """Stimulus-summed unit-integral Gaussians and their derivatives in x, y and sigma.
+
+    Parameters
+    ----------
+    x, y, sigma : tensor, shape (units,)
+        Centres and sizes, degrees.
+    stim : StimulusTensors
+        The stimulated pixels (their area makes the response independent of the resolution).
+    with_derivatives : bool
+        Also the derivatives.
+
+    Returns
+    -------
+    tensor, shape (1 or 4, units, frames)
+        The response, then its derivatives in x, y and sigma.
+    """
+    dx = stim.x[None, :] - x[:, None]
+    dy = stim.y[None, :] - y[:, None]
+    r2 = dx * dx + dy * dy
+    s2 = (sigma * sigma)[:, None]
+    g = ops.exp(-0.5 * r2 / s2) * (stim.pixel_area / (2.0 * np.pi)) / s2
+    if with_derivatives:
+        sig = sigma[:, None]
+        g = ops.stack([g, g * dx / s2, g * dy / s2, g * (r2 / (s2 * sig) - 2.0 / sig)])
+    else:
+        g = g[None]
+    return matmul(g, stim.design)
+
+
+class GaussModel(PRFModel):
+    """Isotropic 2-D Gaussian pRF (Dumoulin & Wandell 2008)."""
+
+    name = "gauss"
+    params = (Param("x", "identity", 0.0), Param("y", "identity", 0.0), Param("sigma", "exp", 1.0))
+
+    def neural(self, theta, stim, jacobian):
+        """The response of :meth:`PRFModel.neural` for this model."""
+        return gaussian_responses(theta[:, 0], theta[:, 1], theta[:, 2], stim, jacobian)
+
+
+class CSSModel(GaussModel):
+    """Compressive spatial summation (Kay et al. 2013): the Gaussian response to the power n ≤ 1."""
+
+    name = "css"
+    params = GaussModel.params + (Param("n", "sigmoid", 0.5),)
+    seed_grid = {
+        "n": (0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),  # 1: the Gaussian, a dead end
+        "sigma": (0.8, 0.85, 0.9, 0.95, 1.0, 1.05),
+    }
+
+    def seed_candidates(self, theta, keep=()):
+        """As the base class.
+
+        A Gaussian size σ becomes σ·√n (Kay et al. 2013: a CSS pRF of size σ and exponent n responds like a
+        Gaussian of size σ/√n), unless ``sigma`` is kept.
+        """
+        out = super().seed_candidates(theta, keep)
+        if "sigma" not in keep:
+            out[:, :, 2] *= np.sqrt(out[:, :, 3])
+        return out
+
+    def neural(self, theta, stim, jacobian):
+        """The response of :meth:`PRFModel.neural` for this model."""
+        s = super().neural(theta, stim, jacobian)
+        n = theta[:, 3][:, None]
+        base = at_least(s[0], EPS)
+        log_base = ops.log(base)
+        out = ops.exp(n * log_base)
+        if not jacobian:
+            return out[None]
+        scale = ops.where(s[0] > EPS, n * out / base, 0.0)
+        return ops.concatenate([out[None], s[1:] * scale[None], (out * log_base)[None]], axis=0)
+
+    def report(self, theta, amplitude):
+        """Reported parameters, as :meth:`PRFModel.report`."""
+        return {**super().report(theta, amplitude), "n": theta[:, 3]}
+
+
+class DoGModel(GaussModel):
+    """Difference of Gaussians: centre minus a wider surround of relative amplitude ``ratio``."""
+
+    name = "dog"
+    params = GaussModel.params + (Param("surround_scale", "scale", 3.0), Param("surround_ratio", "exp", 0.1))
+    seed_grid = {
+        "surround_scale": (1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0),
+        "surround_ratio": (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5),
+    }
+
+    def neural(self, theta, stim, jacobian):
+        """The response of :meth:`PRFModel.neural` for this model."""
+        x, y, sigma, scale, ratio = (theta[:, k] for k in range(5))
+        c = gaussian_responses(x, y, sigma, stim, jacobian)
+        s = gaussian_responses(x, y, sigma * scale, stim, jacobian)
+        rho = ratio[:, None]
+        out = c[0] - rho * s[0]
+        if not jacobian:
+            return out[None]
+        return ops.stack(
+            [
+                out,
+                c[1] - rho * s[1],
+                c[2] - rho * s[2],
+                c[3] - rho * s[3] * scale[:, None],
+                -rho * s[3] * sigma[:, None],
+                -s[0],
+            ]
+        )
+
+    def surround_strength(self, theta):
+        """The surround's integral relative to the centre's (``amplitude_surround / amplitude``)."""
+        return theta[:, 4]
+
+    def report(self, theta, amplitude):
+        """Reported parameters, as :meth:`PRFModel.report`."""
+        return {
+            **super().report(theta, amplitude),
+            "sigma_surround": theta[:, 2] * theta[:, 3],
+            "amplitude_surround": theta[:, 4] * amplitude,
+        }
+
+    def from_report(self, params):
+        """Natural parameters, as :meth:`PRFModel.from_report`."""
+        theta = super().from_report(params)
+        if "sigma_surround" in params:
+            theta[:, 3] = np.asarray(params["sigma_surround"]) / theta[:, 2]
+        if "amplitude_surround" in params:
+            theta[:, 4] = np.asarray(params["amplitude_surround"]) / np.asarray(params["amplitude"])
+        return theta
+
+
+class DNModel(GaussModel):
+    """Divisive normalisation (Aqil et al. 2021).
+
+    ``(a·s_c + b) / (c·s_n + d) − b / d`` with a wider normalisation Gaussian ``s_n``. The model has one
+    redundant scale (multiplying ``a, b, c, d`` by a constant changes nothing), so ``baseline_norm`` ``d``
+    is fixed at 1 by default; internally ``b`` is stored relative to the amplitude ``a``.
+    """
+
+    name = "dn"
+    params = GaussModel.params + (
+        Param("norm_scale", "scale", 3.0),
+        Param("amplitude_norm", "exp", 1.0),
+        Param("activation_ratio", "exp", 0.5),
+        Param("baseline_norm", "exp", 1.0),
+    )
+    seed_grid = {
+        "norm_scale": (1.5, 2.5, 4.0, 6.0),
+        "amplitude_norm": (0.1, 0.3, 1.0, 3.0),
+        "activation_ratio": (0.1, 0.3, 1.0),
+    }
+
+    def neural(self, theta, stim, jacobian):
+        """The response of :meth:`PRFModel.neural` for this model."""
+        x, y, sigma, scale, c, beta, d = (theta[:, k] for k in range(7))
+        sc = gaussian_responses(x, y, sigma, stim, jacobian)
+        sn = gaussian_responses(x, y, sigma * scale, stim, jacobian)
+        c, beta, d = c[:, None], beta[:, None], d[:, None]
+        q = c * sn[0] + d
+        num = sc[0] + beta
+        out = num / q - beta / d
+        if not jacobian:
+            return out[None]
+        d_sc = 1.0 / q
+        d_sn = -c * num / (q * q)
+        return ops.stack(
+            [
+                out,
+                d_sc * sc[1] + d_sn * sn[1],
+                d_sc * sc[2] + d_sn * sn[2],
+                d_sc * sc[3] + d_sn * sn[3] * scale[:, None],
+                d_sn * sn[3] * sigma[:, None],
+                -sn[0] * num / (q * q),
+                1.0 / q - 1.0 / d,
+                -num / (q * q) + beta / (d * d),
+            ]
+        )
+
+    def surround_strength(self, theta):
+        """``amplitude_norm / baseline_norm``: the most the pool changes the denominator, relatively."""
+        return theta[:, 4] / theta[:, 6]
+
+    def report(self, theta, amplitude):
+        """Reported parameters, as :meth:`PRFModel.report`."""
+        return {
+            **super().report(theta, amplitude),
+            "sigma_norm": theta[:, 2] * theta[:, 3],
+            "amplitude_norm": theta[:, 4],
+            "baseline_activation": theta[:, 5] * amplitude,
+            "baseline_norm": theta[:, 6],
+        }
+
+    def from_report(self, params):
+        """Natural parameters, as :meth:`PRFModel.from_report`."""
+        theta = super().from_report(params)
+        if "sigma_norm" in params:
+            theta[:, 3] = np.asarray(params["sigma_norm"]) / theta[:, 2]
+        if "baseline_activation" in params:
+            theta[:, 5] = np.asarray(params["baseline_activation"]) / np.asarray(params["amplitude"])
+        return theta
+
+
+_INSTANCES: dict[str, PRFModel] = {}
+"""One instance per model name: the engine's compiled functions are keyed by it."""

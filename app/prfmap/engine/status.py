@@ -1,0 +1,89 @@
+"""The fit status of a unit: bits of the ``status`` map, what each means, and how to decode a map."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+STATUS_FLAGS: dict[int, tuple[str, str]] = {
+    1: (
+        "no_signal",
+        "no usable data (non-finite or constant after the nuisance projection) or no "
+        "positive response anywhere on the grid: every parameter and r2 are NaN",
+    ),
+    2: (
+        "grid_only",
+        "not refined (the grid's r2 is below refine_r2_min): the grid point and its linear fit are written",
+    ),
+    4: (
+        "at_bound",
+        "the refinement stopped on a bound of a parameter other than sigma's floor, or "
+        "the centre on the largest eccentricity (FitSettings.bounds): the estimate is written but "
+        "the best fit may lie beyond the bound",
+    ),
+    8: ("not_converged", "the refinement used all its iterations without converging"),
+    16: (
+        "refinement_rejected",
+        "the refinement ended outside the model's valid range (amplitude not "
+        "positive or a non-finite cost): the start (grid point or seed) and its linear fit are "
+        "written instead",
+    ),
+    32: (
+        "surround_vanished",
+        "the surround or normalisation pool of a DoG or DN fit vanished: the "
+        "fit is that of a Gaussian and its extra parameters are not estimates",
+    ),
+    64: (
+        "not_reproducible",
+        "the held-out runs' correlation with the fold predictions is not "
+        "significant (z of the cross-validation, autocorrelation-corrected, below the one-sided "
+        "Bonferroni limit over the fitted units for a family-wise error of 0.05): the fit does not "
+        "predict the held-out runs",
+    ),
+    128: (
+        "size_at_floor",
+        "sigma stopped at the resolution floor (one aperture pixel): the pRF is "
+        "smaller than the stimulus resolves, sigma is an upper limit; the position is an estimate",
+    ),
+}
+"""Bits of the ``status`` map; a unit's status is the sum of the bits that apply to it."""
+
+STATUS_BITS: dict[str, int] = {name: bit for bit, (name, _) in STATUS_FLAGS.items()}
+"""Each status flag's bit, by name."""
+
+DOUBTFUL = ("at_bound", "not_converged", "refinement_rejected", "not_reproducible")
+"""Flags that mark an estimate as doubtful: the report and the group level leave such units out."""
+
+DOUBTFUL_BITS = sum(STATUS_BITS[name] for name in DOUBTFUL)
+"""The bits of :data:`DOUBTFUL` together (a unit is doubtful when ``status & DOUBTFUL_BITS``)."""
+
+
+def status_codes(status: Any) -> np.ndarray:
+    """A status map (float, as written; NaN read as 0) as integer bit codes.
+
+    Parameters
+    ----------
+    status : array-like
+        A status map.
+
+    Returns
+    -------
+    ndarray of int64
+    """
+    return np.nan_to_num(np.asarray(status, dtype=np.float64), nan=0.0).astype(np.int64)
+
+
+def doubtful(status: Any) -> np.ndarray:
+    """Per unit: the status map has a bit of :data:`DOUBTFUL`.
+
+    Parameters
+    ----------
+    status : array-like
+        A status map.
+
+    Returns
+    -------
+    ndarray of bool
+    """
+    return (status_codes(status) & DOUBTFUL_BITS) != 0

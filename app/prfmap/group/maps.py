@@ -1,0 +1,195 @@
+"""The participants' maps the group level reads: which fit they belong to, in which template space."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from bids.layout import parse_file_entities
+
+from prfmap.derivatives import MAP_SUFFIX, PYBIDS_CONFIG, OutputKey
+from prfmap.errors import BadDataError
+from prfmap.io.bold import read_dscalar, read_gifti
+
+logger = logging.getLogger(__name__)
+
+TEMPLATE_SPACES = ("fsaverage", "fsaverage5", "fsaverage6", "fsLR")
+HEMIS = ("L", "R")
+
+
+@dataclass(frozen=True)
+class FitKey:
+    """What participants must share to be combined: task, template space, density, model."""
+
+    task: str
+    space: str
+    den: str | None
+    model: str
+
+    def __str__(self) -> str:
+        den = f" den-{self.den}" if self.den else ""
+        return f"task-{self.task} space-{self.space}{den} model-{self.model}"
+
+
+@dataclass
+class ParticipantMaps:
+    """One participant's (and session's) maps of one fit, read per hemisphere.
+
+    Attributes
+    ----------
+    key : OutputKey
+        The entities of the fit.
+    files : list of Path
+        The files the maps come from.
+    maps : dict
+        Parameter label → hemisphere → (vertices,) float array.
+    fov_deg : float or None
+        Width of the stimulated field, from the maps' sidecars (``Stimulus.FieldOfViewDeg``).
+    """
+
+    key: OutputKey
+    files: list[Path] = field(default_factory=list)
+    maps: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    fov_deg: float | None = None
+
+    @property
+    def fit(self) -> FitKey:
+        """The fit this map set belongs to."""
+        k = self.key
+        return FitKey(k.task, k.space, k.den, k.model)
+
+
+PYBIDS_CONFIGS = ["bids", "derivatives", PYBIDS_CONFIG]
+
+
+def output_key(entities: dict[str, str]) -> OutputKey | None:
+    """The fit a map belongs to, from its file entities; None for a file that is not a prfmap map.
+
+    Parameters
+    ----------
+    entities : dict
+        pybids' entities of a file.
+
+    Returns
+    -------
+    OutputKey or None
+    """
+    required = ("subject", "task", "space", "model")
+    if any(k not in entities for k in required):
+        return None
+    return OutputKey(
+        subject=entities["subject"],
+        session=entities.get("session"),
+        task=entities["task"],
+        space=entities["space"],
+        den=entities.get("den"),
+        res=entities.get("res"),
+        model=entities["model"],
+    )
+
+
+def sidecar_fov(path: Path) -> float | None:
+    """The stimulus field of view a map's sidecar records, if any.
+
+    Parameters
+    ----------
+    path : Path
+        A map file.
+
+    Returns
+    -------
+    float or None
+    """
+    sidecar = path.with_name(path.name.split(".")[0] + ".json")
+    try:
+        fov = json.loads(sidecar.read_text()).get("Stimulus", {}).get("FieldOfViewDeg")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(fov) if isinstance(fov, int | float) else None
+
+
+def read_gifti_map(path: Path) -> np.ndarray:
+    """One map of a GIFTI file as a (vertices,) array.
+
+    Parameters
+    ----------
+    path : Path
+        A ``.func.gii`` with one map.
+
+    Returns
+    -------
+    ndarray
+    """
+    values = read_gifti(path)
+    if values.ndim != 2 or values.shape[1] != 1:
+        raise BadDataError(f"{path} holds {values.shape[1]} maps, not one; re-run the participant level")
+    return values[:, 0].astype(np.float64)
+
+
+def read_cifti_maps(path: Path) -> dict[str, dict[str, np.ndarray]]:
+    """The maps of a CIFTI dscalar per label and hemisphere, on the fsLR 32k vertices.
+
+    Parameters
+    ----------
+    path : Path
+        A ``.dscalar.nii``.
+
+    Returns
+    -------
+    dict
+        Label → hemisphere → (vertices,) values.
+    """
+    maps, geometry = read_dscalar(path)
+    surface = geometry.surface()
+    return {name: surface.split(values) for name, values in maps.items()}
+
+
+def find_participant_maps(
+    output_dir: str | Path, participant_labels: Sequence[str] | None = None
+) -> list[ParticipantMaps]:
+    """Read every participant's surface maps under ``output_dir``.
+
+    Parameters
+    ----------
+    output_dir : str or Path
+        The BIDS-App output folder written by the participant level.
+    participant_labels : sequence of str, optional
+        Only these participants (with or without ``sub-``).
+
+    Returns
+    -------
+    list of ParticipantMaps
+        One per (participant, session, task, space, density, model), GIFTI (one file per
+        parameter and hemisphere) and CIFTI (one ``dscalar`` per fit, cortex only).
+        File names are parsed by pybids with prfmap's config (``param``) and checked against the
+        participant level's naming (:meth:`prfmap.derivatives.OutputKey.stem`); other files are
+        ignored.
+    """
+    wanted = {p.removeprefix("sub-") for p in participant_labels} if participant_labels else None
+    found: dict[OutputKey, ParticipantMaps] = {}
+    for path in sorted(Path(output_dir).glob(f"sub-*/**/func/sub-*_{MAP_SUFFIX}.*")):
+        entities = {k: str(v) for k, v in parse_file_entities(str(path), config=PYBIDS_CONFIGS).items()}
+        ext = entities.get("extension", "")
+        key = output_key(entities)
+        if key is None or (wanted is not None and key.subject not in wanted):
+            continue
+        if ext == ".func.gii" and "hemi" in entities and "param" in entities:
+            hemi, param = entities["hemi"], entities["param"]
+            if f"{key.stem(hemi=hemi, param=param)}_{MAP_SUFFIX}{ext}" != path.name:
+                continue
+            entry = found.setdefault(key, ParticipantMaps(key))
+            entry.maps.setdefault(param, {})[hemi] = read_gifti_map(path)
+            entry.files.append(path)
+            entry.fov_deg = entry.fov_deg or sidecar_fov(path)
+        elif ext == ".dscalar.nii" and "param" not in entities:
+            if f"{key.stem()}_{MAP_SUFFIX}{ext}" != path.name:
+                continue
+            entry = found.setdefault(key, ParticipantMaps(key))
+            entry.maps.update(read_cifti_maps(path))
+            entry.files.append(path)
+            entry.fov_deg = entry.fov_deg or sidecar_fov(path)
+    return list(found.values())

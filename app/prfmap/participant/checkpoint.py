@@ -1,0 +1,322 @@
+"""Resumable fitting: the units are fitted in chunks, each saved atomically as soon as it is done.
+
+A chunk file lives in ``<folder>/<key>/`` where ``key`` hashes everything that determines the
+result (the data and stimulus arrays, the input files' names, sizes and modification times, the
+fit arguments, the chunk size, prfmap's version and the backend). A run started again with the same
+arguments reuses the chunks of that key and fits only the missing ones; any change gives another key,
+so old chunks are ignored rather than mixed in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+import zipfile
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from prfmap import __version__
+from prfmap.engine import FitResult, Stimulus, backend_info, fit_prf
+from prfmap.engine.settings import FitSettings
+from prfmap.io.atomic import atomic_path, write_text_atomic
+from prfmap.runtime.signals import check_stop
+
+logger = logging.getLogger(__name__)
+CHECKPOINT_FORMAT = 2  # 2: chunks hold the per-unit fit status
+
+
+def file_identity(paths: Sequence[str | os.PathLike[str]]) -> list[list[Any]]:
+    """``[path, size, mtime_ns]`` of each input file (a missing file gets ``-1``s).
+
+    Parameters
+    ----------
+    paths : sequence of path-like
+        Input files.
+
+    Returns
+    -------
+    list
+        ``[path, size, mtime_ns]`` per file.
+    """
+    out = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+            out.append([str(p), st.st_size, st.st_mtime_ns])
+        except OSError:
+            out.append([str(p), -1, -1])
+    return out
+
+
+def array_digest(*arrays: np.ndarray | None) -> str:
+    """A BLAKE2 digest of the shapes, dtypes and bytes of ``arrays`` (None counts as empty).
+
+    Parameters
+    ----------
+    *arrays : ndarray or None
+        Arrays.
+
+    Returns
+    -------
+    str
+        32 hex digits.
+    """
+    h = hashlib.blake2b(digest_size=16)
+    for a in arrays:
+        if a is None:
+            h.update(b"none")
+            continue
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(memoryview(a).cast("B"))
+    return h.hexdigest()
+
+
+def checkpoint_key(identity: Mapping[str, Any]) -> str:
+    """The key (24 hex digits) of a JSON-able identity.
+
+    Parameters
+    ----------
+    identity : mapping
+        What determines a fit's result (JSON-able).
+
+    Returns
+    -------
+    str
+    """
+    text = json.dumps(identity, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _save_chunk(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> None:
+    with atomic_path(path, fsync=True) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, __meta__=np.array(json.dumps(meta)), **arrays)
+
+
+def _load_chunk(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files if k != "__meta__"}
+            meta = json.loads(str(npz["__meta__"]))
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+        logger.warning("ignoring unreadable checkpoint %s (%s)", path.name, err)
+        return None
+    return arrays, meta
+
+
+def _chunk_arrays(result: Any, predictions: bool) -> dict[str, np.ndarray]:
+    arrays = {f"param:{k}": np.asarray(v) for k, v in result.params.items()}
+    arrays |= {f"flag:{k}": np.asarray(v) for k, v in result.flags.items()}
+    arrays["r2"], arrays["loss"] = np.asarray(result.r2), np.asarray(result.loss)
+    arrays["status"] = np.asarray(result.status)
+    if predictions:
+        arrays["predictions"] = np.asarray(result.predictions, dtype=np.float32)
+    return arrays
+
+
+def _merge(model: str, chunks: list[tuple[dict[str, np.ndarray], dict[str, Any]]], chunk: int) -> FitResult:
+    first = chunks[0][0]
+    params = {
+        k.partition(":")[2]: np.concatenate([c[0][k] for c in chunks])
+        for k in first
+        if k.startswith("param:")
+    }
+    flags = {
+        k.partition(":")[2]: np.concatenate([c[0][k] for c in chunks]) for k in first if k.startswith("flag:")
+    }
+    predictions = None
+    if "predictions" in first:
+        predictions = np.concatenate([c[0]["predictions"] for c in chunks])
+    first_settings, *others = (FitSettings.from_dict(c[1]["settings"]) for c in chunks)
+    settings = first_settings.merged(others, chunk)
+    timings: dict[str, float] = {}
+    for _, meta in chunks:
+        for k, v in meta["timings"].items():
+            timings[k] = timings.get(k, 0.0) + float(v)
+    r2 = np.concatenate([c[0]["r2"] for c in chunks])
+    loss = np.concatenate([c[0]["loss"] for c in chunks])
+    status = np.concatenate([c[0]["status"] for c in chunks])
+    return FitResult(model, params, r2, loss, timings, settings, predictions, status, flags)
+
+
+def fit_chunked(  # noqa: PLR0913 - keyword-only: what a chunked fit needs and what tells it apart
+    data: np.ndarray,
+    stim: Stimulus,
+    tr: float,
+    *,
+    folder: Path,
+    chunk: int,
+    fit_kwargs: Mapping[str, Any],
+    inputs: Sequence[str | os.PathLike[str]] = (),
+    name: str = "fit",
+    how_to_resume: str = "run the same command again to resume",
+    progress: Callable[[str, int, int], None] | None = None,
+    budget: Any = None,
+    settings: Mapping[str, Any] | None = None,
+) -> FitResult:
+    """Fit ``data`` with :func:`prfmap.engine.fit_prf` chunk by chunk, reusing saved chunks.
+
+    Parameters
+    ----------
+    data, stim, tr : ndarray, prfmap.engine.Stimulus, float
+        (units, frames) preprocessed time courses, the stimulus and the repetition time (s).
+    folder : Path
+        Where this fit's checkpoints live (one sub-folder per key).
+    chunk : int
+        Units per chunk.
+    fit_kwargs : mapping
+        Keyword arguments of ``fit_prf`` (model, refine, nuisance, seed, mem_gb...).
+    inputs : sequence of path-like
+        Input files whose names, sizes and modification times enter the key.
+    name, how_to_resume : str
+        The fit's name in log messages; what to tell the user when a stop signal ends the run.
+    progress : callable, optional
+        ``progress(stage, done, total)``, passed on to the engine, plus ``("chunks", i, n)``.
+    budget : JSON-able, optional
+        What identifies the memory budget in the key instead of ``chunk`` and ``fit_kwargs["mem_gb"]``,
+        e.g. ``"auto"`` for a default derived from the memory available now. A run resuming a key
+        then uses the chunk size and engine budget saved with it, so all its chunks share their tiles.
+    settings : mapping, optional
+        What identifies the fit's options in the key: the configuration's fit section (plus
+        whether predictions are kept). Default: ``fit_kwargs`` without the arrays and the budget.
+
+    Returns
+    -------
+    prfmap.engine.FitResult
+        The merged result; ``settings`` gains ``chunks`` and ``chunk_units``.
+
+    Raises
+    ------
+    prfmap.runtime.signals.StopRequested
+        When SIGTERM/SIGINT arrived; raised after the chunk being fitted was saved.
+    """
+    kwargs = dict(fit_kwargs)
+    if settings is None:
+        settings = {k: v for k, v in kwargs.items() if k not in ("nuisance", "progress", "mem_gb")}
+    memory = budget if budget is not None else [int(chunk), kwargs.get("mem_gb")]
+    identity = _identity(data, stim, tr, kwargs, settings, inputs, memory)
+    where = Path(folder) / checkpoint_key(identity)
+    chunk, kwargs["mem_gb"] = _budget(where, identity, int(chunk), kwargs.get("mem_gb"), name)
+    starts = list(range(0, data.shape[0], chunk)) or [0]
+    chunks, fitted = [], 0
+    for i, start in enumerate(starts):
+        label = f"chunk {i + 1}/{len(starts)}"
+        stop = min(start + chunk, data.shape[0])
+        path = where / f"chunk-{i:05d}-of-{len(starts):05d}.npz"
+        loaded = _load_chunk(path) if path.exists() else None
+        if loaded is not None and loaded[1].get("units") == [start, stop]:
+            logger.info("%s: %s (units %d-%d) reused from checkpoint", name, label, start, stop)
+        else:
+            loaded = _fit_chunk(data, stim, tr, kwargs, path, start, stop, progress)
+            fitted += 1
+            logger.info(
+                "%s: %s (units %d-%d) fitted in %.1f s and saved",
+                name,
+                label,
+                start,
+                stop,
+                loaded[1]["seconds"],
+            )
+        chunks.append(loaded)
+        if progress:
+            progress("chunks", i + 1, len(starts))
+        check_stop(f"after chunk {i + 1} of {len(starts)} of {name} (saved in {where})", how_to_resume)
+    logger.info("%s: %d chunk(s) fitted, %d reused from %s", name, fitted, len(starts) - fitted, where)
+    return _merge(str(kwargs.get("model", "gauss")), chunks, chunk)
+
+
+def _budget(
+    where: Path, identity: Mapping[str, Any], chunk: int, mem_gb: float | None, name: str
+) -> tuple[int, float | None]:
+    """The chunk size and engine budget of a key: those saved with it, else the given ones (saved)."""
+    where.mkdir(parents=True, exist_ok=True)
+    saved = _read_identity(where / "identity.json")
+    if saved is not None:
+        logger.info(
+            "%s: resuming with the saved chunk size %d and engine budget %s GB",
+            name,
+            saved["chunk"],
+            saved["mem_gb"],
+        )
+        return int(saved["chunk"]), saved["mem_gb"]
+    used = {**identity, "used": {"chunk": chunk, "mem_gb": mem_gb}}
+    write_text_atomic(where / "identity.json", json.dumps(used, indent=2, default=str) + "\n")
+    return chunk, mem_gb
+
+
+def _identity(
+    data: np.ndarray,
+    stim: Stimulus,
+    tr: float,
+    kwargs: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    inputs: Sequence[str | os.PathLike[str]],
+    memory: Any,
+) -> dict[str, Any]:
+    """Everything that determines a chunk's result, as JSON-able values."""
+    nuisance = kwargs.get("nuisance")
+    return {
+        "prfmap": __version__,
+        "format": CHECKPOINT_FORMAT,
+        "backend": backend_info(),
+        "fit": dict(settings),
+        "tr": float(tr),
+        "stimulus": [array_digest(stim.design), float(stim.fov_deg), list(map(int, stim.run_lengths))],
+        "nuisance": array_digest(None if nuisance is None else np.asarray(nuisance)),
+        "data": array_digest(np.asarray(data)),
+        "inputs": file_identity(inputs),
+        "memory": memory,
+    }
+
+
+def _fit_chunk(
+    data: np.ndarray,
+    stim: Stimulus,
+    tr: float,
+    kwargs: Mapping[str, Any],
+    path: Path,
+    start: int,
+    stop: int,
+    progress: Callable[[str, int, int], None] | None,
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Fit units ``start:stop`` and save them atomically; returns the saved arrays and metadata."""
+    t0 = time.perf_counter()
+    result = fit_prf(data[start:stop], stim, tr, progress=progress, **kwargs)
+    meta = {"units": [start, stop], "settings": result.settings.to_dict(), "timings": result.timings}
+    meta = json.loads(json.dumps(meta, default=str))
+    arrays = _chunk_arrays(result, bool(kwargs.get("return_predictions")))
+    _save_chunk(path, arrays, meta)
+    return arrays, {**meta, "seconds": time.perf_counter() - t0}
+
+
+def _read_identity(path: Path) -> dict[str, Any] | None:
+    try:
+        used = json.loads(path.read_text())["used"]
+        return {"chunk": int(used["chunk"]), "mem_gb": used["mem_gb"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def remove_checkpoints(folder: Path) -> None:
+    """Delete a finished participant's checkpoint folder, and the two folders above it when left empty.
+
+    Parameters
+    ----------
+    folder : Path
+        ``<work>/checkpoints/sub-<label>``.
+    """
+    folder = Path(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+    for parent in (folder.parent, folder.parent.parent):
+        try:
+            parent.rmdir()
+        except OSError:
+            return

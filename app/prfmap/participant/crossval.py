@@ -1,0 +1,324 @@
+"""Cross-validated variance explained (``cvr2``): leave one run out, fit the others, predict it.
+
+Folds: with ``R >= 2`` runs, fold ``i`` holds out run ``i`` and fits the other runs combined as the
+main fit combines them (runs with the same aperture averaged, different apertures concatenated), so
+runs with the same aperture are left out one at a time and a run with its own aperture is predicted
+from a fit of the others. The fit's parameters (amplitude included) predict the held-out run from
+its own aperture.
+
+Definition, per unit: run ``i``'s data ``y_i`` and the prediction ``p_i`` are both projected onto the
+complement of that run's nuisance subspace (a constant, its DCT high-pass basis and confounds,
+exactly what its preprocessing removed), then over the folds ``F`` where both are finite
+
+    c    = Σ_F <y_i, p_i> / sqrt(Σ_F |y_i|² · Σ_F |p_i|²)
+    cvr2 = sign(c) · c²
+
+that is the fraction of the held-out runs' variance that the fold predictions explain with one gain
+fitted over all held-out data (and negative when they anti-correlate). One gain, not one per fold,
+keeps a single number fitted to held-out data; fitting it at all makes cvr2 measure what the pRF
+parameters predict, the shape and timing of the response, not a run's overall gain (attention,
+scanner drift, a run of pure noise gets cvr2 ≈ 0 rather than an arbitrarily negative value), and
+the same measure the issue-10 comparisons use (fitted time courses correlated with a held-out
+run). ``strict_cvr2`` (no gain: ``1 - Σ|y_i - p_i|² / Σ|y_i|²``) is returned alongside, for
+validation.
+
+Use (the workflow passes checkpointed fits; any fit and predictor work)::
+
+    from prfmap.participant.crossval import cross_validate, engine_predictor
+    cv = cross_validate(runs, keys, designs, fov_deg=20.0,
+                        fit=lambda train, stim, fold: fit_prf(train.data, stim, tr,
+                                                              nuisance=train.nuisance, **kwargs),
+                        predict=engine_predictor(tr, model="gauss", slice_time_ref=0.5))
+    cv.cvr2        # (units,)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.linalg import orth
+from scipy.stats import norm
+
+from prfmap.engine import HRF, FitResult, Stimulus, catalog, predict
+from prfmap.participant.preprocess import CombinedData, PreprocessedRun, combine_runs
+
+DEFINITION = (
+    "cross-validated variance explained: with R >= 2 runs, fold i fits all runs but run i (same "
+    "aperture averaged, different apertures concatenated) and predicts run i from its aperture; "
+    "data and prediction are projected onto the complement of run i's nuisance subspace (constant, "
+    "DCT high-pass, confounds); over the folds c = sum <y_i, p_i> / sqrt(sum |y_i|^2 * sum |p_i|^2) "
+    "and cvr2 = sign(c) * c^2: the fraction of the held-out runs' variance the fold predictions "
+    "explain with one gain fitted over all held-out runs (negative when they anti-correlate)"
+)
+"""The definition written in every ``cvr2`` sidecar and in the README."""
+PREDICT_CHUNK = 1024
+FAMILY_ALPHA = 0.05
+"""Family-wise error of the ``not_reproducible`` status flag over a fit's units (:func:`reproducible`)."""
+
+
+@dataclass(frozen=True)
+class Fold:
+    """One fold: the run held out and the runs fitted (indices into the runs given)."""
+
+    held_out: int
+    training: tuple[int, ...]
+
+
+FitFn = Callable[[CombinedData, Stimulus, Fold], FitResult]
+PredictFn = Callable[[FitResult, Stimulus], np.ndarray]
+
+
+@dataclass
+class CrossValidation:
+    """The cross-validated variance explained of every unit.
+
+    Attributes
+    ----------
+    cvr2 : ndarray
+        (units,) signed squared correlation over all held-out runs (see the module docstring);
+        NaN where no fold had finite data and prediction.
+    strict_cvr2 : ndarray
+        (units,) ``1 - Σ|y - p|² / Σ|y|²`` over the same folds, without a gain.
+    z : ndarray
+        (units,) ``Σ<y_i, p_i>`` over its standard deviation were the held-out data unrelated to
+        the predictions, both autocorrelated (Bartlett's variance of a cross-correlation:
+        ``Σ_k A_y(k) A_p(k)``, the autocovariance sums of data and prediction, Tukey-tapered over
+        a quarter of the run): about N(0, 1) without a pRF. NaN where cvr2 is.
+    folds : list of Fold
+        The folds, in order.
+    seconds : list of float
+        Seconds per fold (fit and prediction).
+    """
+
+    cvr2: np.ndarray
+    strict_cvr2: np.ndarray
+    z: np.ndarray
+    folds: list[Fold]
+    seconds: list[float] = field(default_factory=list)
+
+
+def reproducible(z: np.ndarray, alpha: float = FAMILY_ALPHA) -> np.ndarray:
+    """Units whose held-out correlation is significant.
+
+    ``z`` above the one-sided Bonferroni limit ``Φ⁻¹(1 − alpha / n)`` over the ``n`` units with a finite
+    ``z``.
+
+    Parameters
+    ----------
+    z : ndarray, shape (units,)
+        ``CrossValidation.z``.
+    alpha : float
+        Family-wise error.
+
+    Returns
+    -------
+    ndarray of bool
+    """
+    finite = np.isfinite(z)
+    limit = norm.isf(alpha / max(int(finite.sum()), 1))
+    return finite & (np.where(finite, z, -np.inf) >= limit)
+
+
+def leave_one_run_out(n_runs: int) -> list[Fold]:
+    """Fold ``i`` holds out run ``i`` and fits the others; none for fewer than two runs.
+
+    Parameters
+    ----------
+    n_runs : int
+        Runs of the fit.
+
+    Returns
+    -------
+    list of Fold
+    """
+    if n_runs < 2:
+        return []
+    return [Fold(i, tuple(j for j in range(n_runs) if j != i)) for i in range(n_runs)]
+
+
+def held_out_projection(run: PreprocessedRun) -> np.ndarray:
+    """Orthonormal (frames, k) basis of a run's nuisance subspace: a constant and its regressors.
+
+    Parameters
+    ----------
+    run : PreprocessedRun
+        The held-out run.
+
+    Returns
+    -------
+    ndarray, shape (frames, k)
+    """
+    n = run.data.shape[1]
+    return orth(np.column_stack([np.ones(n), run.nuisance]))
+
+
+def _project(values: np.ndarray, basis: np.ndarray) -> np.ndarray:
+    values = np.asarray(values, dtype=np.float64)
+    return values - (values @ basis) @ basis.T
+
+
+def cross_validate(
+    runs: Sequence[PreprocessedRun],
+    stimulus_keys: Sequence[str],
+    designs: Mapping[str, np.ndarray],
+    *,
+    fov_deg: float,
+    fit: FitFn,
+    predict: PredictFn,
+) -> CrossValidation:
+    """Leave-one-run-out ``cvr2`` of every unit.
+
+    Parameters
+    ----------
+    runs : sequence of PreprocessedRun
+        Every run of the fit, preprocessed (same units), in order.
+    stimulus_keys : sequence of str
+        One per run; equal keys saw the same aperture (``RunInput.stimulus_key``).
+    designs : mapping
+        Key → (frames, rows, cols) aperture.
+    fov_deg : float
+        Width of the aperture grid, degrees.
+    fit : callable
+        ``fit(training, stimulus, fold) -> FitResult``: fits the combined training runs (e.g.
+        :func:`prfmap.engine.fit_prf` with ``nuisance=training.nuisance``, or the workflow's
+        checkpointed fit).
+    predict : callable
+        ``predict(result, stimulus) -> (units, frames)``: the fold fit's time courses for a
+        held-out aperture (:func:`engine_predictor`).
+
+    Returns
+    -------
+    CrossValidation
+        Empty folds and NaN maps for fewer than two runs.
+    """
+    n_units = runs[0].data.shape[0] if runs else 0
+    sums = np.zeros((5, n_units))  # <y,p>, |y|², |p|², |y-p|², null variance of <y,p>
+    folds = leave_one_run_out(len(runs))
+    seconds = []
+    for fold in folds:
+        start = time.perf_counter()
+        training = combine_runs(
+            [runs[i] for i in fold.training], [stimulus_keys[i] for i in fold.training], designs
+        )
+        stim = Stimulus(training.design, fov_deg=fov_deg, run_lengths=training.run_lengths)
+        result = fit(training, stim, fold)
+        held = runs[fold.held_out]
+        design = designs[stimulus_keys[fold.held_out]]
+        prediction = predict(result, Stimulus(design, fov_deg=fov_deg))
+        _accumulate(sums, held, prediction)
+        seconds.append(time.perf_counter() - start)
+    return CrossValidation(*_scores(sums), folds, seconds)
+
+
+def _accumulate(sums: np.ndarray, held: PreprocessedRun, prediction: np.ndarray) -> None:
+    basis = held_out_projection(held)
+    y = _project(np.nan_to_num(held.data), basis)
+    p = _project(np.nan_to_num(prediction), basis)
+    ok = np.isfinite(held.data).all(axis=1) & np.isfinite(prediction).all(axis=1)
+    sums[0, ok] += np.sum(y * p, axis=1)[ok]
+    sums[1, ok] += np.sum(y * y, axis=1)[ok]
+    sums[2, ok] += np.sum(p * p, axis=1)[ok]
+    sums[3, ok] += np.sum((y - p) ** 2, axis=1)[ok]
+    sums[4, ok] += null_variance(y[ok], p[ok])
+
+
+def null_variance(y: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Variance of ``<y, p>`` (units,) were ``y`` and ``p`` independent stationary series (rows).
+
+    The held-out data's own autocovariance is used as it is, response included: conservative
+    where there is a response (its variance counts as noise), exact without one. Measured in
+    docs/validation.md: the data less its fit by ``p`` gives more power, but lets through noise
+    units that the r² threshold selected for resembling a response in every run.
+
+    Bartlett's formula: ``Σ_k A_y(k) A_p(k) / N`` over lags ``|k| < N/4``, ``A`` the
+    autocovariance sums, with a Tukey taper so that the estimate stays positive and stable.
+
+    Parameters
+    ----------
+    y, p : ndarray, shape (units, frames)
+        Projected held-out data and predictions.
+
+    Returns
+    -------
+    ndarray, shape (units,)
+    """
+    n = y.shape[1]
+    lags = max(n // 4, 1)
+    size = 2 * n
+
+    def autocovariance(x: np.ndarray) -> np.ndarray:
+        spectrum = np.fft.rfft(x, size, axis=1)
+        return np.fft.irfft(spectrum * spectrum.conj(), size, axis=1)[:, :lags]
+
+    taper = 0.5 * (1.0 + np.cos(np.pi * np.arange(lags) / lags))
+    taper[1:] *= 2.0  # lags ±k
+    return np.maximum(np.sum(taper * autocovariance(y) * autocovariance(p), axis=1) / n, 0.0)
+
+
+def _scores(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    cross, yy, pp, residual, variance = sums
+    valid = yy > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        c = np.where(valid & (pp > 0), cross / np.sqrt(yy * pp), 0.0)
+        strict = 1.0 - residual / yy
+        z = np.where(variance > 0, cross / np.sqrt(variance), 0.0)
+    cvr2 = np.where(valid, np.sign(c) * c**2, np.nan)
+    return cvr2, np.where(valid, strict, np.nan), np.where(valid, z, np.nan)
+
+
+def engine_predictor(
+    tr: float, model: str, *, slice_time_ref: float = 0.5, chunk: int = PREDICT_CHUNK
+) -> PredictFn:
+    """A ``predict`` for :func:`cross_validate`.
+
+    :func:`prfmap.engine.predict` on a fold fit's parameters and HRF (``settings.hrf_model``), ``chunk`` units
+    at a time (the last chunk padded, so one compiled shape serves all); NaN rows where the fit has no finite
+    parameters.
+
+    Parameters
+    ----------
+    tr : float
+        Repetition time, s.
+    model : str
+        The fitted model.
+    slice_time_ref : float
+        Where in each TR the volumes sample the signal.
+    chunk : int
+        Units per prediction.
+
+    Returns
+    -------
+    callable
+        ``predict(result, stimulus) -> (units, frames)``.
+    """
+
+    def predict_fold(result: FitResult, stim: Stimulus) -> np.ndarray:
+        params = {k: np.asarray(v, dtype=np.float64) for k, v in result.params.items()}
+        hrf = HRF.from_record(result.settings.hrf_model if result.settings is not None else None)
+        n = len(next(iter(params.values())))
+        finite = np.all([np.isfinite(v) for v in params.values()], axis=0)
+        safe = {k: np.where(finite, v, _neutral(k)) for k, v in params.items()}
+        out = np.full((n, stim.n_frames), np.nan)
+        for start in range(0, n, chunk):
+            stop = min(start + chunk, n)
+            block = {k: _padded(v[start:stop], chunk, _neutral(k)) for k, v in safe.items()}
+            values = predict(block, stim, tr, model, slice_time_ref=slice_time_ref, hrf=hrf)
+            out[start:stop] = values[: stop - start]
+        out[~finite] = np.nan
+        return out
+
+    return predict_fold
+
+
+def _neutral(key: str) -> float:
+    """A valid stand-in for a parameter of a unit without a fit (its prediction is discarded)."""
+    return catalog.PARAMETERS[key].neutral
+
+
+def _padded(values: np.ndarray, size: int, fill: float) -> np.ndarray:
+    if len(values) == size:
+        return values
+    return np.concatenate([values, np.full(size - len(values), fill)])

@@ -1,0 +1,180 @@
+"""The participant level: find runs, load and preprocess them, fit, write derivatives and reports.
+
+Runs are grouped per (participant, session, task, space); both hemispheres of a surface space are
+fitted together. Runs that saw the same stimulus are averaged, different stimuli concatenated.
+Everything a participant produces (maps, sidecars, series, report and figures) is written into a
+staging folder and published as one set, under the participant's lock (:mod:`prfmap.io.publish`);
+before that only log files exist.
+
+Each stage takes and returns frozen values, so a stage can be run (and tested) on its own:
+
+    plan.plan_fits(runs, model)                -> list[FitPlan]     runs fitted together
+    load.load_fit(plan, config, progress)      -> LoadedFit         BOLD, apertures, preprocessing
+    fit.fit_loaded(loaded, config, progress)   -> FitOutcome        participant HRF, checkpointed fit, cvr2
+    outputs.write_outcome(outcome, config, folder) -> tuple[Path, ...]  maps, series and sidecars
+    outputs.report_context(...)                -> ReportContext     what the report shows of a fit
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from prfmap.config import Config
+from prfmap.derivatives import (
+    relative_link,
+    source_datasets,
+    write_dataset_files,
+)
+from prfmap.errors import PrfmapError
+from prfmap.io.bids import find_runs
+from prfmap.io.publish import COMMIT, new_staging, participant_lock, publish_participant, recover_staging
+from prfmap.io.runs import RunInput
+from prfmap.participant.checkpoint import remove_checkpoints
+from prfmap.participant.fit import FitOutcome, fit_loaded
+from prfmap.participant.load import load_fit
+from prfmap.participant.outputs import report_context, write_outcome
+from prfmap.participant.plan import checkpoint_dir, how_to_resume, plan_fits, replaced_by
+from prfmap.report.participant import write_participant_report
+from prfmap.runtime.progress import make_progress
+from prfmap.runtime.signals import check_stop, stop_on_signal
+
+logger = logging.getLogger(__name__)
+
+
+def run_participant_level(config: Config, command: Sequence[str] = ()) -> list[Path]:
+    """Fit every selected participant and write their derivatives and reports.
+
+    Parameters
+    ----------
+    config : Config
+        Built by :func:`prfmap.cli.config.build_config`; the backend is already selected.
+    command : sequence of str
+        The command line, shown in the reports.
+
+    Returns
+    -------
+    list of Path
+        Every derivative file written.
+    """
+    execution, output_dir = config.execution, config.outputs.output_dir
+    if execution.mem_gb_auto:
+        logger.info("memory budget %.1f GB (--mem-gb; default: half the available memory)", execution.mem_gb)
+    with stop_on_signal(how_to_resume(config), exit_deadline=True), _work_dir(execution.work_dir) as work_dir:
+        recover_staging(output_dir)
+        runs = find_runs(config.inputs, work_dir=work_dir)
+        written: list[Path] = []
+        for subject in sorted({r.subject for r in runs}):
+            with _participant_log(output_dir, subject), participant_lock(output_dir, subject):
+                try:
+                    recover_staging(output_dir, subject)
+                    mine = [r for r in runs if r.subject == subject]
+                    written += run_participant(config, subject, mine, command)
+                except Exception as err:
+                    if not isinstance(err, PrfmapError):
+                        logger.error("sub-%s failed", subject, exc_info=True)
+                        err.prfmap_logged = True  # type: ignore[attr-defined]
+                    raise
+        return written
+
+
+def run_participant(
+    config: Config, subject: str, runs: Sequence[RunInput], command: Sequence[str] = ()
+) -> list[Path]:
+    """Load, fit, write and report every fit of one participant; returns the files published.
+
+    Parameters
+    ----------
+    config : Config
+        The run's configuration.
+    subject : str
+        The participant's label.
+    runs : sequence of RunInput
+        Its runs.
+    command : sequence of str
+        The command line, shown in the report.
+
+    Returns
+    -------
+    list of Path
+        The files published.
+    """
+    plans = plan_fits(runs, config.fit.model)
+    logger.info(
+        "sub-%s: %d run(s) in %d fit(s): %s",
+        subject,
+        len(runs),
+        len(plans),
+        ", ".join(p.name for p in plans),
+    )
+    with make_progress() as progress:
+        fitted = [fit_loaded(load_fit(plan, config, progress), config, progress) for plan in plans]
+    check_stop("after fitting every chunk, before writing outputs", how_to_resume(config))
+    output_dir = config.outputs.output_dir
+    logger.info("sub-%s: writing the outputs%s", subject, " and the report" if config.outputs.report else "")
+    stage = new_staging(output_dir, subject)
+    try:
+        published = _stage_and_publish(fitted, config, subject, stage, command)
+    except BaseException:
+        if not (stage / COMMIT).exists():  # nothing was published: the earlier set stands
+            shutil.rmtree(stage, ignore_errors=True)
+        raise
+    links = config.inputs.dataset_links
+    relative = {name: relative_link(path, output_dir) for name, path in links.items()}
+    write_dataset_files(output_dir, source_datasets(links), relative)
+    logger.info("sub-%s: published %d files under %s", subject, len(published), output_dir)
+    remove_checkpoints(checkpoint_dir(config, subject))
+    return published
+
+
+def _stage_and_publish(
+    fitted: list[FitOutcome], config: Config, subject: str, stage: Path, command: Sequence[str]
+) -> list[Path]:
+    """Write every output and the report into ``stage``, then publish them as the participant's set."""
+    output_dir = config.outputs.output_dir
+    start = time.perf_counter()
+    staged = [write_outcome(group, config, stage) for group in fitted]
+    write_seconds = time.perf_counter() - start
+    if config.outputs.report:
+        contexts = [
+            report_context(
+                group, [output_dir / p.relative_to(stage) for p in files], write_seconds, config, command
+            )
+            for group, files in zip(fitted, staged, strict=True)
+        ]
+        path = write_participant_report(stage, subject, contexts)
+        logger.info("sub-%s: report %s", subject, output_dir / path.relative_to(stage))
+    replaced = replaced_by([group.loaded.plan.key for group in fitted])
+    return publish_participant(stage, output_dir, subject, replaced=replaced, remove_page=True)
+
+
+@contextlib.contextmanager
+def _work_dir(work_dir: Path | None) -> Iterator[Path]:
+    if work_dir is not None:
+        work_dir.mkdir(parents=True, exist_ok=True)
+        yield work_dir
+        return
+    with tempfile.TemporaryDirectory(prefix="prfmap-work-") as tmp:
+        yield Path(tmp)
+
+
+@contextlib.contextmanager
+def _participant_log(output_dir: Path, subject: str) -> Iterator[Path]:
+    logs = output_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    path = logs / f"sub-{subject}_{time.strftime('%Y%m%d-%H%M%S')}.log"
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setLevel(logging.DEBUG)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+    root = logging.getLogger("prfmap")
+    root.addHandler(handler)
+    try:
+        yield path
+    finally:
+        root.removeHandler(handler)
+        handler.close()

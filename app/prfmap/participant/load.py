@@ -1,0 +1,342 @@
+"""The load stage: a plan's runs read, checked, preprocessed and combined (:class:`LoadedFit`).
+
+Runs that saw the same stimulus are averaged, different stimuli concatenated
+(:func:`prfmap.participant.preprocess.combine_runs`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from prfmap.config import Config
+from prfmap.errors import BadDataError, MissingInputError, UsageError
+from prfmap.io.aperture import Aperture, load_aperture
+from prfmap.io.bold import load_bold
+from prfmap.io.geometry import UnitGeometry
+from prfmap.io.runs import RunInput
+from prfmap.io.timing import RULES, SliceTimeReference
+from prfmap.participant.confounds import run_confounds
+from prfmap.participant.plan import FitPlan
+from prfmap.participant.preprocess import CombinedData, PreprocessedRun, combine_runs, preprocess_run
+from prfmap.runtime.memory import participant_need_gb
+
+logger = logging.getLogger(__name__)
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class LoadedFit:
+    """The preprocessed, combined data of a plan, ready to fit.
+
+    Attributes
+    ----------
+    plan : FitPlan
+        What was loaded.
+    geometry : UnitGeometry
+        How the units lie in the BOLD's format (writes the maps back).
+    combined : CombinedData
+        Averaged/concatenated data, nuisance regressors, design and run lengths.
+    tr : float
+        Repetition time shared by the runs, seconds.
+    fov_deg : float
+        Field of view of the fitted aperture grid (first to last pixel centre), degrees.
+    pixels : tuple of int
+        (rows, cols) of the fitted aperture grid.
+    source_fov_deg : float
+        Field of view of the aperture files, degrees.
+    source_pixels : tuple of int
+        (rows, cols) of the aperture files (more than ``pixels`` when they were area-averaged).
+    dummy_scans : tuple of int
+        Volumes dropped from each run.
+    inputs : tuple of str
+        Every file read (BOLD, masks, events, confounds, apertures), without repeats.
+    seconds : float
+        Time spent loading and preprocessing.
+    slice_time : SliceTimeReference
+        Where within each TR the runs' volumes sample the signal (:func:`slice_time_of`).
+    runs : tuple of PreprocessedRun
+        Each run preprocessed, before averaging (held-out runs of the cross-validation; their
+        ``repair`` counts the units whose non-finite frames were interpolated or refused).
+    designs : dict
+        ``RunInput.stimulus_key`` → (frames, rows, cols) aperture of the runs.
+    """
+
+    plan: FitPlan
+    geometry: UnitGeometry
+    combined: CombinedData
+    tr: float
+    fov_deg: float
+    pixels: tuple[int, int]
+    source_fov_deg: float
+    source_pixels: tuple[int, int]
+    dummy_scans: tuple[int, ...]
+    inputs: tuple[str, ...]
+    seconds: float
+    slice_time: SliceTimeReference = SliceTimeReference(0.5, "option")
+    runs: tuple[PreprocessedRun, ...] = ()
+    designs: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the report should say about the loaded data (units repaired or refused)."""
+        names = [run.name for run in self.plan.runs]
+        found = (pre.repair.message(name) for pre, name in zip(self.runs, names, strict=False))
+        return tuple(m for m in found if m)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One run read, before preprocessing."""
+
+    data: np.ndarray
+    geometry: UnitGeometry
+    aperture: Aperture
+    dummy_scans: int
+    confounds: np.ndarray | None
+
+
+def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
+    """Load, check and preprocess a plan's runs and combine them.
+
+    Parameters
+    ----------
+    plan : FitPlan
+        The runs fitted together.
+    config : Config
+        The run's configuration.
+    progress : callable
+        ``progress(stage, done, total)``.
+
+    Returns
+    -------
+    LoadedFit
+
+    Raises
+    ------
+    BadDataError
+        The runs differ in units, TR or aperture grid, or a run's volumes do not match its
+        aperture's frames.
+    MissingInputError
+        A run has no aperture, or ``--confounds`` was given and a run has no confounds file.
+    UsageError
+        An explicit ``--mem-gb`` is below what the plan must hold.
+    """
+    start = time.perf_counter()
+    preprocessed: list[PreprocessedRun] = []
+    designs: dict[str, np.ndarray] = {}
+    first: _Run | None = None
+    for i, run in enumerate(plan.runs):
+        progress("load runs", i, len(plan.runs))
+        read = _read_run(run, config)
+        if first is None:
+            first = dataclasses.replace(read, data=read.data[:, :0], confounds=None)
+            _log_resampling(run, read.aperture)
+            check_memory(
+                plan,
+                config,
+                read.data.shape[0],
+                read.data.shape[1] - read.dummy_scans,
+                read.aperture.design[0].size,
+            )
+        else:
+            _check_alike(run, read, plan.runs[0], first)
+        preprocessed.append(
+            preprocess_run(
+                read.data,
+                run.tr,
+                dummy_scans=read.dummy_scans,
+                high_pass_hz=config.preprocessing.high_pass_hz,
+                confounds=read.confounds,
+                source=run.bold_files[0].name,
+            )
+        )
+        repaired = preprocessed[-1].repair.message(run.name)
+        if repaired:
+            logger.warning(repaired)
+        designs.setdefault(run.stimulus_key, read.aperture.design)
+    progress("load runs", len(plan.runs), len(plan.runs))
+    keys = [run.stimulus_key for run in plan.runs]
+    names = {run.stimulus_key: Path(run.stim_file).name for run in plan.runs}
+    combined = combine_runs(preprocessed, keys, designs, names=names)
+    logger.info(
+        "%s: %d run(s), %d stimulus sequence(s) → %d units × %d frames",
+        plan.name,
+        len(plan.runs),
+        len(designs),
+        *combined.data.shape,
+    )
+    aperture = first.aperture
+    return LoadedFit(
+        plan=plan,
+        geometry=first.geometry,
+        combined=combined,
+        tr=plan.runs[0].tr,
+        fov_deg=float(aperture.fov_deg),
+        pixels=tuple(aperture.design.shape[1:]),
+        source_fov_deg=float(aperture.source_fov_deg),
+        source_pixels=tuple(aperture.source_shape),
+        dummy_scans=tuple(r.dummy_scans for r in preprocessed),
+        inputs=_inputs(plan.runs),
+        seconds=time.perf_counter() - start,
+        slice_time=slice_time_of(plan, config),
+        runs=tuple(preprocessed),
+        designs=designs,
+    )
+
+
+def slice_time_of(plan: FitPlan, config: Config) -> SliceTimeReference:
+    """The slice-time reference of a plan's runs.
+
+    ``--slice-time-ref``, else the one their sidecars imply (:mod:`prfmap.io.timing`), logged with the rule
+    that chose it.
+
+    Parameters
+    ----------
+    plan : FitPlan
+        The runs.
+    config : Config
+        The run's configuration. (``--slice-time-ref``)
+
+    Returns
+    -------
+    SliceTimeReference
+
+    Raises
+    ------
+    BadDataError
+    The runs' sidecars imply different references (without ``--slice-time-ref``).
+    """
+    if config.fit.slice_time_ref is not None:
+        chosen = SliceTimeReference(config.fit.slice_time_ref, "option")
+    else:
+        found = {run.name: run.slice_time or SliceTimeReference(0.0, "no_information") for run in plan.runs}
+        if len({round(ref.fraction, 6) for ref in found.values()}) > 1:
+            listed = ", ".join(f"{name} {ref.fraction:g}" for name, ref in found.items())
+            raise BadDataError(
+                f"the sidecars of {plan.name}'s runs imply different slice-time references "
+                f"(fractions of the TR: {listed}); fit them separately (--run) or pass --slice-time-ref"
+            )
+        chosen = next(iter(found.values()))
+    tr = plan.runs[0].tr
+    log = logger.warning if chosen.rule == "no_information" else logger.info
+    log(
+        "%s: volumes sample the signal %.3f s into each TR (slice-time reference %.3g: %s)%s",
+        plan.name,
+        chosen.fraction * tr,
+        chosen.fraction,
+        RULES[chosen.rule],
+        "; pass --slice-time-ref if the acquisition is known" if chosen.rule == "no_information" else "",
+    )
+    return chosen
+
+
+def _read_run(run: RunInput, config: Config) -> _Run:
+    """A run's BOLD, its aperture at the fitting resolution, its dummy scans and confounds."""
+    data, geometry = load_bold(run)
+    if run.stim_file is None:
+        raise MissingInputError(f"no stimulus aperture for {run.name}; pass --stimulus")
+    aperture = load_aperture(
+        run.stim_file,
+        tr=run.tr,
+        fov_deg=config.inputs.stimulus_fov_deg,
+        frame_index=run.stim_file_index,
+        resample=True,
+    )
+    prep = config.preprocessing
+    dummy, confounds = run_confounds(
+        run.confounds,
+        data.shape[1],
+        columns=prep.confounds,
+        dummy_scans=prep.dummy_scans,
+        run=run.name,
+        bold=" and ".join(p.name for p in run.bold_files),
+    )
+    return _Run(data, geometry, aperture, dummy, confounds)
+
+
+def _log_resampling(run: RunInput, aperture: Aperture) -> None:
+    if aperture.resampled:
+        rows, cols = aperture.design.shape[1:]
+        logger.info(
+            "aperture %s: %d × %d pixels area-averaged to %d × %d (%.3f° each, the grid's smallest pRF size)",
+            Path(run.stim_file).name,
+            *aperture.source_shape,
+            rows,
+            cols,
+            aperture.fov_deg / (cols - 1),
+        )
+
+
+def _check_alike(run: RunInput, read: _Run, first_run: RunInput, first: _Run) -> None:
+    """The runs of a plan must share their units, TR and aperture grid."""
+    if read.data.shape[0] != first.data.shape[0]:
+        raise BadDataError(
+            f"{run.name} has {read.data.shape[0]} units but {first_run.name} has "
+            f"{first.data.shape[0]} in space {run.space}; the runs of one space must share their "
+            "vertices/voxels"
+        )
+    if abs(run.tr - first_run.tr) > 1e-6:
+        raise BadDataError(
+            f"{run.name} has RepetitionTime {run.tr} s but {first_run.name} {first_run.tr} s; "
+            "fit runs with different TRs separately (--run or --task)"
+        )
+    this, ref = read.aperture, first.aperture
+    if (this.design.shape[1:], round(this.fov_deg, 6)) != (ref.design.shape[1:], round(ref.fov_deg, 6)):
+        raise BadDataError(
+            f"aperture {Path(run.stim_file).name} spans {this.source_fov_deg}° in "
+            f"{this.source_shape[0]} × {this.source_shape[1]} pixels but another run's "
+            f"{ref.source_fov_deg}° in {ref.source_shape[0]} × {ref.source_shape[1]}; "
+            "apertures fitted together need one field of view (--stimulus-fov-deg) and size"
+        )
+
+
+def check_memory(plan: FitPlan, config: Config, units: int, volumes: int, pixels: int) -> None:
+    """Refuse an explicit ``--mem-gb`` below what a plan must hold (estimated from its first run).
+
+    Warn when the default is below it.
+
+    Parameters
+    ----------
+    plan : FitPlan
+        The runs.
+    config : Config
+        The run's configuration.
+    units, volumes, pixels : int
+        Of its first run.
+    """
+    execution = config.execution
+    predictions = config.outputs.keep_predictions
+    n_stimuli = len({run.stimulus_key for run in plan.runs})
+    need = participant_need_gb(units, volumes * len(plan.runs), volumes * n_stimuli, pixels, predictions)
+    if need <= execution.mem_gb:
+        return
+    minimum = math.ceil(need * 100) / 100
+    what = (
+        f"{plan.name} of sub-{plan.key.subject} needs {minimum:g} GB ({units} units × "
+        f"{volumes} volumes × {len(plan.runs)} run(s){', with predictions' if predictions else ''})"
+    )
+    if execution.mem_gb_auto:
+        logger.warning(
+            "%s, more than the default --mem-gb %.2f GB; it may run out of memory", what, execution.mem_gb
+        )
+        return
+    raise UsageError(f"--mem-gb {execution.mem_gb:g} is too small: {what}; pass --mem-gb {minimum:g} or more")
+
+
+def _inputs(runs: Sequence[RunInput]) -> tuple[str, ...]:
+    """Every file the runs read, in order, without repeats."""
+    files: list[str] = []
+    for run in runs:
+        files += [str(p) for p in run.bold_files]
+        files += [str(p) for p in (run.mask, run.events, run.confounds) if p is not None]
+        files.append(str(run.stim_file))
+    return tuple(dict.fromkeys(files))

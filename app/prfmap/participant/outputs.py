@@ -1,0 +1,199 @@
+"""What a fit gives out: its maps and series with their sidecars, and what the report shows of it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from prfmap import __version__
+from prfmap.config import Config
+from prfmap.derivatives import (
+    bids_uri,
+    write_map_files,
+    write_series_files,
+)
+from prfmap.engine import backend_info
+from prfmap.io.geometry import VolumeGeometry
+from prfmap.participant.crossval import (
+    DEFINITION,
+)
+from prfmap.participant.fit import FitOutcome
+from prfmap.report.participant import ReportContext
+
+
+def write_outcome(fitted: FitOutcome, config: Config, folder: Path) -> tuple[Path, ...]:
+    """Write a fit's maps (and, with ``--save-predictions``, its time series) under ``folder``.
+
+    Parameters
+    ----------
+    fitted : FitOutcome
+        A fit.
+    config : Config
+        The run's configuration.
+    folder : Path
+        The staging folder.
+
+    Returns
+    -------
+    tuple of Path
+        Data files and sidecars.
+    """
+    loaded, result = fitted.loaded, fitted.result
+    key, geometry = loaded.plan.key, loaded.geometry
+    maps = {label: np.asarray(v, dtype=np.float32) for label, v in fitted.maps().items()}
+    provenance = provenance_of(fitted, config)
+    func = key.func_dir(folder)
+    reference_dir = config.inputs.fmriprep_dir
+    written = write_map_files(func, key, geometry, maps, result.settings, provenance, reference_dir)
+    if config.outputs.save_predictions and result.predictions is not None:
+        series = {
+            f"{key.model}prediction": (result.predictions, "fitted model time series"),
+            "preproc": (loaded.combined.data, "preprocessed data the model was fitted to"),
+        }
+        written += write_series_files(func, key, geometry, series, loaded.tr, provenance, reference_dir)
+    return tuple(written)
+
+
+def provenance_of(fitted: FitOutcome, config: Config) -> dict[str, Any]:
+    """What every sidecar of a fit records: inputs, stimulus, preprocessing, software, timings.
+
+    Parameters
+    ----------
+    fitted : FitOutcome
+        A fit.
+    config : Config
+        The run's configuration.
+
+    Returns
+    -------
+    dict
+    """
+    loaded = fitted.loaded
+    runs = loaded.plan.runs
+    info = backend_info()
+    return {
+        "Sources": [bids_uri(p, config.inputs.dataset_links) for p in loaded.inputs],
+        "Runs": [run.name for run in runs],
+        "RepetitionTime": loaded.tr,
+        "SliceTimeReference": loaded.slice_time.describe(loaded.tr),
+        "Stimulus": {
+            "Files": sorted({bids_uri(r.stim_file, config.inputs.dataset_links) for r in runs}),
+            "FieldOfViewDeg": loaded.source_fov_deg,
+            "Pixels": list(loaded.source_pixels),
+            "FittedPixels": list(loaded.pixels),
+            "FittedPixelDeg": loaded.fov_deg / (loaded.pixels[1] - 1),
+            "FramesPerRun": list(loaded.combined.run_lengths),
+        },
+        "Preprocessing": {
+            "DummyScans": list(loaded.dummy_scans),
+            "HighPassHz": config.preprocessing.high_pass_hz,
+            "Confounds": list(config.preprocessing.confounds),
+            "Units": "percent signal change",
+            "RunCombination": "runs with the same stimulus averaged, others concatenated",
+        },
+        "Software": {"prfmap": __version__, **info},
+        "Device": info.get("device"),
+        "RandomSeed": config.fit.random_seed,
+        "Timings": {**fitted.timings, **dict(fitted.result.timings)},
+        "VarianceExplained": variance_explained(fitted, config),
+    }
+
+
+def variance_explained(fitted: FitOutcome, config: Config) -> dict[str, Any]:
+    """What the sidecars and the report say about r2, cvr2 and the threshold.
+
+    Parameters
+    ----------
+    fitted : FitOutcome
+        A fit.
+    config : Config
+        The run's configuration.
+
+    Returns
+    -------
+    dict
+    """
+    names = [run.name for run in fitted.loaded.plan.runs]
+    out: dict[str, Any] = {
+        "r2": "variance explained in the data that were fitted (after nuisance projection)",
+        "Threshold": f"{config.outputs.threshold_on} >= {config.outputs.r2_threshold:g} "
+        "(--threshold-on, --r2-threshold)",
+    }
+    if fitted.cv is None:
+        out["cvr2"] = "not computed: " + (
+            "--no-cvr2" if not config.outputs.cvr2 else "it needs two or more runs"
+        )
+        return out
+    out["cvr2"] = DEFINITION
+    out["Folds"] = [
+        {"HeldOut": names[f.held_out], "Fitted": [names[i] for i in f.training], "Seconds": round(t, 3)}
+        for f, t in zip(fitted.cv.folds, fitted.cv.seconds, strict=True)
+    ]
+    return out
+
+
+def report_context(
+    fitted: FitOutcome,
+    outputs: Sequence[Path],
+    write_seconds: float,
+    config: Config,
+    command: Sequence[str] = (),
+) -> ReportContext:
+    """What the participant report shows of one fit.
+
+    Parameters
+    ----------
+    fitted : FitOutcome
+        A fit.
+    outputs : sequence of Path
+        Its published files.
+    write_seconds : float
+        Time writing took.
+    config : Config
+        The run's configuration.
+    command : sequence of str
+        The command line.
+
+    Returns
+    -------
+    ReportContext
+    """
+    loaded, result = fitted.loaded, fitted.result
+    plan, key = loaded.plan, loaded.plan.key
+    return ReportContext(
+        subject=key.subject,
+        space=key.space,
+        maps=fitted.maps(),
+        model=key.model,
+        session=key.session,
+        task=key.task,
+        den=key.den,
+        inputs=list(loaded.inputs),
+        runs=[r.name.removeprefix(f"sub-{key.subject}_") for r in plan.runs],
+        tr=loaded.tr,
+        dummy_scans=max(loaded.dummy_scans, default=0),
+        design=loaded.combined.design,
+        fov_deg=loaded.fov_deg,
+        settings=result.settings,
+        extra_settings={
+            "slice_time_reference": loaded.slice_time.describe(loaded.tr),
+            "variance_explained": variance_explained(fitted, config),
+        },
+        backend=backend_info(),
+        timings={**fitted.timings, "write": write_seconds, **dict(result.timings)},
+        warnings=list(fitted.warnings),
+        surface=loaded.geometry.surface(),
+        fmriprep_dir=config.inputs.fmriprep_dir,
+        data=loaded.combined.data,
+        predictions=result.predictions,
+        r2_threshold=config.outputs.r2_threshold,
+        outputs=[str(p.relative_to(config.outputs.output_dir)) for p in outputs],
+        dataset_dir=config.inputs.bids_dir,
+        command=list(command) or None,
+        preprocessing=provenance_of(fitted, config)["Preprocessing"],
+        run_inputs=list(plan.runs),
+        volume=loaded.geometry if isinstance(loaded.geometry, VolumeGeometry) else None,
+    )

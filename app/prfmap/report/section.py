@@ -1,0 +1,331 @@
+"""One fit's section of the participant report: its maps, visual field, model fit, quality, methods."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from prfmap.engine import catalog
+from prfmap.report import figures
+from prfmap.report.context import ReportContext
+from prfmap.report.html import Figure, dict_rows
+from prfmap.report.legends import is_r2
+from prfmap.report.methods import methods_text
+from prfmap.report.quality import fd_figure, run_quality
+from prfmap.report.section_maps import MapFigures
+
+log = logging.getLogger(__name__)
+
+
+def _visual_field_maps(maps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    out = {k: np.asarray(v, dtype=np.float64) for k, v in maps.items()}
+    if "x" in out and "y" in out:
+        out.setdefault("polarangle", np.degrees(np.arctan2(out["y"], out["x"])))
+        out.setdefault("eccentricity", np.hypot(out["x"], out["y"]))
+    return out
+
+
+def relative_path(path: str | Path, bases: Sequence[Path | None]) -> str:
+    """``path`` relative to the first of ``bases`` that holds it (as given otherwise).
+
+    Parameters
+    ----------
+    path : str or Path
+        A file.
+    bases : sequence of Path or None
+        Folders to try, in order (e.g. the BIDS dataset, the fMRIPrep folder's parent).
+
+    Returns
+    -------
+    str
+        The relative path, with forward slashes.
+    """
+    target = Path(path)
+    for base in bases:
+        if base is None:
+            continue
+        try:
+            return target.resolve().relative_to(Path(base).resolve()).as_posix()
+        except ValueError:
+            continue
+    return str(path)
+
+
+def _median(values: np.ndarray) -> float | None:
+    finite = values[np.isfinite(values)]
+    return float(np.median(finite)) if finite.size else None
+
+
+class FitSection(MapFigures):
+    """Figures and template values of one context (space, task, session)."""
+
+    def __init__(self, ctx: ReportContext, fig_dir: Path, rel: str, key: str) -> None:
+        self.ctx = ctx
+        self.fig_dir = fig_dir
+        self.rel = rel
+        self.maps = _visual_field_maps(ctx.maps)
+        self.r2 = self.maps.get("r2", np.full(self._n_units(), np.nan))
+        self.good = np.isfinite(self.r2) & (self.r2 >= ctx.r2_threshold)
+        status = self.maps.get("status")
+        self.doubtful = np.zeros_like(self.good)
+        if status is not None:
+            self.doubtful = self.good & catalog.doubtful(status)
+            self.good &= ~self.doubtful
+        self.prefix = f"sub-{ctx.subject.removeprefix('sub-')}_{key}"
+        self.anchor = key
+        self.warnings = list(ctx.warnings)
+        self.atlas_drawn = False
+        self.quality = [run_quality(run, ctx.dummy_scans) for run in ctx.run_inputs]
+
+    def _n_units(self) -> int:
+        return len(next(iter(self.ctx.maps.values()))) if self.ctx.maps else 0
+
+    def _fig(self, name: str) -> tuple[Path, str]:
+        filename = f"{self.prefix}_{name}.png"
+        return self.fig_dir / filename, f"{self.rel}/{filename}"
+
+    @property
+    def threshold_text(self) -> str:
+        """Which units the figures show, in words."""
+        text = f"shown: r² ≥ {self.ctx.r2_threshold:g}"
+        if "status" in self.maps:
+            text += f", not flagged doubtful in the status map ({int(self.doubtful.sum())} left out)"
+        return text
+
+    def _inside(self) -> tuple[np.ndarray, str]:
+        """r² with units outside the stimulated field set to NaN, and a sentence about them."""
+        m, ctx = self.maps, self.ctx
+        if not ctx.fov_deg or "eccentricity" not in m or "sigma" not in m:
+            return self.r2, ""
+        limit = ctx.fov_deg / 2
+        inside = (m["eccentricity"] <= limit) & (m["sigma"] > 0) & (m["sigma"] <= limit)
+        outside = int(np.sum(self.good & ~inside))
+        note = (
+            f" Shown: units with eccentricity and σ up to {limit:g}° (the stimulated field); "
+            f"{outside} units with r² ≥ {ctx.r2_threshold:g} lie beyond it."
+        )
+        return np.where(inside, self.r2, np.nan), note
+
+    def visual_field(self) -> list[Figure]:
+        """The visual-field figures: pRF centres and sizes of the units shown."""
+        ctx, m, thr = self.ctx, self.maps, self.ctx.r2_threshold
+        r2, note = self._inside()
+        shown = []
+        if all(k in m for k in ("x", "y", "sigma")):
+            path, src = self._fig("coverage")
+            figures.visual_field_coverage(m["x"], m["y"], m["sigma"], r2, thr, ctx.fov_deg, path)
+            shown.append(
+                Figure(
+                    src,
+                    "pRF centres (x, y in deg) coloured by r² (fraction), and the visual-field "
+                    "coverage (maximum pRF, fraction)",
+                    f"Left: pRF centres of units with r² ≥ {thr:g}. Right: coverage, the maximum over "
+                    f"their Gaussian pRFs; dashed: the stimulated field.{note}",
+                )
+            )
+        if "eccentricity" in m and "sigma" in m:
+            path, src = self._fig("ecc-sigma")
+            _, line = figures.eccentricity_sigma(m["eccentricity"], m["sigma"], r2, thr, path)
+            fit = (
+                "fitted line (r²-weighted least squares): "
+                f"sigma = {line[0]:.3f} × eccentricity + {line[1]:.3f}°"
+                if line
+                else "too few units to fit a line"
+            )
+            shown.append(
+                Figure(
+                    src,
+                    "pRF size σ (deg) against eccentricity (deg), coloured by r² (fraction)",
+                    f"Units with r² ≥ {thr:g}; {fit}.{note}",
+                )
+            )
+        return shown
+
+    def model_fit(self) -> tuple[list[Figure], list[str]]:
+        """The model-fit figures: the r² histogram and example time courses, with notes."""
+        ctx = self.ctx
+        path, src = self._fig("r2-hist")
+        extra = {k: self.maps[k] for k in self.maps if is_r2(k) and k != "r2"}
+        figures.r2_histogram(self.r2, ctx.r2_threshold, path, extra)
+        shown = [
+            Figure(
+                src,
+                "histogram of variance explained r² (fraction) over units (count)",
+                f"Variance explained by the {ctx.model} model"
+                + (f", and {', '.join(extra)} on held-out data" if extra else "")
+                + ".",
+            )
+        ]
+        if ctx.data is None or ctx.predictions is None:
+            return shown, ["The fitted predictions were not kept for this fit, so no time courses are shown."]
+        if not np.isfinite(self.r2).any():
+            return shown, ["No unit has a finite r²."]
+        path, src = self._fig("timecourses")
+        _, picks = figures.timecourses(
+            np.asarray(ctx.data), np.asarray(ctx.predictions), self.r2, ctx.tr, path, ctx.r2_threshold
+        )
+        desc = ", ".join(f"{k} unit {v}" for k, v in picks.items())
+        shown.append(
+            Figure(
+                src,
+                "BOLD (% signal change) against time (s): data and model of three units",
+                f"Preprocessed data (grey) and fitted prediction (red): {desc} (the best, the median of "
+                f"units with r² ≥ {ctx.r2_threshold:g}, and one at the 10th percentile of r²).",
+            )
+        )
+        return shown, []
+
+    def data_quality(self) -> dict[str, Any]:
+        """The data-quality table and figures of the runs (tSNR, framewise displacement)."""
+        header = (
+            "run",
+            "volumes",
+            "median tSNR",
+            f"median tSNR, r² ≥ {self.ctx.r2_threshold:g}",
+            "mean FD (mm)",
+            "max FD (mm)",
+            "volumes FD > 0.5 mm",
+        )
+        rows, notes = [], []
+        for q in self.quality:
+            s = q.summary(self.good)
+            rows.append(
+                (
+                    s["run"],
+                    s["volumes"],
+                    *(
+                        f"{s[k]:.{d}f}" if s.get(k) is not None else "—"
+                        for k, d in (("tsnr", 1), ("tsnr_good", 1), ("fd_mean", 3), ("fd_max", 3))
+                    ),
+                    s.get("fd_over", "—"),
+                )
+            )
+            if q.problem:
+                notes.append(f"{q.name}: {q.problem}.")
+        if not self.quality:
+            notes.append(
+                "The runs were not passed to the report, so tSNR and framewise displacement are not shown."
+            )
+        path, src = self._fig("fd")
+        fd = fd_figure(self.quality, self.ctx.tr, path)
+        shown = (
+            [
+                Figure(
+                    src,
+                    "framewise displacement (mm) against time (s) per run",
+                    "Framewise displacement from fMRIPrep's confounds (dummy scans dropped).",
+                )
+            ]
+            if fd
+            else []
+        )
+        return {
+            "quality_header": header,
+            "quality_rows": rows,
+            "quality_notes": notes,
+            "quality_figures": shown,
+        }
+
+    # --- text -------------------------------------------------------------------------------------
+    def lead(self) -> str:
+        """The section's opening sentence: units fitted, shown and the runs."""
+        ctx = self.ctx
+        finite = np.isfinite(self.r2)
+        text = (
+            f"{int(finite.sum())} of {self._n_units()} units fitted; {int(self.good.sum())} with "
+            f"r² ≥ {ctx.r2_threshold:g}"
+        )
+        median = _median(self.r2[self.good])
+        if median is not None:
+            text += f" (median r² {median:.2f}"
+            for label in (k for k in self.maps if is_r2(k) and k != "r2"):
+                other = _median(self.maps[label][self.good])
+                if other is not None:
+                    text += f", median {label} {other:.2f}"
+            text += ")"
+        runs = ", ".join(ctx.runs) or "runs not recorded"
+        return f"{text}. {ctx.model} model; {runs}" + (f"; TR {ctx.tr:g} s." if ctx.tr else ".")
+
+    def details(self) -> dict[str, Any]:
+        """The collapsed lists: inputs, settings, software, timings and outputs."""
+        ctx = self.ctx
+        bases = [ctx.dataset_dir, ctx.fmriprep_dir.parent if ctx.fmriprep_dir else None]
+        rows = [
+            ("Participant", f"sub-{ctx.subject.removeprefix('sub-')}"),
+            ("Session", ctx.session or "—"),
+            ("Task", ctx.task or "—"),
+            ("Space", ctx.space + (f" (den-{ctx.den})" if ctx.den else "")),
+            ("Model", ctx.model),
+            ("Runs", ", ".join(ctx.runs) or "—"),
+            ("Repetition time", f"{ctx.tr:g} s" if ctx.tr else "unknown"),
+            ("Dummy scans dropped", ctx.dummy_scans),
+            ("Units fitted", self._n_units()),
+            (f"Units with r² ≥ {ctx.r2_threshold:g}", int(self.good.sum())),
+            (
+                "Median r²",
+                f"{np.median(self.r2[np.isfinite(self.r2)]):.3f}" if np.isfinite(self.r2).any() else "—",
+            ),
+        ]
+        stimulus = None
+        if ctx.design is not None:
+            path, src = self._fig("stimulus")
+            figures.stimulus_montage(ctx.design, ctx.fov_deg, path)
+            frames, height, width = np.shape(ctx.design)
+            fov = f"{ctx.fov_deg:g}°" if ctx.fov_deg else "unknown"
+            stimulus = Figure(
+                src,
+                "stimulus aperture frames in the visual field (deg)",
+                f"Aperture frames evenly spaced over the {frames} frames the model saw ({height}×{width} "
+                f"pixels, field of view {fov} wide, x right, y up).",
+            )
+        recorded = {**(ctx.settings.to_dict() if ctx.settings else {}), **ctx.extra_settings}
+        timings = [(k, f"{v:.2f} s") for k, v in ctx.timings.items()]
+        if "total" not in ctx.timings:
+            timings.append(("total", f"{sum(ctx.timings.values()):.2f} s"))
+        return {
+            "summary_rows": rows,
+            "stimulus": stimulus,
+            "inputs": [relative_path(p, bases) for p in ctx.inputs],
+            "settings_rows": dict_rows(recorded) or [("settings", "not recorded")],
+            "backend_rows": dict_rows(ctx.backend) or [("backend", "unknown")],
+            "timing_rows": timings,
+            "outputs": list(ctx.outputs),
+        }
+
+    def build(self) -> dict[str, Any]:
+        """Every value the section's template needs."""
+        ctx = self.ctx
+        title = " · ".join(
+            x
+            for x in (
+                f"ses-{ctx.session}" if ctx.session else "",
+                f"task-{ctx.task}" if ctx.task else "",
+                f"space-{ctx.space}" + (f" den-{ctx.den}" if ctx.den else ""),
+                f"model-{ctx.model}",
+            )
+            if x
+        )
+        view = {"anchor": self.anchor, "title": title, "threshold": ctx.r2_threshold}
+        view.update(self.map_figures())
+        view["visual_field"] = self.visual_field()
+        view["fit"], view["fit_notes"] = self.model_fit()
+        view.update(self.data_quality())
+        view["methods"], view["references"] = methods_text(
+            model=ctx.model,
+            settings=ctx.settings,
+            backend=ctx.backend,
+            preprocessing=ctx.preprocessing,
+            dummy_scans=ctx.dummy_scans,
+            tr=ctx.tr,
+            fov_deg=ctx.fov_deg,
+            maps=list(self.maps),
+            atlas=self.atlas_drawn,
+        )
+        view.update(self.details())
+        view["lead"] = self.lead()
+        view["warnings"] = self.warnings
+        return view

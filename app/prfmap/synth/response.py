@@ -1,0 +1,158 @@
+"""The stimulus of a synthetic dataset and the BOLD response to it: bar sweeps, the pRF overlap, runs."""
+
+from __future__ import annotations
+
+import numpy as np
+from nilearn.glm.first_level.hemodynamic_models import spm_hrf
+
+from prfmap.synth.config import HRF_OVERSAMPLING, SynthConfig, acquisition_timing
+from prfmap.synth.layout import Layout
+from prfmap.synth.model import (
+    Acquisition,
+    ar1_noise,
+    convolve_units,
+    drift,
+    realistic_noise,
+    unit_kernels,
+    unit_noise_levels,
+)
+
+BAR_DIRECTIONS = (0, 225, 90, 315, 180, 45, 270, 135)
+"""Directions of the bar sweeps (degrees, direction of motion; 0 = rightwards, 90 = upwards)."""
+
+
+def pixel_coordinates(fov_deg: float, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Visual-field ``(x, y)`` of the pixel centres, each (n, n); row 0 = top (y = +fov/2)."""
+    x = np.linspace(-fov_deg / 2, fov_deg / 2, n)
+    return np.meshgrid(x, x[::-1])
+
+
+def bar_apertures(config: SynthConfig) -> np.ndarray:
+    """Eight bar sweeps inside a circular aperture, with blank periods between sweep pairs.
+
+    Returns
+    -------
+    ndarray
+        float32 (frames, rows, cols) of 0 and 1; row 0 = top.
+    """
+    n, fov = config.aperture_px, config.fov_deg
+    x, y = pixel_coordinates(fov, n)
+    radius = fov / 2
+    inside = np.hypot(x, y) <= radius + 1e-9
+    width = config.bar_width
+    positions = np.linspace(-radius, radius, config.steps_per_sweep)
+    blank = np.zeros((config.blank_frames, n, n), np.float32)
+    frames = [blank]
+    for i, direction in enumerate(BAR_DIRECTIONS):
+        theta = np.radians(direction)
+        along = x * np.cos(theta) + y * np.sin(theta)
+        for s in positions:
+            frames.append(((np.abs(along - s) <= width / 2) & inside)[None].astype(np.float32))
+        if i % 2 == 1:
+            frames.append(blank)
+    return np.concatenate(frames, axis=0)
+
+
+def hrf_kernel(tr: float, n_taps: int | None = None, sample_time: float | None = None) -> np.ndarray:
+    """Response of a volume to a unit stimulus shown for one TR, m TRs earlier.
+
+    Computed numerically from nilearn's canonical SPM HRF: the independent check of
+    :func:`prfmap.synth.model.unit_kernels` (and of the engine's kernels).
+
+    nilearn's SPM HRF (unit sum) sampled at ``tr / 50`` is convolved with a one-TR boxcar on
+    that fine grid and read at ``m tr + sample_time``.
+
+    Parameters
+    ----------
+    tr : float
+        Repetition time, seconds.
+    n_taps : int, optional
+        Kernel length in TRs.
+    sample_time : float, optional
+        When within its TR a volume samples the response (default TR/2).
+
+    Returns
+    -------
+    ndarray
+        (n_taps,) kernel; a sustained stimulus gives a response of 1.
+    """
+    hrf = spm_hrf(tr, oversampling=HRF_OVERSAMPLING)
+    n_taps = n_taps or int(np.ceil(len(hrf) / HRF_OVERSAMPLING)) + 2
+    offset = int(round((tr / 2 if sample_time is None else sample_time) / tr * HRF_OVERSAMPLING))
+    boxcar = np.zeros((n_taps + 1) * HRF_OVERSAMPLING)
+    boxcar[:HRF_OVERSAMPLING] = 1.0
+    fine = np.convolve(boxcar, hrf)[: len(boxcar)]
+    return fine[offset::HRF_OVERSAMPLING][:n_taps]
+
+
+def gaussian_overlap(
+    design: np.ndarray, fov_deg: float, x: np.ndarray, y: np.ndarray, sigma: np.ndarray
+) -> np.ndarray:
+    """Fraction of each Gaussian pRF's volume covered by the aperture, per frame.
+
+    Returns
+    -------
+    ndarray
+        (units, frames), in [0, 1].
+    """
+    n = design.shape[1]
+    px, py = pixel_coordinates(fov_deg, n)
+    area = (fov_deg / (n - 1)) ** 2
+    flat = design.reshape(design.shape[0], -1).astype(np.float64)
+    out = np.empty((len(x), design.shape[0]))
+    for start in range(0, len(x), 512):
+        sl = slice(start, start + 512)
+        d2 = (px.ravel()[None] - x[sl, None]) ** 2 + (py.ravel()[None] - y[sl, None]) ** 2
+        g = np.exp(-d2 / (2 * sigma[sl, None] ** 2)) * area / (2 * np.pi * sigma[sl, None] ** 2)
+        out[sl] = g @ flat.T
+    return out
+
+
+def simulate_run(
+    layout: Layout,
+    design: np.ndarray,
+    config: SynthConfig,
+    rng: np.random.Generator,
+    respond: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Raw BOLD of one run and the noise-free percent-signal-change response of each unit.
+
+    Parameters
+    ----------
+    respond : bool
+        False: the run carries drifts and noise only (a run of pure noise), though the response
+        it would have had is returned all the same.
+
+    Returns
+    -------
+    bold : ndarray
+        (units, dummy_scans + frames) float32 raw intensities.
+    response : ndarray
+        (units, frames) noise-free response in percent of S0 (0 where no pRF).
+    """
+    n_frames = design.shape[0]
+    n_units = layout.geometry.n_units
+    timing = acquisition_timing(config, layout.n_slices)
+    acquisition = Acquisition(config.tr, timing.sample_times(layout.slices))
+    response = np.zeros((n_units, n_frames))
+    p = layout.params
+    idx = np.flatnonzero(layout.prf)
+    overlap = gaussian_overlap(design, config.fov_deg, p["x"][idx], p["y"][idx], p["sigma"][idx])
+    kernels = unit_kernels(
+        config.tr, acquisition.sample_time[idx], p["hrf_delay"][idx], p["hrf_dispersion"][idx]
+    )
+    response[idx] = p["amplitude"][idx, None] * convolve_units(overlap, kernels)
+    n_vol = n_frames + config.dummy_scans
+    levels = unit_noise_levels(n_units, config.noise, config.noise_model, rng)
+    if config.noise_model == "ar1":
+        noise = ar1_noise(levels, n_vol, rng)
+    else:
+        noise = realistic_noise(levels, acquisition, n_vol, rng, config.noise_model)
+    signal = drift(n_units, n_vol, config.drift, rng) + noise
+    if respond:
+        signal[:, config.dummy_scans :] += response
+    if config.dummy_scans:
+        signal[:, : config.dummy_scans] += 30.0 * np.exp(-np.arange(config.dummy_scans))
+    bold = layout.s0[:, None] * (1 + signal / 100)
+    bold[layout.empty] = 0.0
+    return bold.astype(np.float32), response

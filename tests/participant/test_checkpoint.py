@@ -1,0 +1,161 @@
+"""fit_chunked, the memory budgets and the stop signals, in process on small arrays."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers import chunked_env
+from prfmap.participant.checkpoint import fit_chunked
+from prfmap.runtime.memory import chunk_units, default_mem_gb, engine_mem_gb
+from prfmap.runtime.signals import StopRequested, check_stop, stop_on_signal
+
+KWARGS = {"model": "gauss", "refine": "none", "seed": 0}
+
+
+@pytest.fixture(scope="module")
+def problem():
+    from prfmap.engine import Stimulus, predict
+
+    design = np.zeros((40, 12, 12), np.float32)
+    for t in range(40):
+        design[t, :, t % 12] = 1.0
+    stim = Stimulus(design, fov_deg=10.0)
+    rng = np.random.default_rng(0)
+    n = 150
+    params = {
+        "x": rng.uniform(-3, 3, n),
+        "y": rng.uniform(-3, 3, n),
+        "sigma": rng.uniform(0.5, 2, n),
+        "amplitude": np.ones(n),
+        "baseline": np.zeros(n),
+    }
+    data = predict(params, stim, 1.5) + rng.normal(0, 0.05, (n, 40))
+    data[3] = np.nan
+    return data, stim
+
+
+def _chunks(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("chunk-*.npz"))
+
+
+def test_chunks_are_saved_reused_and_merged(problem, tmp_path: Path, caplog) -> None:
+    data, stim = problem
+    first = fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=KWARGS)
+    assert len(_chunks(tmp_path)) == 3 and first.settings.chunks == 3
+    assert first.settings.units == 150 and first.settings.units_fitted == 149
+    assert np.isnan(first.params["x"][3]) and np.isfinite(first.params["x"][:3]).all()
+    _chunks(tmp_path)[1].write_bytes(_chunks(tmp_path)[1].read_bytes()[:100])  # a torn file
+    caplog.set_level("INFO", logger="prfmap.participant.checkpoint")
+    again = fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=KWARGS)
+    assert "1 chunk(s) fitted, 2 reused" in caplog.text and "unreadable checkpoint" in caplog.text
+    for k in first.params:
+        assert first.params[k].tobytes() == again.params[k].tobytes()
+    assert first.r2.tobytes() == again.r2.tobytes()
+
+
+def test_any_change_gives_a_new_key(problem, tmp_path: Path) -> None:
+    data, stim = problem
+    fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=KWARGS)
+    changed = data.copy()
+    changed[0, 0] += 1e-3
+    fit_chunked(changed, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=KWARGS)
+    fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs={**KWARGS, "seed": 1})
+    fit_chunked(data, stim, 2.0, folder=tmp_path, chunk=64, fit_kwargs=KWARGS)
+    assert len({p.parent for p in _chunks(tmp_path)}) == 4
+
+
+def test_stop_signal_ends_the_fit_at_once_keeping_saved_chunks(problem, tmp_path: Path) -> None:
+    data, stim = problem
+    calls = []
+
+    def progress(stage: str, done: int, total: int) -> None:
+        calls.append((stage, done))
+        if stage == "chunks" and done == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with stop_on_signal("run it again"), pytest.raises(StopRequested) as info:
+        fit_chunked(
+            data,
+            stim,
+            1.5,
+            folder=tmp_path,
+            chunk=64,
+            fit_kwargs=KWARGS,
+            progress=progress,
+            how_to_resume="run it again",
+        )
+    assert info.value.exit_code == 143 and calls[-1] == ("chunks", 1)
+    assert "stopped by SIGTERM" in str(info.value) and "run it again" in str(info.value)
+    assert len(_chunks(tmp_path)) == 1
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    check_stop("never", "nothing")  # outside the block no stop is pending
+
+
+STUCK = """
+import os, signal, sys, time
+from prfmap.runtime.signals import StopRequested, stop_on_signal
+with stop_on_signal("try again"):
+    try:
+        print(time.time(), flush=True)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(30)
+    except StopRequested:
+        time.sleep(30)  # a main thread that does not unwind: the watchdog ends the process
+"""
+
+
+def test_a_run_that_does_not_unwind_is_ended_within_the_grace_time() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", STUCK], env=chunked_env(None), capture_output=True, text=True, timeout=60
+    )
+    elapsed = time.time() - float(proc.stdout.split()[0])
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "prfmap: error: stopped by SIGINT while running; the chunks saved so far are kept; try again"
+    )
+    assert 1.5 <= elapsed < 2.0
+
+
+def test_memory_budgets(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert default_mem_gb() >= 1.0
+    assert engine_mem_gb(8.0) == pytest.approx(2.0)
+    monkeypatch.delenv("PRFMAP_CHUNK_UNITS", raising=False)
+    sizes = [chunk_units(gb, 300) for gb in (0.1, 1, 4, 64)]
+    assert sizes == sorted(sizes) and sizes[0] == 256 and sizes[-1] == 16384
+    assert all(s & (s - 1) == 0 for s in sizes)
+    monkeypatch.setenv("PRFMAP_CHUNK_UNITS", "100")
+    assert chunk_units(4, 300) == 100
+
+
+@pytest.mark.parametrize("refine", ["none", "lm"])
+def test_chunked_fit_equals_one_fit_of_all_units(problem, tmp_path: Path, refine: str) -> None:
+    """Units are fitted independently: chunking changes no bit of the maps (checked on this CPU backend)."""
+    from prfmap.engine import fit_prf
+
+    data, stim = problem
+    whole = fit_prf(data, stim, 1.5, refine=refine)
+    chunked = fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs={"refine": refine})
+    for k in whole.params:
+        assert whole.params[k].tobytes() == chunked.params[k].tobytes(), k
+    assert whole.r2.tobytes() == chunked.r2.tobytes()
+
+
+def test_chunked_fit_merges_the_per_unit_flags(problem, tmp_path: Path) -> None:
+    """``FitResult.flags`` survive the chunks: a DoG fit of Gaussian data flags its vanished surrounds."""
+    from prfmap.engine import fit_prf
+
+    data, stim = problem
+    whole = fit_prf(data, stim, 1.5, model="dog")
+    chunked = fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs={"model": "dog"})
+    flag = chunked.flags["surround_vanished"]
+    assert flag.dtype == bool and flag.shape == (150,) and not flag[3]
+    np.testing.assert_array_equal(flag, whole.flags["surround_vanished"])
+    assert flag.any()
