@@ -224,7 +224,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-benchmark")))
     parser.add_argument("--backends", default="jax,torch", help="comma-separated (default jax,torch)")
     parser.add_argument("--mem-gb", type=float, default=40.0, help="engine budget (at most 60%% of the GPU)")
-    parser.add_argument("--timeout", type=float, default=540.0, help="seconds per backend process")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=270.0,
+        help="seconds per backend process (both within the device's 10 min)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--cases", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
