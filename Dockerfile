@@ -18,7 +18,7 @@ FROM python:3.12.11-slim-bookworm AS wheel
 WORKDIR /src
 COPY docker/requirements/lock.txt /tmp/lock.txt
 RUN python -m pip install --no-cache-dir --constraint /tmp/lock.txt setuptools wheel
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY app ./app
 RUN python -m pip wheel --no-cache-dir --no-deps --no-build-isolation --wheel-dir /wheels .
 

@@ -10,10 +10,11 @@ REQ := requirements
 TORCH_SPEC ?= torch
 TF_SPEC ?= tensorflow-cpu
 DEMO_DIR ?= demo
+DIST_DIR ?= dist
 BACKENDS := jax torch tensorflow
 PIP_PINNED = $(BIN)/pip install --quiet --no-build-isolation --constraint
 
-.PHONY: demo test lint engine-tests app-tests bench clean lock docker-lock
+.PHONY: demo test lint docs dist engine-tests app-tests bench clean lock docker-lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,11 +28,16 @@ $(VENV)/.demo-installed: $(BIN)/python pyproject.toml $(REQ)/build.txt $(REQ)/de
 # The test environment: all three backends and the test tools.
 $(VENV)/.test-installed: $(BIN)/python pyproject.toml $(REQ)/build.txt $(REQ)/test.txt
 	$(PIP_PINNED) $(REQ)/test.txt "$(TORCH_SPEC)"
-	$(PIP_PINNED) $(REQ)/test.txt "$(TF_SPEC)" -e ".[jax,test]" -e docker/
+	$(PIP_PINNED) $(REQ)/test.txt "$(TF_SPEC)" -e ".[jax,test,docs]" -e docker/
 	# Debian's chromium for the report's browser test (CI runs as root on Debian).
 	command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
 	  || echo "chromium is missing: the report browser tests will fail (PRFMAP_SKIP_BROWSER=1 skips them)"
+	# Debian's slurm-wlm and munge for the SLURM array test (it starts a private one-node cluster as root).
+	{ command -v slurmctld && command -v munged; } >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] \
+	  && command -v apt-get >/dev/null && apt-get update -qq \
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge; } \
+	  || echo "slurm-wlm or munge is missing: the SLURM test needs them (and root)"
 	touch $@ $(VENV)/.demo-installed
 
 demo: $(VENV)/.demo-installed
@@ -44,6 +50,18 @@ demo: $(VENV)/.demo-installed
 lint: $(VENV)/.test-installed
 	$(BIN)/ruff format --check app tests docker
 	$(BIN)/ruff check app tests docker
+
+# The documentation site (Sphinx): offline, every warning an error. tests/test_docs.py builds it too,
+# so `make test` (and CI) does.
+docs: $(VENV)/.test-installed
+	$(BIN)/sphinx-build -W -b html docs docs/_build/html
+	@echo "Documentation: docs/_build/html/index.html"
+
+# The sdist and the wheel, built with the pinned build tools, checked as PyPI would render them.
+dist: $(VENV)/.test-installed
+	rm -rf $(DIST_DIR)
+	$(BIN)/python -m build --no-isolation --sdist --wheel --outdir $(DIST_DIR) .
+	$(BIN)/twine check --strict $(DIST_DIR)/*
 
 # Engine tests run once per backend (Keras picks its backend at import time). torch.compile costs
 # minutes of C++ compilation per shape on a CPU, so the torch session runs eagerly; one test per backend
@@ -72,4 +90,4 @@ docker-lock:
 	PYTHON=$(PYTHON) bash docker/requirements/lock.sh
 
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache
+	rm -rf $(VENV) $(DEMO_DIR) $(DIST_DIR) docs/_build .pytest_cache

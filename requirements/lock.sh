@@ -35,7 +35,7 @@ freeze() {  # venv, output file, title: every installed distribution but prfmap'
 "$PYTHON" -m venv "$tmp/test"
 "$tmp/test/bin/pip" install --quiet -r requirements/build.txt
 "$tmp/test/bin/pip" install --quiet "$TORCH_SPEC"
-"$tmp/test/bin/pip" install --quiet --no-build-isolation "$TF_SPEC" -e ".[jax,test]" -e docker/
+"$tmp/test/bin/pip" install --quiet --no-build-isolation "$TF_SPEC" -e ".[jax,test,docs]" -e docker/
 freeze "$tmp/test" requirements/test.txt "Pins of the test environment (make test): all three backends and the test tools."
 
 "$PYTHON" -m venv "$tmp/demo"

@@ -113,7 +113,8 @@ def test_the_command_line_and_the_descriptor_accept_the_toys(tmp_path: Path) -> 
         timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    words = shlex.split(next(line for line in result.stdout.splitlines() if line.startswith("prfmap ")))
+    command = next(x for x in result.stdout.splitlines() if x.startswith(("prfmap ", "mkdir -p ")))
+    words = shlex.split(command.rpartition("; ")[2])  # after the BIDS-App template's mkdir -p
     assert words[words.index("--model") + 1] == "toysat" and words[words.index("--refine") + 1] == "toygd"
     (shipped_path := tmp_path / "shipped.json").write_text(json.dumps(shipped))
     refused = subprocess.run(

@@ -68,6 +68,21 @@ def one_line(message: BaseException | str) -> str:
     return " ".join(str(message).split())
 
 
+def why_missing(path: str | os.PathLike, folder: bool = False) -> str:
+    """Why ``path`` is not the file (or, with ``folder``, the folder) a message expected there.
+
+    Returns ``"does not exist"``, ``"is a folder, not a file"``, ``"is a file, not a folder"`` or
+    ``"is not a regular file"`` (a device or a pipe), so that no message calls a folder missing.
+    """
+    if not os.path.exists(path):
+        return "does not exist"
+    if folder:
+        return "is a file, not a folder" if not os.path.isdir(path) else "is a folder"
+    if os.path.isdir(path):
+        return "is a folder, not a file"
+    return "is not a regular file" if not os.path.isfile(path) else "is a file"
+
+
 class OutputError(PrfmapError):
     """An output or work file cannot be written: no space left, no permission, a read-only folder."""
 
@@ -104,6 +119,8 @@ def output_error(err: OSError) -> OutputError | None:
             "free space there, or give --work-dir a folder on a disk with room for the "
             "checkpoints (and output_dir one for the maps and reports)"
         )
+    elif err.errno == errno.EROFS:
+        hint = "give a folder on a writable disk (in a container, bind it without :ro)"
     else:
         hint = (
             "make sure this user may write there (in a container, run it as yourself: "

@@ -20,5 +20,5 @@ def test_backend_not_installed(tmp_path: Path, backend: str, package: str) -> No
     assert proc.returncode == 64, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert lines[-1].startswith("prfmap: error: ")
-    assert f"pip install 'prfmap[{backend}]'" in lines[-1]
+    assert f"pip install {package} (prfmap's [{backend}] extra)" in lines[-1]
     assert only_logs(out)

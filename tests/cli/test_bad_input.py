@@ -3,6 +3,7 @@ leaves nothing but logs in output_dir (issue 3, Must show 5)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -164,3 +165,136 @@ def test_unexpected_failure_exits_1_with_the_traceback_in_the_log(
     for name in (n for n in logs if n.endswith(".log")):
         text = (out / name).read_text()
         assert "Traceback" in text and "injected fault" in text
+
+
+# -- issue 24 -------------------------------------------------------------------------------------
+
+
+def _set_aperture(bids: Path, transform) -> Path:
+    path = bids / "stimuli" / "bars.nii.gz"
+    img = nib.load(path)
+    nib.save(nib.Nifti1Image(transform(np.asarray(img.dataobj, dtype=np.float32)), img.affine), path)
+    return path
+
+
+def test_an_all_ones_aperture_is_refused(bids_copy: Path, tmp_path: Path, capsys) -> None:
+    """Case 5: no position can be estimated from an aperture that is the same everywhere."""
+    _set_aperture(bids_copy, np.ones_like)
+    out = tmp_path / "out"
+    assert run(bids_copy, out) == 65
+    line = error_line(capsys)
+    assert "bars.nii.gz" in line and "uniform across the screen" in line
+    assert only_logs(out)
+
+
+@pytest.mark.parametrize("fov", [1e6, "20"])
+def test_an_implausible_or_quoted_field_of_view_is_refused(
+    bids_copy: Path, tmp_path: Path, capsys, fov
+) -> None:
+    """Case 5 (1e6 degrees) and case 19 (the string "20" is not "not positive")."""
+    sidecar = bids_copy / "stimuli" / "bars.json"
+    meta = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps({**meta, "FieldOfViewDeg": fov}))
+    out = tmp_path / "out"
+    assert run(bids_copy, out) == 65
+    line = error_line(capsys)
+    assert "FieldOfViewDeg in bars.json" in line
+    assert ("outside the plausible 0.1-180°" in line) if fov == 1e6 else ("the string '20'" in line)
+    assert only_logs(out)
+
+
+def _shorten_run(bids: Path, volumes: int) -> list[Path]:
+    paths = sorted((bids / FMRIPREP).glob("*_run-1_hemi-*_bold.func.gii"))
+    for path in paths:
+        img = nib.load(path)
+        nib.save(nib.GiftiImage(darrays=img.darrays[:volumes], meta=img.meta), path)
+    return paths
+
+
+def test_a_short_run_names_its_file(bids_copy: Path, tmp_path: Path, capsys) -> None:
+    """Case 19: a 3-volume run beside a full one: the message names the short run's BOLD file and the
+    aperture, not only "different lengths"."""
+    short = _shorten_run(bids_copy, 3)
+    (bids_copy / FMRIPREP / "sub-01_task-prf_run-1_desc-confounds_timeseries.tsv").unlink()
+    out = tmp_path / "out"
+    assert run(bids_copy, out) == 65
+    line = error_line(capsys)
+    assert short[0].name in line and "bars.nii.gz" in line and "3 volumes" in line, line
+    assert only_logs(out)
+
+
+def test_confounds_of_another_length_name_the_run(bids_copy: Path, tmp_path: Path, capsys) -> None:
+    """Case 19: the confounds message names the BOLD file as well as the table."""
+    short = _shorten_run(bids_copy, 3)
+    out = tmp_path / "out"
+    assert run(bids_copy, out) == 65
+    line = error_line(capsys)
+    assert "run-1_desc-confounds_timeseries.tsv" in line and short[0].name in line, line
+    assert only_logs(out)
+
+
+def test_stim_file_index_rows_are_named_as_such(bids_copy: Path, tmp_path: Path, capsys) -> None:
+    """Case 19: 101 stim_file_index rows for a 148-volume run blame the events' rows, not an aperture
+    "with 101 frames" (it has 148)."""
+    frames = nib.load(bids_copy / "stimuli" / "bars.nii.gz").shape[-1]
+    events = next((bids_copy / "sub-01" / "func").glob("*_run-1_events.tsv"))
+    rows = [f"{i * 1.5}\t1.5\tbars.nii.gz\t{i}" for i in range(101)]
+    events.write_text("onset\tduration\tstim_file\tstim_file_index\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "out"
+    assert run(bids_copy, out) == 65
+    line = error_line(capsys)
+    assert f"bars.nii.gz ({frames} frames) through the 101 stim_file_index rows of {events.name}" in line
+    assert f"has {frames} volumes" in line
+    assert only_logs(out)
+
+
+@pytest.mark.parametrize(
+    ("bold_filter", "code", "says"),
+    [
+        ({"extension": ".tsv"}, 64, "'extension' ['.tsv'] selects none of the BOLD formats prfmap reads"),
+        ({"scope": "raw"}, 64, "'scope' is not a BIDS entity"),
+        ({"extension": ".nii.gz"}, 18, "no preprocessed BOLD"),
+    ],
+)
+def test_filter_files_with_query_keys(
+    bids_copy: Path, tmp_path: Path, capsys, bold_filter, code: int, says: str
+) -> None:
+    """Case 19: a filter naming what prfmap's query sets (extension, suffix, scope) gets prfmap's
+    message, never pybids' "got multiple values for keyword argument"."""
+    path = tmp_path / "filter.json"
+    path.write_text(json.dumps({"bold": bold_filter}))
+    out = tmp_path / "out"
+    assert run(bids_copy, out, "--bids-filter-file", str(path)) == code
+    line = error_line(capsys)
+    assert says in line and "multiple values" not in line, line
+    assert only_logs(out)
+
+
+def test_fmriprep_style_filter_with_suffix_and_extension_selects_the_runs(small_synth: Path) -> None:
+    """Case 19: fMRIPrep's own filter files say "suffix": "bold"; prfmap accepts that, and an
+    extension among the formats it reads narrows the query."""
+    from prfmap.io.bids import find_inputs
+
+    runs = find_inputs(
+        small_synth, bids_filter={"bold": {"datatype": "func", "suffix": "bold", "extension": "func.gii"}}
+    )
+    assert [r.run for r in runs] == [1, 2] and all(r.kind == "gifti" for r in runs)
+
+
+@pytest.mark.parametrize("inside", ["", "work"])
+def test_work_dir_in_output_dir_is_refused(bids_copy: Path, tmp_path: Path, capsys, inside: str) -> None:
+    """Case 20: -w equal to output_dir (or a visible folder in it) would leave bids_db/ and
+    checkpoints/ in the derivatives, which the BIDS validator then rejects."""
+    out = tmp_path / "out"
+    assert run(bids_copy, out, "-w", str(out / inside)) == 64
+    line = error_line(capsys)
+    assert "--work-dir" in line and "output_dir" in line and ".prfmap-work" in line
+    assert output_files(out) == []
+
+
+def test_a_hidden_work_dir_in_output_dir_is_allowed(small_synth: Path, tmp_path: Path) -> None:
+    from prfmap.cli.config import check_output_locations
+
+    out = tmp_path / "out"
+    check_output_locations(small_synth, out, out / ".work", [])
+    check_output_locations(small_synth, out, tmp_path, [])  # output_dir inside the work dir is fine

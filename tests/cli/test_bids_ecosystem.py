@@ -21,7 +21,7 @@ MAP_EXTENSIONS = (".func.gii", ".nii.gz", ".dscalar.nii")
 
 
 def documented_warnings() -> set[str]:
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "outputs.md").read_text()
     section = text[text.index("## BIDS validation") :]
     section = section[: section.find("\n## ", 1)]
     return set(re.findall(r"`([A-Z][A-Z_]+)`", section))

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from helpers import REPO
 from prfmap.cli.parser import build_parser
 from prfmap.cli.run import main
 from prfmap.io.spaces import parse_space
@@ -150,6 +152,22 @@ def test_usage_errors_exit_64_with_one_line(argv, capsys) -> None:
     assert argv[0] in err[0]
 
 
+@pytest.mark.parametrize("value", ["1e6", "180.5", "0.05"])
+def test_implausible_stimulus_fov_is_a_usage_error(value: str, capsys) -> None:
+    """Issue 24, case 5: the full width must lie in 0.1-180 degrees."""
+    assert main([*POSITIONAL, "--stimulus-fov-deg", value]) == 64
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "--stimulus-fov-deg" in line and "0.1-180" in line and repr(value) in line
+
+
+@pytest.mark.parametrize("option", ["--stimulus", "--bids-filter-file"])
+def test_a_folder_given_for_a_file_is_called_a_folder(option: str, tmp_path: Path, capsys) -> None:
+    """Issue 24, case 19: a folder is not reported as missing."""
+    assert main([*POSITIONAL, option, str(tmp_path)]) == 64
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"{tmp_path} is a folder, not a file" in line and "does not exist" not in line
+
+
 def test_unknown_space_message_names_the_space(capsys) -> None:
     assert main([*POSITIONAL, "--space", "fsaverage7"]) == 64
     err = capsys.readouterr().err
@@ -218,3 +236,31 @@ def test_group_level_without_participant_maps_exits_66(tmp_path: Path, capsys) -
     assert main([str(tmp_path / "bids"), str(out), "group"]) == 66
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("prfmap: error: ") and str(out) in err[0]
+
+
+def _codes(text: str) -> set[int]:
+    return {int(c) for c in re.findall(r"\b(\d{1,3})\b", text)}
+
+
+def test_exit_codes_agree_in_the_docs_the_help_and_the_code(capsys) -> None:
+    """Issue 24, case 20 (Must show 5): --help's epilog, the usage page's exit-code table and
+    prfmap.errors.ExitCode (plus 130/143 for SIGINT/SIGTERM) list the same codes."""
+    from prfmap.errors import ExitCode
+
+    expected = {int(c) for c in ExitCode} | {130, 143}
+    epilog = build_parser().epilog
+    assert _codes(epilog.split("Exit codes:", 1)[1]) == expected, epilog
+    usage = (REPO / "docs" / "usage.md").read_text()
+    table = usage.split("| exit code | meaning |", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    assert set().union(*map(_codes, rows)) == expected, rows
+
+
+def test_help_says_where_the_work_files_go(capsys) -> None:
+    """Issue 24, case 20: the work dir's default is output_dir/.prfmap-work/, not "a temporary
+    folder, removed at the end"."""
+    assert main(["--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "output_dir/.prfmap-work/" in text and "removed at the end" not in text
+    for code in ("73", "75", "130", "143"):
+        assert f" {code} " in text.split("Exit codes:", 1)[1]

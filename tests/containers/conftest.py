@@ -52,6 +52,25 @@ def client():
     return client
 
 
+def buildkit_cli() -> str:
+    """A docker CLI on PATH that builds with BuildKit: one with the buildx plugin, or a client older
+    than 23.0 (BuildKit built in). Clients from 23.0 on refuse ``DOCKER_BUILDKIT=1`` without buildx."""
+    seen = []
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        cli = shutil.which("docker", path=directory)
+        if cli is None or os.path.realpath(cli) in seen:
+            continue
+        seen.append(os.path.realpath(cli))
+        if subprocess.run([cli, "buildx", "version"], capture_output=True).returncode == 0:
+            return cli
+        version = subprocess.run(
+            [cli, "version", "--format", "{{.Client.Version}}"], capture_output=True, text=True
+        ).stdout.strip()
+        if version.split(".")[0].isdigit() and int(version.split(".")[0]) < 23:
+            return cli
+    pytest.fail(f"a Docker daemon answers but no docker CLI on PATH builds with BuildKit ({seen})")
+
+
 @pytest.fixture(scope="session")
 def image(client) -> str:
     """The JAX image: ``$PRFMAP_TEST_IMAGE`` when set, else built here from the checkout."""
@@ -59,12 +78,11 @@ def image(client) -> str:
     if given:
         client.images.get(given)
         return given
-    if shutil.which("docker") is None:
-        pytest.fail("a Docker daemon answers but the docker CLI (BuildKit builds) is missing")
+    cli = buildkit_cli()
     tag = f"prfmap:{project_version()}-jax"
     result = subprocess.run(
         [
-            "docker",
+            cli,
             "build",
             "--build-arg",
             "BACKEND=jax",

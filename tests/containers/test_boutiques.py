@@ -1,4 +1,5 @@
-"""boutiques.json: BIDS-valid, in step with prfmap's parser, and its command lines parse."""
+"""boutiques.json (Boutiques' BIDS-App template, both levels) and boutiques-group.json (the group
+level on a File): valid, in step with prfmap's parser, and their command lines parse."""
 
 from __future__ import annotations
 
@@ -75,9 +76,26 @@ def bosh(*args: str, cwd: Path | None = None, timeout: float = 120) -> subproces
     return subprocess.run([BOSH, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
+GROUP_DESCRIPTOR = REPO / "boutiques-group.json"
+
+
+@pytest.fixture(scope="module")
+def group_descriptor() -> dict:
+    return json.loads(GROUP_DESCRIPTOR.read_text())
+
+
 def test_bosh_validate():
     result = bosh("validate", str(REPO / "boutiques.json"))
     assert result.returncode == 0, result.stdout + result.stderr
+    result = bosh("validate", str(GROUP_DESCRIPTOR))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_bosh_validate_as_a_bids_app():
+    """CBRAIN treats descriptors that pass ``bosh validate --bids`` as BIDS Apps."""
+    result = bosh("validate", "--bids", str(REPO / "boutiques.json"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "BIDS validation OK" in result.stdout + result.stderr
 
 
 def test_bosh_validate_fails_on_a_broken_descriptor(tmp_path, descriptor):
@@ -102,27 +120,72 @@ def test_version_and_images(descriptor, version):
 
 def test_positionals_and_value_keys(descriptor):
     keys = [i["value-key"] for i in descriptor["inputs"]]
-    assert len(keys) == len(set(keys)), "two inputs share a value key: bosh drops one of them"
+    shared = sorted({k for k in keys if keys.count(k) > 1})
+    assert shared == ["[OUTPUT_DIR]"], "only the BIDS-App template's output folder may share a value key"
+    sharing = [i for i in descriptor["inputs"] if i["value-key"] == "[OUTPUT_DIR]"]
+    # bosh substitutes the first input of a shared key and drops the other: the one that reaches
+    # prfmap, the output folder by name, comes first
+    assert [(i["id"], i["type"]) for i in sharing] == [
+        ("output_dir", "String"),
+        ("participant_outputs_dir", "File"),
+    ]
     by_key = {i["value-key"]: i for i in descriptor["inputs"]}
     assert [a.dest for a in positionals()] == ["bids_dir", "output_dir", "analysis_level"]
     assert by_key["[BIDS_DIR]"]["type"] == "File" and by_key["[BIDS_DIR]"]["optional"] is False
-    assert by_key["[OUTPUT_DIR]"]["type"] == "String"
-    assert by_key["[PARTICIPANT_OUTPUTS_DIR]"]["type"] == "File"
     level = positionals()[2]
     assert by_key["[ANALYSIS_LEVEL]"]["value-choices"] == list(level.choices)
     assert descriptor["command-line"].startswith(
-        "prfmap [BIDS_DIR] [OUTPUT_DIR] [PARTICIPANT_OUTPUTS_DIR] [ANALYSIS_LEVEL] "
+        "mkdir -p [OUTPUT_DIR]; prfmap [BIDS_DIR] [OUTPUT_DIR] [ANALYSIS_LEVEL] "
+        "[PARTICIPANT_LABEL] [SESSION_LABEL] "
     )
+    assert [o["path-template"] for o in descriptor["output-files"]] == ["[OUTPUT_DIR]"]
+
+
+def test_a_second_input_of_the_shared_key_is_dropped_by_bosh(tmp_path, descriptor):
+    """Why boutiques.json disables the template's File input: bosh drops it from the command. If a
+    bosh release substitutes it, this fails, and the File input can serve the group level again."""
+    (tmp_path / "out").mkdir()
+    invocation = {
+        "bids_dir": str(tmp_path),
+        "participant_outputs_dir": str(tmp_path / "out"),
+        "analysis_level": "group",
+    }
+    path = tmp_path / "invocation.json"
+    path.write_text(json.dumps(invocation))
+    result = bosh("exec", "simulate", str(REPO / "boutiques.json"), "-i", str(path))
+    assert f"mkdir -p; prfmap {tmp_path} group" in result.stdout
+    level = inputs_by_id(descriptor)["analysis_level"]
+    assert all("participant_outputs_dir" in level["value-disables"][v] for v in level["value-choices"])
 
 
 def test_levels_require_their_output_folder(descriptor):
     level = inputs_by_id(descriptor)["analysis_level"]
-    assert level["value-requires"] == {"participant": ["output_dir"], "group": ["participant_outputs_dir"]}
+    assert level["value-requires"] == {"participant": ["output_dir"], "group": ["output_dir"]}
     assert level["value-disables"]["participant"] == ["participant_outputs_dir"]
-    assert "output_dir" in level["value-disables"]["group"]
     group = group_inputs(descriptor)
-    assert {"participant_label", "r2_threshold", "no_report", "verbose_count"} <= group
-    assert not {"model", "space", "high_pass_hz", "work_dir"} & group
+    assert {"participant_label", "r2_threshold", "no_report", "verbose_count", "output_dir"} <= group
+    assert not {"model", "space", "high_pass_hz", "work_dir", "participant_outputs_dir"} & group
+
+
+def test_group_descriptor_is_the_group_level_of_boutiques_json(descriptor, group_descriptor):
+    """boutiques-group.json: the group inputs of boutiques.json, with the output folder as a File."""
+    ids = {i["id"] for i in group_descriptor["inputs"]}
+    assert ids == group_inputs(descriptor) - {"output_dir", "analysis_level"} | {"participant_outputs_dir"}
+    by_id = inputs_by_id(group_descriptor)
+    folder = by_id["participant_outputs_dir"]
+    assert (folder["type"], folder["value-key"], folder["optional"]) == (
+        "File",
+        "[PARTICIPANT_OUTPUTS_DIR]",
+        False,
+    )
+    shared = {k: v for k, v in inputs_by_id(descriptor).items() if k in ids - {"participant_outputs_dir"}}
+    assert {k: by_id[k] for k in shared} == shared, "an input drifted from boutiques.json's"
+    assert group_descriptor["command-line"].startswith("prfmap [BIDS_DIR] [PARTICIPANT_OUTPUTS_DIR] group ")
+    assert group_descriptor["tool-version"] == descriptor["tool-version"]
+    assert group_descriptor["container-image"] == descriptor["container-image"]
+    for item in group_descriptor["inputs"]:
+        assert item["value-key"] in group_descriptor["command-line"]
+    assert bosh("validate", "--bids", str(GROUP_DESCRIPTOR)).returncode != 0  # not a BIDS-App template
 
 
 def test_no_default_values(descriptor):
@@ -132,7 +195,7 @@ def test_no_default_values(descriptor):
 
 
 def test_every_option_is_described_and_nothing_else(descriptor):
-    positional = ("[BIDS_DIR]", "[OUTPUT_DIR]", "[PARTICIPANT_OUTPUTS_DIR]", "[ANALYSIS_LEVEL]")
+    positional = ("[BIDS_DIR]", "[OUTPUT_DIR]", "[ANALYSIS_LEVEL]")
     described = {i["id"] for i in descriptor["inputs"] if i["value-key"] not in positional}
     parsed = {a.dest for a in options()}
     assert described == parsed, (
@@ -203,18 +266,25 @@ def group_inputs(descriptor) -> set[str]:
     return {i["id"] for i in descriptor["inputs"]} - disabled
 
 
-def simulate(invocation: dict | Path, tmp_path: Path) -> list[str]:
-    """The words of the command ``bosh exec simulate`` prints for ``invocation``."""
+def simulate(
+    invocation: dict | Path, tmp_path: Path, descriptor: Path = REPO / "boutiques.json"
+) -> list[str]:
+    """The words of the prfmap command ``bosh exec simulate`` prints for ``invocation``; a
+    ``mkdir -p`` before it (the BIDS-App template) must create prfmap's output folder."""
     if isinstance(invocation, dict):
-        path = tmp_path / f"invocation-{invocation['analysis_level']}.json"
+        path = tmp_path / f"invocation-{invocation.get('analysis_level', 'group')}.json"
         path.write_text(json.dumps(invocation))
     else:
         path = invocation
-    result = bosh("exec", "simulate", str(REPO / "boutiques.json"), "-i", str(path))
+    result = bosh("exec", "simulate", str(descriptor), "-i", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
-    lines = [x for x in result.stdout.splitlines() if x.startswith("prfmap ")]
+    lines = [x for x in result.stdout.splitlines() if x.startswith(("prfmap ", "mkdir -p "))]
     assert len(lines) == 1, result.stdout
-    return shlex.split(lines[0])
+    made, _, command = lines[0].rpartition("; ")
+    words = shlex.split(command)
+    if made:
+        assert shlex.split(made) == ["mkdir", "-p", words[2]], lines[0]
+    return words
 
 
 def parse(words: list[str]) -> argparse.Namespace:
@@ -293,17 +363,17 @@ def test_simulated_participant_command_parses(tmp_path, descriptor):
     assert_parsed_as(ns, expected)
 
 
-def test_simulated_group_command_is_the_group_options_only(tmp_path):
-    """A minimal group invocation: the output folder is there, no participant default leaks in."""
+@pytest.mark.parametrize("folder", ["output_dir", "participant_outputs_dir"])
+def test_simulated_group_command_is_the_group_options_only(tmp_path, folder):
+    """A minimal group invocation of either descriptor: the output folder is there, no participant
+    default leaks in."""
     (tmp_path / "bids").mkdir()
     (tmp_path / "out").mkdir()
-    invocation = {
-        "bids_dir": str(tmp_path / "bids"),
-        "participant_outputs_dir": str(tmp_path / "out"),
-        "analysis_level": "group",
-        "verbose_count": "-vv",
-    }
-    words = simulate(invocation, tmp_path)
+    invocation = {"bids_dir": str(tmp_path / "bids"), folder: str(tmp_path / "out"), "verbose_count": "-vv"}
+    if folder == "output_dir":
+        words = simulate(invocation | {"analysis_level": "group"}, tmp_path)
+    else:
+        words = simulate(invocation, tmp_path, GROUP_DESCRIPTOR)
     assert words == ["prfmap", str(tmp_path / "bids"), str(tmp_path / "out"), "group", "-vv"]
     ns = parse(words)
     assert ns.output_dir == tmp_path / "out" and ns.verbose_count == 2
@@ -313,23 +383,28 @@ def test_simulated_group_command_is_the_group_options_only(tmp_path):
     }
 
 
-def test_simulated_group_command_with_every_group_input(tmp_path, descriptor):
+@pytest.mark.parametrize("folder", ["output_dir", "participant_outputs_dir"])
+def test_simulated_group_command_with_every_group_input(tmp_path, descriptor, group_descriptor, folder):
     (tmp_path / "bids").mkdir()
     (tmp_path / "out").mkdir()
     invocation = {
         "bids_dir": str(tmp_path / "bids"),
-        "participant_outputs_dir": str(tmp_path / "out"),
-        "analysis_level": "group",
+        folder: str(tmp_path / "out"),
         "participant_label": ["01", "sub-02"],
         "r2_threshold": 0.3,
         "threshold_on": "cvr2",
         "no_report": True,
         "verbose_count": "-vvv",
     }
-    assert set(invocation) == group_inputs(descriptor), "the example should set every group input"
-    ns = parse(simulate(invocation, tmp_path))
+    if folder == "output_dir":
+        invocation["analysis_level"] = "group"
+        assert set(invocation) == group_inputs(descriptor), "the example should set every group input"
+        words = simulate(invocation, tmp_path)
+    else:
+        assert set(invocation) == {i["id"] for i in group_descriptor["inputs"]}
+        words = simulate(invocation, tmp_path, GROUP_DESCRIPTOR)
     assert_parsed_as(
-        ns,
+        parse(words),
         {
             "bids_dir": tmp_path / "bids",
             "output_dir": tmp_path / "out",
@@ -343,12 +418,19 @@ def test_simulated_group_command_with_every_group_input(tmp_path, descriptor):
     )
 
 
-@pytest.mark.parametrize("name", ["boutiques-invocation.json", "boutiques-invocation-group.json"])
-def test_shipped_example_invocations_parse(name, tmp_path):
+@pytest.mark.parametrize(
+    ("name", "descriptor_path"),
+    [
+        ("boutiques-invocation.json", REPO / "boutiques.json"),
+        ("boutiques-invocation-group.json", REPO / "boutiques.json"),
+        ("boutiques-group-invocation.json", GROUP_DESCRIPTOR),
+    ],
+)
+def test_shipped_example_invocations_parse(name, descriptor_path, tmp_path):
     example = REPO / "docker" / name
     invocation = json.loads(example.read_text())
-    ns = parse(simulate(example, tmp_path))
-    assert ns.analysis_level == invocation["analysis_level"]
+    ns = parse(simulate(example, tmp_path, descriptor_path))
+    assert ns.analysis_level == invocation.get("analysis_level", "group")
     assert ns.bids_dir == Path(invocation["bids_dir"])
     assert ns.output_dir == Path(invocation.get("output_dir") or invocation["participant_outputs_dir"])
     assert ns.participant_label == invocation.get("participant_label")

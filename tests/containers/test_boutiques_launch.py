@@ -1,11 +1,14 @@
 """``bosh exec launch`` of the participant and the group level in the image, as CBRAIN-like
-platforms run boutiques.json. Skipped, saying why, where no Docker daemon answers (the ``client``
-fixture); ``PRFMAP_TEST_IMAGE=<name>`` runs them on an image built beforehand."""
+platforms run boutiques.json (both levels, the output folder named under the launch folder) and
+boutiques-group.json (the group level on a File). Skipped, saying why, where no Docker daemon
+answers (the ``client`` fixture); ``PRFMAP_TEST_IMAGE=<name>`` runs them on an image built
+beforehand."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -38,17 +41,20 @@ def workspace(image, tmp_path_factory) -> tuple[Path, Path]:
         capture_output=True,
         timeout=600,
     )
-    descriptor = json.loads((REPO / "boutiques.json").read_text())
-    descriptor["container-image"]["image"] = image
-    path = root / "boutiques.json"
-    path.write_text(json.dumps(descriptor))
-    return root, path
+    for name in ("boutiques.json", "boutiques-group.json"):
+        descriptor = json.loads((REPO / name).read_text())
+        descriptor["container-image"]["image"] = image
+        (root / name).write_text(json.dumps(descriptor))
+    return root, root / "boutiques.json"
 
 
-def launch(workspace: tuple[Path, Path], invocation: dict) -> subprocess.CompletedProcess:
+def launch(
+    workspace: tuple[Path, Path], invocation: dict, name: str = "boutiques.json"
+) -> subprocess.CompletedProcess:
     """``bosh exec launch`` in the launch folder, as the calling user, with the local image."""
-    root, descriptor = workspace
-    path = root / f"invocation-{invocation['analysis_level']}.json"
+    root, _ = workspace
+    descriptor = root / name
+    path = root / f"invocation-{invocation.get('analysis_level', 'group')}.json"
     path.write_text(json.dumps(invocation))
     return subprocess.run(
         [
@@ -90,18 +96,18 @@ def test_participant_then_group_level(workspace):
         "prfmap should log the command it was given, -v included"
     )
 
-    group = launch(
-        workspace,
-        {
-            "bids_dir": str(root / "bids"),
-            "participant_outputs_dir": str(root / "out"),
-            "analysis_level": "group",
-            "r2_threshold": 0.05,
-        },
-    )
-    assert group.returncode == 0, group.stdout[-4000:] + group.stderr[-2000:]
-    assert sorted((root / "out" / "group").glob("*_stat-count_desc-count_boldmap.func.gii"))
-    assert (root / "out" / "group.html").is_file()
+    # the group level through the BIDS-App descriptor (the folder by name, under the launch folder),
+    # then through boutiques-group.json (the folder as a File, mounted where it lies)
+    for name, invocation in (
+        ("boutiques.json", {"output_dir": "out", "analysis_level": "group"}),
+        ("boutiques-group.json", {"participant_outputs_dir": str(root / "out")}),
+    ):
+        shutil.rmtree(root / "out" / "group", ignore_errors=True)
+        (root / "out" / "group.html").unlink(missing_ok=True)
+        group = launch(workspace, {"bids_dir": str(root / "bids"), "r2_threshold": 0.05, **invocation}, name)
+        assert group.returncode == 0, name + group.stdout[-4000:] + group.stderr[-2000:]
+        assert sorted((root / "out" / "group").glob("*_stat-count_desc-count_boldmap.func.gii")), name
+        assert (root / "out" / "group.html").is_file(), name
 
 
 def test_prfmaps_exit_code_is_the_launch_exit_code(workspace):

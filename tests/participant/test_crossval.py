@@ -172,12 +172,11 @@ def test_fewer_than_two_runs_have_no_folds():
 
 
 def _fit_participant(root: Path, out: Path, *options: str):
+    work = out.with_name(f"{out.name}-work")  # outside output_dir, which refuses a --work-dir in it
     config = build_config(
-        build_parser().parse_args(
-            [str(root), str(out), "participant", "--work-dir", str(out / "work"), *options]
-        )
+        build_parser().parse_args([str(root), str(out), "participant", "--work-dir", str(work), *options])
     )
-    (plan,) = plan_fits(find_runs(config.inputs, work_dir=out / "work"), config.fit.model)
+    (plan,) = plan_fits(find_runs(config.inputs, work_dir=work), config.fit.model)
     fitted = fit_loaded(load_fit(plan, config, lambda *a: None), config, lambda *a: None)
     return config, fitted
 

@@ -177,7 +177,9 @@ def test_different_stimuli_are_concatenated_block_diagonally():
 def test_combine_errors():
     a = _run(100 + np.random.default_rng(4).normal(size=(2, 40)))
     b = _run(100 + np.random.default_rng(5).normal(size=(2, 41)))
-    with pytest.raises(BadDataError, match="different lengths"):
+    with pytest.raises(
+        BadDataError, match="has 40 frames but its runs have 41"
+    ):  # names the run that differs
         combine_runs([a, b], ["s", "s"], {"s": np.zeros((40, 2, 2))})
     with pytest.raises(BadDataError, match="has 39 frames but its runs have 40"):
         combine_runs([a], ["s"], {"s": np.zeros((39, 2, 2))})

@@ -278,3 +278,76 @@ def test_sigterm_is_honoured_within_2_s_in_every_stage(t1w_dataset: Path, tmp_pa
     assert again.returncode == 0, again.stderr
     assert again.stdout.count("reused from checkpoint") == saved
     assert not list(out.glob(".prfmap-staging-*"))
+
+
+# -- issue 24 -------------------------------------------------------------------------------------
+
+
+def _one_error_line(proc: subprocess.CompletedProcess) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("prfmap: error: "), proc.stderr[-3000:]
+    return lines[0]
+
+
+@ROOT_ONLY
+def test_a_disk_that_fills_while_logging_is_one_line_and_73(
+    t1w_dataset: Path, tmp_path: Path, tiny_tmpfs: Path
+) -> None:
+    """Case 12: the run log fills the disk: exit 73 and one line naming the log file (before: exit 1
+    and 1,127 lines of '--- Logging error ---' tracebacks); no staging folder, no maps."""
+    out = tiny_tmpfs / "out"
+    (tiny_tmpfs / "filler").write_bytes(b"\0" * (600 - 12) * 1024)  # room for 3 pages of logs
+    proc = run_participant(t1w_dataset, out, "--refine", "none", "--work-dir", tmp_path / "work", chunk=None)
+    assert proc.returncode == 73, proc.stderr[-3000:]
+    line = _one_error_line(proc)
+    assert line.startswith("prfmap: error: no space left on the device writing ") and ".log" in line
+    assert str(out / "logs") in line and "Logging error" not in proc.stderr
+    assert not list(out.glob(".prfmap-staging-*")) and not map_files(out)
+
+
+@pytest.fixture
+def read_only_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=16k", "tmpfs", str(folder)], check=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+@ROOT_ONLY
+def test_a_read_only_output_dir_is_73(t1w_dataset: Path, read_only_tmpfs: Path) -> None:
+    """Case 15: output_dir on a read-only file system: exit 73 as the README says (before: 64)."""
+    proc = run_participant(t1w_dataset, read_only_tmpfs / "out", chunk=None)
+    assert proc.returncode == 73, proc.stderr
+    line = _one_error_line(proc)
+    assert "read-only file system writing " in line and str(read_only_tmpfs) in line and ":ro" in line
+
+
+def test_an_unwritable_output_dir_is_73(t1w_dataset: Path, shared_dir: Path) -> None:
+    """Case 15: a folder this user may not write into (as root: run as another uid): exit 73 naming it."""
+    bids, parent = shared_dir / "bids", shared_dir / "locked"
+    shutil.copytree(t1w_dataset, bids)
+    parent.mkdir()
+    parent.chmod(0o555)
+    command = [c for c in participant_command(bids, parent / "out") if c != sys.executable]
+    if os.geteuid() == 0:
+        home = shared_dir / "home"
+        home.mkdir()
+        home.chmod(0o777)
+        proc = subprocess.run(
+            [python_for(OTHER_UID), *command],
+            env=user_env(home),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            preexec_fn=as_user(OTHER_UID, 0o022),
+        )
+    else:
+        proc = subprocess.run(
+            [sys.executable, *command], env=chunked_env(None), capture_output=True, text=True, timeout=600
+        )
+    assert proc.returncode == 73, proc.stderr
+    line = _one_error_line(proc)
+    assert "permission denied writing " in line and str(parent) in line and "id -u" in line

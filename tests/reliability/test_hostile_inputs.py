@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
+import struct
 from pathlib import Path
 
 import nibabel as nib
@@ -14,6 +16,7 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from helpers import run_prfmap
 from prfmap.errors import ExitCode, PrfmapError
 from prfmap.io.aperture import load_aperture
 from prfmap.io.bids import find_inputs
@@ -295,13 +298,24 @@ def _bad_sidecar(root: Path) -> None:
         path.write_text('{"RepetitionTime": -1.5}')
 
 
+def _invalid_json_sidecar(root: Path) -> None:
+    """Issue 24, case 16: 66 "pybids cannot index" before; 65 naming the file after."""
+    next((root / "derivatives" / "fmriprep").rglob("*_desc-preproc_bold.json")).write_text('{"a": 1,')
+
+
 def _no_stim_column(root: Path) -> None:
     next((root / "sub-01" / "func").glob("*_events.tsv")).write_text("onset\tduration\n0\t10\n")
 
 
 @pytest.mark.parametrize(
     ("damage", "code"),
-    [(_truncate_bold, 65), (_nan_aperture, 65), (_bad_sidecar, 65), (_no_stim_column, 66)],
+    [
+        (_truncate_bold, 65),
+        (_nan_aperture, 65),
+        (_bad_sidecar, 65),
+        (_no_stim_column, 66),
+        (_invalid_json_sidecar, 65),
+    ],
 )
 def test_cli_hostile_input_one_line_no_outputs(
     small_bids: Path, tmp_path: Path, capsys: pytest.CaptureFixture, damage, code: int
@@ -386,3 +400,155 @@ def test_stim_file_paths_stay_inside_the_dataset(escape_bids: Path, stim: str) -
         return
     assert not outside, f"{stim} was accepted"
     assert all(r.stim_file.resolve().is_relative_to(root) for r in runs)
+
+
+# -- issue 24: apertures --------------------------------------------------------------------------
+
+
+def _bars(frames: int = 12, size: int = 8) -> np.ndarray:
+    """(frames, rows, cols) float32: a bar stepping across the columns."""
+    out = np.zeros((frames, size, size), np.float32)
+    for t in range(frames):
+        out[t, :, t % size] = 1.0
+    return out
+
+
+@pytest.mark.parametrize("ext", [".npy", ".nii", ".nii.gz"])
+def test_float64_apertures_load_like_float32(tmp_path: Path, ext: str) -> None:
+    """Case 10: np.save's default dtype (float64, memory-mapped read-only) and float64 NIfTI load."""
+    design = _bars()
+    for dtype in (np.float32, np.float64):
+        path = tmp_path / f"{np.dtype(dtype).name}{ext}"
+        if ext == ".npy":
+            np.save(path, design.astype(dtype))
+        else:
+            on_disk = np.moveaxis(design, 0, -1)[:, :, None, :]  # rows, cols, 1, frames
+            nib.save(nib.Nifti1Image(on_disk.astype(dtype), np.eye(4)), path)
+    single = load_aperture(tmp_path / f"float32{ext}", tr=1.5, fov_deg=20.0).design
+    double = load_aperture(tmp_path / f"float64{ext}", tr=1.5, fov_deg=20.0).design
+    assert double.dtype == np.float32
+    np.testing.assert_array_equal(double, single)
+    np.testing.assert_array_equal(double, design)
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda d: np.ones_like(d), "uniform across the screen"),
+        (lambda d: np.broadcast_to(d.mean(axis=(1, 2), keepdims=True) + 0.1, d.shape), "uniform"),
+        (lambda d: np.broadcast_to(d[:1], d.shape), "never changes"),
+    ],
+    ids=["all ones", "full-field flicker", "static image"],
+)
+def test_apertures_without_spatial_information_are_refused(tmp_path: Path, make, says: str) -> None:
+    """Case 5: an aperture that no pRF position can explain better than another is bad data."""
+    path = tmp_path / "flat.npy"
+    np.save(path, np.ascontiguousarray(make(_bars()), dtype=np.float32))
+    with pytest.raises(PrfmapError) as info:
+        load_aperture(path, tr=1.5, fov_deg=20.0)
+    assert_clean_error(info.value)
+    assert info.value.exit_code == ExitCode.BAD_DATA and "flat.npy" in str(info.value)
+    assert says in str(info.value)
+
+
+@pytest.mark.parametrize("fov", [1e6, 181.0, 0.01, "20", True])
+def test_implausible_field_of_view_in_the_sidecar_is_refused(tmp_path: Path, fov) -> None:
+    """Case 5 (and 19: a string is named as a string): FieldOfViewDeg outside 0.1-180 degrees."""
+    path = tmp_path / "bars.npy"
+    np.save(path, _bars())
+    (tmp_path / "bars.json").write_text(json.dumps({"FieldOfViewDeg": fov}))
+    with pytest.raises(PrfmapError) as info:
+        load_aperture(path, tr=1.5)
+    assert_clean_error(info.value)
+    message = str(info.value)
+    assert info.value.exit_code == ExitCode.BAD_DATA
+    assert "FieldOfViewDeg" in message and "bars.json" in message
+    if isinstance(fov, str | bool):
+        assert "not a number" in message and "must be positive" not in message
+    else:
+        assert "0.1" in message and "180" in message
+    assert load_aperture(path, tr=1.5, fov_deg=180.0).fov_deg == 180.0
+
+
+# -- issue 24: sidecars and headers -----------------------------------------------------------------
+
+
+def _copy(small_bids: Path, tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A private copy: its root, the preprocessed BOLD and its fMRIPrep sidecar."""
+    root = tmp_path / "bids"
+    shutil.copytree(small_bids, root)
+    bold = next((root / "derivatives" / "fmriprep").rglob("*_desc-preproc_bold.nii.gz"))
+    return root, bold, bold.with_name(bold.name.replace(".nii.gz", ".json"))
+
+
+def test_a_header_tr_contradicting_the_sidecar_is_warned(small_bids: Path, tmp_path: Path, caplog) -> None:
+    """Case 21: the sidecar's RepetitionTime is used (BIDS metadata), and the log names both values."""
+    root, bold, _ = _copy(small_bids, tmp_path)
+    img = nib.load(bold)
+    img.header.set_zooms((*img.header.get_zooms()[:3], 2.0))
+    nib.save(img, bold)
+    with caplog.at_level("WARNING", logger="prfmap"):
+        (run,) = find_inputs(root)
+    assert run.tr == 1.5
+    (warning,) = [r.getMessage() for r in caplog.records if "header" in r.getMessage()]
+    assert bold.name in warning and "2 s" in warning and "1.5 s" in warning and "RepetitionTime" in warning
+
+
+@pytest.mark.parametrize(("value", "fraction"), [("yes", None), ("TRUE", None), ("no", 0.45), (1, None)])
+def test_slice_timing_corrected_written_as_a_string(
+    small_bids: Path, tmp_path: Path, caplog, value, fraction
+) -> None:
+    """Case 21: "yes" is not read as false: a warning names the value and how it is read."""
+    root, _, sidecar = _copy(small_bids, tmp_path)
+    meta = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps({**meta, "SliceTimingCorrected": value}))
+    with caplog.at_level("WARNING", logger="prfmap"):
+        (run,) = find_inputs(root)
+    truth = str(value).lower() in ("yes", "true", "1")
+    assert run.slice_time.rule == ("corrected_middle" if truth else "slice_timing_mean")
+    if fraction is not None:
+        assert run.slice_time.fraction == pytest.approx(fraction)
+    (warning,) = [r.getMessage() for r in caplog.records if "SliceTimingCorrected" in r.getMessage()]
+    assert repr(value) in warning and f"read as {str(truth).lower()}" in warning
+
+
+def test_slice_timing_corrected_that_is_no_boolean_is_bad_data(small_bids: Path, tmp_path: Path) -> None:
+    root, _, sidecar = _copy(small_bids, tmp_path)
+    sidecar.write_text(json.dumps({**json.loads(sidecar.read_text()), "SliceTimingCorrected": "maybe"}))
+    with pytest.raises(PrfmapError) as info:
+        find_inputs(root)
+    assert_clean_error(info.value)
+    assert info.value.exit_code == ExitCode.BAD_DATA and "'maybe'" in str(info.value)
+    assert "SliceTimingCorrected" in str(info.value)
+
+
+@pytest.mark.parametrize("where", ["raw", "fmriprep"])
+@pytest.mark.parametrize("text", ['{"RepetitionTime": 1.5,', "[1, 2]"])
+def test_a_sidecar_that_is_not_a_json_object_is_named(
+    small_bids: Path, tmp_path: Path, where: str, text: str
+) -> None:
+    """Case 16: 65 (bad data, not 66), naming the file and what is wrong with it."""
+    root, _, derived = _copy(small_bids, tmp_path)
+    sidecar = derived if where == "fmriprep" else next((root / "sub-01" / "func").glob("*_bold.json"))
+    sidecar.write_text(text)
+    with pytest.raises(PrfmapError) as info:
+        find_inputs(root)
+    assert_clean_error(info.value)
+    message = str(info.value)
+    assert info.value.exit_code == ExitCode.BAD_DATA and str(sidecar) in message, message
+    assert ("line 1 column" in message) if text.startswith("{") else ("not a JSON object" in message)
+
+
+def test_library_messages_stay_off_stderr(small_bids: Path, tmp_path: Path) -> None:
+    """Case 17: nibabel's "pixdim[1,2,3] should be non-zero" (a header it repairs) goes to the log;
+    stderr holds the one error line of the run (here a NaN aperture, 65)."""
+    root, bold, _ = _copy(small_bids, tmp_path)
+    raw = bytearray(gzip.decompress(bold.read_bytes()))  # nibabel would repair the header on saving
+    raw[80:92] = struct.pack("<3f", 0.0, 0.0, 0.0)  # pixdim[1:4] of the NIfTI-1 header; sform kept
+    bold.write_bytes(gzip.compress(bytes(raw)))
+    _nan_aperture(root)
+    out = tmp_path / "out"
+    done = run_prfmap(root, out, "participant", "--skip-bids-validation", "--no-report")
+    assert done.returncode == 65
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("prfmap: error: "), done.stderr
+    assert "pixdim[1,2,3] should be non-zero" in next((out / "logs").glob("prfmap_*.log")).read_text()

@@ -66,6 +66,7 @@ def fitted(space: str, factory: pytest.TempPathFactory) -> Path:
         args = [str(bids), str(out), "participant", "--refine", "none", "--work-dir", str(root / "work")]
         done = prfmap(args, root)
         assert done.returncode == 0, done.stderr
+        assert done.stderr == ""  # issue 24, case 17: fsLR printed nibabel's "pixdim[1,2,3] ..."
         _FITTED[space] = out
     return _FITTED[space]
 
@@ -196,3 +197,63 @@ def test_reports_only_rebuilds_the_report_without_fitting(tmp_path_factory: pyte
     assert not (work / "checkpoints").exists() and seconds < 300
     refused = prfmap([str(bids), str(out), "participant", "--reports-only", "--no-report"], out.parent)
     assert refused.returncode == 64 and "--reports-only" in refused.stderr
+
+
+def _reports_only(out: Path) -> subprocess.CompletedProcess:
+    command = [str(out.parent / "bids"), str(out), "participant", "--reports-only", "--skip-bids-validation"]
+    return prfmap(command, out.parent)
+
+
+def _state(out: Path) -> dict[str, bytes]:
+    """The report page and figures, byte for byte."""
+    files = [out / "sub-01.html", *sorted((out / "sub-01" / "figures").glob("*.png"))]
+    return {str(p.relative_to(out)): p.read_bytes() for p in files}
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "missing"])
+def test_reports_only_refuses_a_damaged_map_and_keeps_the_report(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, damage: str
+) -> None:
+    """Issue 24, case 14: a corrupt map is 65 naming it (was: exit 1, "unexpected ImageFileError"); a
+    missing one 66 naming it and its sidecar (was: its panel dropped, its stale figure kept). The
+    report and figures on disk are left as they were."""
+    import shutil
+
+    fitted_out = fitted("T1w", tmp_path_factory)
+    out = tmp_path / "out"
+    shutil.copytree(fitted_out, out)
+    shutil.copytree(fitted_out.parent / "bids", tmp_path / "bids")
+    before = _state(out)
+    sigma = next((out / "sub-01" / "func").glob("*_desc-sigma_boldmap.nii.gz"))
+    if damage == "corrupt":
+        sigma.write_bytes(sigma.read_bytes()[:300])
+    else:
+        sigma.unlink()
+    done = _reports_only(out)
+    assert done.returncode == (65 if damage == "corrupt" else 66), done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("prfmap: error: ") and sigma.name in line, line
+    if damage == "missing":
+        assert sigma.name.replace(".nii.gz", ".json") in line
+    assert _state(out) == before and not list(out.glob(".prfmap-*"))
+
+
+def test_reports_only_replaces_the_figures_as_a_set(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """Issue 24, case 14: figures the rebuilt report does not draw do not stay behind."""
+    import shutil
+
+    fitted_out = fitted("T1w", tmp_path_factory)
+    out = tmp_path / "out"
+    shutil.copytree(fitted_out, out)
+    shutil.copytree(fitted_out.parent / "bids", tmp_path / "bids")
+    stale = out / "sub-01" / "figures" / "sub-01_task-prf_space-T1w_model-css_slices-n.png"
+    shutil.copy(next(stale.parent.glob("*.png")), stale)
+    done = _reports_only(out)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert not stale.exists() and (out / "sub-01.html").is_file()
+    assert {p.name for p in (out / "sub-01" / "figures").glob("*.png")} == {
+        p.name for p in (fitted_out / "sub-01" / "figures").glob("*.png")
+    }
+    assert not list(out.glob(".prfmap-*"))

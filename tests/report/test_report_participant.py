@@ -276,3 +276,67 @@ def test_page_checks_catch_broken_pages(tmp_path: Path, body: str) -> None:
     )
     with pytest.raises(Exception):  # noqa: B017 - html5lib ParseError or AssertionError
         check_page(page)
+
+
+def test_status_map_has_a_categorical_legend(context: ReportContext, tmp_path: Path) -> None:
+    """The status map is a sum of bits: one colour per combination present, named by its bits."""
+    import matplotlib.pyplot as plt
+    from matplotlib import colormaps
+    from matplotlib.colors import Normalize
+
+    from prfmap.engine import catalog
+    from prfmap.report.legends import draw_category_legend, style_for
+
+    bits = catalog.STATUS_BITS
+    rng = np.random.default_rng(3)
+    codes = np.array(
+        [
+            0,
+            bits["grid_only"],
+            bits["size_at_floor"],
+            bits["grid_only"] + bits["size_at_floor"],
+            bits["not_reproducible"],
+            bits["at_bound"] + bits["not_converged"],
+        ]
+    )
+    status = codes[rng.choice(codes.size, context.maps["r2"].size, p=[0.5, 0.2, 0.1, 0.1, 0.06, 0.04])]
+    page = write_participant_report(
+        tmp_path, "01", small_context(context, maps={**context.maps, "status": status})
+    )
+    figures = {Path(src).stem.rsplit("_", 1)[-1]: (src, alt) for src, alt in images(page)}
+    shown = context.maps["r2"] >= 0.1
+    present = sorted(set(status[shown].tolist()), key=lambda c: -int(np.sum(status[shown] == c)))
+    expected = [
+        "0: no flag (refined, converged, in range)",
+        "2: grid_only",
+        "128: size_at_floor",
+        "130: grid_only + size_at_floor",
+        "64: not_reproducible (doubtful)",
+        "12: at_bound + not_converged (doubtful)",
+    ]
+    assert sorted(present) == sorted(codes.tolist())
+    for kind in ("flat-status", "views-status"):
+        src, alt = figures[kind]
+        assert "fraction" not in alt and "colour scale" not in alt
+        assert "legend fit status (sum of bits): " in alt and "doubtful estimates included" in alt
+        listed = alt.split(": ", 1)[1].split("; shown")[0].split("; ")
+        assert sorted(listed) == sorted(expected)  # every combination shown, and only those
+        meta = Image.open(page.parent / src).text
+        assert meta["Title"] == "fit status (sum of bits)" and all(e in meta["Description"] for e in expected)
+    # The legend itself: its entries, most frequent first, each in its own qualitative colour
+    style = style_for("status", status[shown], 20.0)
+    fig, ax = plt.subplots()
+    legend = draw_category_legend(ax, style)
+    assert [t.get_text() for t in legend.get_texts()] == [
+        next(e for e in expected if e.startswith(f"{c}:")) for c in present
+    ]
+    colours = [tuple(h.get_facecolor()) for h in legend.legend_handles]
+    cmap = colormaps[style.cmap]
+    assert colours == [cmap(Normalize(style.vmin, style.vmax)(i)) for i in range(len(present))]
+    assert len(set(colours)) == len(present)
+    plt.close(fig)
+    # The flattened map draws the categories in those colours, not blends of them
+    pixels = np.asarray(Image.open(page.parent / figures["flat-status"][0]).convert("RGB")).reshape(-1, 3)
+    for i in range(2):  # the two most frequent combinations fill whole faces
+        rgb = np.round(np.array(colours[i][:3]) * 255)
+        assert np.any(np.abs(pixels - rgb).max(axis=1) <= 2), f"no pixel of {legend.get_texts()[i]}"

@@ -1,9 +1,10 @@
-"""Progress: tqdm bars on a terminal, short periodic log lines otherwise."""
+"""Progress: one display on a terminal, short periodic log lines otherwise."""
 
 from __future__ import annotations
 
 import io
 import logging
+import sys
 
 import pytest
 
@@ -42,18 +43,60 @@ def test_log_lines_are_periodic_when_not_on_a_terminal(caplog: pytest.LogCapture
     assert lines[-2:] == ["refine: 0/30 (0%)", "refine: 30/30 (100%)"]
 
 
-def test_bar_on_a_terminal(caplog: pytest.LogCaptureFixture) -> None:
-    stream = Terminal()
-    with caplog.at_level(logging.INFO, logger="prfmap.runtime.progress"), make_progress(stream=stream) as p:
-        assert p.terminal
-        for done in range(5):
-            p("load runs", done, 4)
-        p("grid", 3, 10)
+def simulated_run(progress: Progress, clock: Clock, fits: int = 3, chunks: int = 2) -> list[float]:
+    """The calls of a participant run: per fit its HRF preamble, then chunks of grid + refine."""
+    seen = []
+    progress("load runs", 2, 2)
+    for _ in range(fits):
+        progress("HRF grid", 1, 1)
+        progress("chunks", 0, chunks)
+        for chunk in range(chunks):
+            for stage, steps in (("grid", 4), ("refine", 8)):
+                for done in range(steps + 1):
+                    clock.now += 1.0
+                    progress(stage, done, steps)
+                    seen.append(progress.fraction)
+            progress("chunks", chunk + 1, chunks)
+            seen.append(progress.fraction)
+    return seen
+
+
+def test_one_display_on_a_terminal(caplog: pytest.LogCaptureFixture) -> None:
+    stream, clock = Terminal(), Clock()
+    progress = Progress(stream=stream, clock=clock, title="sub-01", fits=3)
+    with caplog.at_level(logging.INFO, logger="prfmap.runtime.progress"), progress:
+        assert progress.terminal
+        seen = simulated_run(progress, clock)
+    assert seen == sorted(seen) and seen[-1] == 1.0
+    # each fit is a third, each of its two chunks a sixth; once the first chunk showed its stages
+    # (grid, refine), each is half a chunk: the second chunk's grid ends at 1/6 + 1/12
+    per_chunk = 5 + 9 + 1
+    assert seen[per_chunk - 1] == pytest.approx(1 / 6) and seen[2 * per_chunk - 1] == pytest.approx(1 / 3)
+    assert seen[per_chunk + 4] == pytest.approx(1 / 6 + 1 / 12)
     text = stream.getvalue()
-    assert "load runs" in text and "4/4" in text
-    assert "grid" in text and "3/10" in text
-    assert p._bar is None
-    assert not caplog.records
+    assert "sub-01 fit 1/3 · chunk 1/2 · grid" in text and "fit 3/3 · done 100%|" in text
+    assert "elapsed" in text and " left" in text
+    assert text.count("\n") == 1, "the display is redrawn in place and left once, at the end"
+    assert progress._bar is None and not caplog.records
+
+
+def test_log_lines_go_through_tqdm_while_the_display_is_up(monkeypatch) -> None:
+    stream, log = Terminal(), logging.getLogger("prfmap")
+    console = logging.StreamHandler(sys.stdout)
+    console.setLevel(logging.INFO)
+    monkeypatch.setattr(log, "handlers", [console])
+    monkeypatch.setattr(log, "level", logging.DEBUG)
+    writes = []
+    monkeypatch.setattr(
+        "prfmap.runtime.progress.tqdm.write", lambda text, file=None, **_: writes.append(text)
+    )
+    with make_progress(stream=stream, fits=1) as progress:
+        progress("grid", 1, 2)
+        assert console not in log.handlers
+        log.info("a line")
+        log.debug("below the console's level")
+    assert writes == ["a line"]
+    assert log.handlers == [console]
 
 
 def test_disabled_is_silent(caplog: pytest.LogCaptureFixture) -> None:

@@ -1,6 +1,6 @@
 """prfmap-synth writes datasets that pass the current BIDS validator: the raw dataset (with its
 small raw BOLD stand-ins), its fMRIPrep-like derivatives (with fMRIPrep's .bidsignore) and the
-ground truth; every warning left is one the README lists."""
+ground truth; every warning left is one the documentation (docs/outputs.md) lists."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from prfmap.io.validator import validate_dataset
 from prfmap.synth.config import SPACES, SynthConfig
 from prfmap.synth.dataset import make_synthetic_dataset
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+OUTPUTS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "outputs.md"
 
 
 def documented_warnings() -> set[str]:
-    """The validator warning codes the README's BIDS-validation section lists."""
-    text = README.read_text()
+    """The validator warning codes the outputs page's BIDS-validation section lists."""
+    text = OUTPUTS_PAGE.read_text()
     section = text[text.index("## BIDS validation") :]
     section = section[: section.find("\n## ", 1)]
     return set(re.findall(r"`([A-Z][A-Z_]+)`", section))
@@ -33,6 +33,6 @@ def test_synthetic_datasets_pass_the_validator(tmp_path, space):
         result = validate_dataset(dataset)
         assert result.exit_code == 0, f"{dataset.name}: {result.summary()}"
         undocumented = {i.code for i in result.warnings} - documented_warnings()
-        assert not undocumented, f"{dataset.name}: warnings not in the README: {undocumented}"
+        assert not undocumented, f"{dataset.name}: warnings not in docs/outputs.md: {undocumented}"
     raw_bold = sorted((root / "sub-01" / "func").glob("*_bold.nii.gz"))
     assert len(raw_bold) == 2 and all(p.stat().st_size < 20_000 for p in raw_bold)

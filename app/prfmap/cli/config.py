@@ -143,7 +143,8 @@ def check_output_locations(
     Raises
     ------
     UsageError
-        Naming the option, where it resolves to, and the folder it would write into.
+        Naming the option, where it resolves to, and the folder it would write into; also a
+        ``work_dir`` that is ``output_dir`` or a visible folder inside it.
     """
     raw = bids_dir.resolve()
     read = [Path(p).resolve() for p in derivatives]  # none at the group level: output_dir is read
@@ -165,3 +166,20 @@ def check_output_locations(
                 f"{shown} lies inside the raw dataset {raw}, which prfmap never writes "
                 f"into; use a folder outside it or under {raw / 'derivatives'}"
             )
+    if work_dir is not None:
+        _check_work_dir(work_dir, output_dir)
+
+
+def _check_work_dir(work_dir: Path, output_dir: Path) -> None:
+    """Refuse a work dir whose files (pybids database, checkpoints) would join the derivatives.
+
+    Neither ``output_dir`` nor a folder in it, except a hidden one (which BIDS tools skip).
+    """
+    out, where = output_dir.resolve(), work_dir.resolve()
+    if where == out or (where.is_relative_to(out) and not where.relative_to(out).parts[0].startswith(".")):
+        shown = "is output_dir" if where == out else f"lies inside output_dir {output_dir}"
+        raise UsageError(
+            f"--work-dir {work_dir} {shown}: its pybids database and checkpoints would become part of "
+            "the derivatives (which the BIDS validator rejects); give a folder outside output_dir, or "
+            "omit --work-dir to keep the checkpoints in output_dir/.prfmap-work/"
+        )

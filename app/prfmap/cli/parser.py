@@ -9,8 +9,8 @@ from typing import NoReturn
 
 from prfmap import __version__
 from prfmap.engine import catalog
-from prfmap.errors import ExitCode, one_line
-from prfmap.io.datasets import read_bids_filter
+from prfmap.errors import ExitCode, one_line, why_missing
+from prfmap.io.datasets import FOV_RANGE_DEG, check_fov_deg, read_bids_filter
 from prfmap.io.spaces import parse_space
 from prfmap.io.timing import parse_slice_time_ref
 
@@ -99,8 +99,15 @@ def _bids_filter_file(value: str) -> Path:
 def _existing_file(value: str) -> Path:
     path = Path(value).expanduser().absolute()
     if not path.is_file():
-        raise argparse.ArgumentTypeError(f"file {value} does not exist")
+        raise argparse.ArgumentTypeError(f"{value} {why_missing(path)}")
     return path
+
+
+def _fov_deg(value: str) -> float:
+    try:
+        return check_fov_deg(positive_float(value), repr(value))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def positive_float(value: str) -> float:
@@ -191,7 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
             "Exit codes: 0 success, 1 unexpected failure (see the log), 16 bids_dir is not BIDS "
             "(or fails the BIDS validator), "
             "17 unknown analysis level, 18 the filters selected no files, 64 usage error, "
-            "65 unusable input data, 66 a referenced input file is missing."
+            "65 unusable input data, 66 a referenced input file is missing, 73 an output or work "
+            "file cannot be written (disk full, no permission), 75 another prfmap run is processing "
+            "the same participant into output_dir, 130 or 143 stopped by SIGINT or SIGTERM (run the "
+            "same command again to resume)."
         ),
         formatter_class=_HelpFormatter,
     )
@@ -305,10 +315,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g_stim.add_argument(
         "--stimulus-fov-deg",
-        type=positive_float,
+        type=_fov_deg,
         metavar="DEG",
-        help="full width of the aperture in degrees of visual angle (default: FieldOfViewDeg of "
-        "the aperture's JSON sidecar)",
+        help="full width of the aperture in degrees of visual angle, "
+        f"{FOV_RANGE_DEG[0]:g}-{FOV_RANGE_DEG[1]:g} (default: FieldOfViewDeg of the aperture's "
+        "JSON sidecar, which must lie in the same range)",
     )
 
     g_pre = parser.add_argument_group("Preprocessing")
@@ -394,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--backend",
         choices=BACKENDS,
         help="Keras backend that runs the fit (default: $KERAS_BACKEND, else jax); the "
-        "backend's package must be installed: pip install prfmap[<backend>]",
+        "backend's package must be installed: pip install jax, torch or tensorflow (prfmap's extras)",
     )
     g_perf.add_argument(
         "--device",
@@ -435,8 +446,10 @@ def build_parser() -> argparse.ArgumentParser:
         dest="work_dir",
         type=Path,
         metavar="DIR",
-        help="folder for intermediate files and the pybids database (default: a temporary "
-        "folder, removed at the end)",
+        help="folder for the fit's checkpoints, which a stopped run resumes from (kept until the "
+        "participant is written), and the pybids database; neither output_dir nor a folder in it "
+        "but a hidden one (default: the checkpoints in output_dir/.prfmap-work/, the database in a "
+        "temporary folder removed at exit)",
     )
 
     g_out = parser.add_argument_group("Outputs")

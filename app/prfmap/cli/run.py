@@ -9,9 +9,12 @@ import logging
 import os
 import sys
 import time
+from argparse import Namespace
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from nibabel import imageglobals
 
 from prfmap import __version__
 from prfmap.cli.caches import place_compile_caches, place_xla_cache
@@ -19,14 +22,19 @@ from prfmap.cli.config import build_config
 from prfmap.cli.parser import build_parser
 from prfmap.config import Config, ExecutionConfig
 from prfmap.engine.backend import select_backend
-from prfmap.errors import ExitCode, PrfmapError, UsageError, one_line, output_error
+from prfmap.errors import ExitCode, OutputError, PrfmapError, UsageError, one_line, output_error
 from prfmap.io.atomic import write_json_atomic
+from prfmap.io.logs import LOG_FORMAT, Forward, LogFile
 from prfmap.io.validator import check_bids_dir
 from prfmap.runtime.signals import StopRequested
 
 logger = logging.getLogger("prfmap.cli.run")  # not __name__: "__main__" under python -m
 PACKAGE_LOGGER = logging.getLogger("prfmap")
 """Where the console and run-log handlers go: every module's logger is below it."""
+LIBRARY_LOGGERS = (imageglobals.logger,)
+"""Libraries' loggers that print on stderr through handlers of their own; a run forwards them to
+prfmap's handlers instead (``io.logs.Forward``) and restores them when it ends."""
+_library_handlers: dict[str, list[logging.Handler]] = {}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -50,6 +58,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     _configure_console(opts.verbose_count)
+    try:
+        code = _main(opts, argv)
+    finally:
+        failure = _close_handlers()
+    if failure is not None and code == ExitCode.OK:  # the run log lost its last records
+        _print_error(str(failure))
+        return int(failure.exit_code)
+    return code
+
+
+def _main(opts: Namespace, argv: Sequence[str] | None) -> int:
+    """Build the configuration, open the run log, run the level; the exit code."""
     log_file: Path | None = None
     try:
         config = build_config(opts)
@@ -77,8 +97,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(mapped.exit_code)
     except Exception as err:
         return _unexpected(err, log_file)
-    finally:
-        _close_handlers()
 
 
 def _leave_now(code: int) -> None:
@@ -182,34 +200,50 @@ def _configure_console(verbose: int) -> None:
     PACKAGE_LOGGER.propagate = False
     handler = logging.StreamHandler(sys.stdout)
     handler.setLevel(logging.DEBUG if verbose else logging.INFO)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s", "%H:%M:%S"))
+    handler.setFormatter(logging.Formatter(LOG_FORMAT, "%H:%M:%S"))
     handler.set_name("prfmap-console")
     PACKAGE_LOGGER.addHandler(handler)
+    for library in LIBRARY_LOGGERS:
+        _library_handlers.setdefault(library.name, list(library.handlers))
+        for own in list(library.handlers):
+            library.removeHandler(own)
+        library.addHandler(Forward(PACKAGE_LOGGER))
+        library.propagate = False
     if verbose >= 2:
         logging.basicConfig(level=logging.DEBUG)
     else:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def _close_handlers() -> None:
+def _close_handlers() -> OutputError | None:
+    """Remove and close the console and run-log handlers; why the run log failed, if it did."""
+    failure = None
+    for library in LIBRARY_LOGGERS:
+        for handler in list(library.handlers):
+            library.removeHandler(handler)
+        for handler in _library_handlers.pop(library.name, ()):
+            library.addHandler(handler)
+        library.propagate = True
     for handler in list(PACKAGE_LOGGER.handlers):
         if handler.get_name() in ("prfmap-console", "prfmap-run-log"):
             PACKAGE_LOGGER.removeHandler(handler)
             handler.close()
+            failure = failure or getattr(handler, "failure", None)
+    return failure
 
 
 def _open_run_log(output_dir: Path) -> Path:
     logs = output_dir / "logs"
-    try:
-        logs.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UsageError(f"cannot create output_dir {output_dir}: {err.strerror}") from None
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = logs / f"prfmap_{stamp}_{os.getpid()}.log"
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setLevel(logging.DEBUG)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
-    handler.set_name("prfmap-run-log")
+    try:
+        logs.mkdir(parents=True, exist_ok=True)
+        handler = LogFile(path, name="prfmap-run-log")
+    except OSError as err:
+        mapped = output_error(err)  # no permission, a read-only or full disk: 73, as documented
+        if mapped is not None:
+            raise mapped from None
+        raise UsageError(f"cannot create output_dir {output_dir}: {err.strerror}") from None
     PACKAGE_LOGGER.addHandler(handler)
     return path
 

@@ -14,8 +14,9 @@ import numpy as np
 from scipy.io import loadmat, whosmat
 from scipy.io.matlab import matfile_version
 
-from prfmap.errors import BadDataError, MissingInputError, UsageError, one_line
+from prfmap.errors import BadDataError, MissingInputError, UsageError, one_line, why_missing
 from prfmap.io.bold import READ_ERRORS
+from prfmap.io.datasets import check_fov_deg
 from prfmap.io.resample import AreaResampler
 
 MAT_VARIABLES = ("stimulus", "stim", "images", "apertures", "aperture")
@@ -52,6 +53,8 @@ class Aperture:
         (rows, cols) in the file.
     source_fov_deg : float or None
         The file's field of view (``fov_deg`` differs from it when the design was resampled).
+    source_frames : int or None
+        The file's frames, one per TR, before ``frame_index`` chose among them.
     """
 
     design: np.ndarray
@@ -59,6 +62,7 @@ class Aperture:
     path: Path | None = None
     source_shape: tuple[int, int] | None = None
     source_fov_deg: float | None = None
+    source_frames: int | None = None
 
     @property
     def resampled(self) -> bool:
@@ -312,18 +316,20 @@ def load_aperture(
     UsageError
         No field of view (neither ``fov_deg`` nor ``FieldOfViewDeg``), or unknown format.
     BadDataError
-        Unreadable file, wrong shape, values outside [0, 1] or NaN, all zeros, inconsistent
-        timing or frame index out of range.
+        Unreadable file, wrong shape, values outside [0, 1] or NaN, all zeros, no spatial
+        information (every frame uniform, or every frame the same), a field of view outside
+        ``io.datasets.FOV_RANGE_DEG`` or not a number, inconsistent timing or frame index out of range.
     """
     path = Path(path)
     if not path.is_file():
-        raise MissingInputError(f"aperture file {path} does not exist; add it or pass --stimulus")
+        raise MissingInputError(f"aperture file {path} {why_missing(path)}; add it or pass --stimulus")
     meta = _read_sidecar(path)
     fov_deg = _field_of_view(path, meta, fov_deg)
     period = _frame_period(meta, path)
     frames, resampler, (rows, cols) = _read_resampled(path, fov_deg, resample)
     if period is not None:
         frames = average_per_tr(frames, period, float(tr), path)
+    source_frames = frames.shape[0]
     if frame_index is not None:
         index = np.asarray(frame_index, dtype=int)
         if index.size and (index.min() < 0 or index.max() >= frames.shape[0]):
@@ -332,13 +338,19 @@ def load_aperture(
                 f"{frames.shape[0]} frames; fix the events' stim_file_index"
             )
         frames = frames[index]
+    _check_informative(frames, path)
     return Aperture(
-        np.ascontiguousarray(frames, dtype=np.float32), resampler.fov_out, path, (rows, cols), float(fov_deg)
+        np.ascontiguousarray(frames, dtype=np.float32),
+        resampler.fov_out,
+        path,
+        (rows, cols),
+        float(fov_deg),
+        source_frames,
     )
 
 
 def _field_of_view(path: Path, meta: dict, fov_deg: float | None) -> float:
-    """The given field of view, else the sidecar's ``FieldOfViewDeg``; positive."""
+    """The given field of view, else the sidecar's ``FieldOfViewDeg``; within ``FOV_RANGE_DEG``."""
     if fov_deg is None:
         fov_deg = meta.get("FieldOfViewDeg")
         if fov_deg is None:
@@ -346,9 +358,34 @@ def _field_of_view(path: Path, meta: dict, fov_deg: float | None) -> float:
                 f"no field of view for aperture {path.name}; pass --stimulus-fov-deg or add "
                 f"FieldOfViewDeg to {sidecar_path(path).name}"
             )
-    if not isinstance(fov_deg, (int, float)) or not 0 < fov_deg < np.inf:
-        raise BadDataError(f"field of view of aperture {path.name} must be positive: {fov_deg!r}")
-    return fov_deg
+        source, remedy = f"FieldOfViewDeg in {sidecar_path(path).name}", "fix it or pass --stimulus-fov-deg"
+    else:
+        source, remedy = f"the field of view of aperture {path.name}", "give the full width in degrees"
+    try:
+        return check_fov_deg(fov_deg, source)
+    except ValueError as err:
+        raise BadDataError(f"{err}; {remedy}") from None
+
+
+def _check_informative(frames: np.ndarray, path: Path) -> None:
+    """Refuse an aperture from which no pRF position can be told from another.
+
+    Every pRF sees the same time course when each frame is uniform across the screen (an all-ones
+    aperture, a full-field flicker), and a constant one when no frame differs from the first (a
+    static image): the fit would then return positions the data cannot support.
+    """
+    uniform = all(np.ptp(frame) <= 1e-6 for frame in frames)
+    if uniform:
+        raise BadDataError(
+            f"aperture {path.name} is uniform across the screen in every frame (e.g. all ones), so it "
+            "carries no information on pRF positions; apertures mark where the stimulus was "
+            "(1) and was not (0) in each frame"
+        )
+    if all(np.abs(frame - frames[0]).max() <= 1e-6 for frame in frames[1:]):
+        raise BadDataError(
+            f"aperture {path.name} never changes: all its {len(frames)} frames are the same image, "
+            "so it cannot map pRFs; give the aperture of each frame (or volume)"
+        )
 
 
 def _read_resampled(
@@ -386,7 +423,7 @@ def _read_frames(source: _FrameSource, resampler: AreaResampler, path: Path) -> 
         block = source.read(start, min(start + step, n_frames))
         if block.dtype.kind not in "biuf":
             raise BadDataError(f"aperture {path.name} holds {block.dtype} values; expected numbers")
-        block = np.asarray(block, dtype=np.float64)
+        block = np.array(block, dtype=np.float64)  # a copy: a float64 .npy is a read-only memmap
         if not np.isfinite(block).all():
             raise BadDataError(f"aperture {path.name} contains NaN or infinite values; fix it")
         low, high = min(low, float(block.min())), max(high, float(block.max()))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import math
 import os
 import socket
 from collections.abc import Mapping, Sequence
@@ -15,7 +16,13 @@ from bids import BIDSLayout
 from bids.layout import BIDSFile, Query
 
 from prfmap.config import InputsConfig
-from prfmap.errors import BadDataError, MissingInputError, NoFilesSelectedError, UsageError, one_line
+from prfmap.errors import (
+    BadDataError,
+    MissingInputError,
+    NoFilesSelectedError,
+    UsageError,
+    one_line,
+)
 from prfmap.io import bids_index
 from prfmap.io.bold import header_tr
 from prfmap.io.datasets import Derivatives, check_derivatives, inputs_config
@@ -39,6 +46,8 @@ _RUN_ENTITIES = (
 )
 _KEPT_ENTITIES = (*_RUN_ENTITIES, "space", "res", "den")
 _BOLD_EXTENSIONS = (".func.gii", ".dtseries.nii", ".nii.gz", ".nii")
+_QUERY_ARGUMENTS = ("scope", "return_type", "target", "regex_search", "absolute_paths", "invalid_filters")
+"""Keywords of ``BIDSLayout.get`` that are not entities: a filter file may not set them."""
 
 
 def _pybids_filters(inputs: InputsConfig) -> dict[str, Any]:
@@ -56,6 +65,42 @@ def _pybids_filters(inputs: InputsConfig) -> dict[str, Any]:
     }
     filters.update({key: list(values) for key, values in selected.items() if values})
     return filters
+
+
+def _query_values(filters: dict[str, Any], key: str, allowed: Sequence[str]) -> list[str]:
+    """The values of ``key`` (``suffix``, ``extension``) prfmap queries, narrowed by a filter's.
+
+    fMRIPrep's filter files often say ``"suffix": "bold"``; a filter's value among ``allowed``
+    narrows the query, anything else selects nothing prfmap could read.
+
+    Raises
+    ------
+    UsageError
+        The filter's values share nothing with ``allowed``.
+    """
+    if key not in filters:
+        return list(allowed)
+    given = filters.pop(key)
+    if given is Query.ANY:
+        return list(allowed)
+    values = [given] if isinstance(given, str) else list(given) if isinstance(given, list) else [given]
+    normal = [f".{v.lstrip('.')}" if key == "extension" and isinstance(v, str) else v for v in values]
+    kept = [v for v in allowed if v in normal]
+    if not kept:
+        raise UsageError(
+            f"--bids-filter-file: {key!r} {normal} selects none of the BOLD formats prfmap reads "
+            f"({key} {', '.join(allowed)}); remove it, or choose among those"
+        )
+    return kept
+
+
+def _check_filter_keys(filters: Mapping[str, Any]) -> None:
+    wrong = [k for k in filters if k in _QUERY_ARGUMENTS]
+    if wrong:
+        raise UsageError(
+            f"--bids-filter-file: {wrong[0]!r} is not a BIDS entity but an argument of prfmap's own "
+            "query; remove it (filter files hold entities: session, acquisition, run, ...)"
+        )
 
 
 def _layout(bids_dir: Path, derivative_paths: list[Path], work_dir: Path | None) -> BIDSLayout:
@@ -78,6 +123,12 @@ def _layout(bids_dir: Path, derivative_paths: list[Path], work_dir: Path | None)
         full = getattr(err, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "disk is full" in msg
         if work_dir is not None and full:
             raise OSError(errno.ENOSPC, "No space left on device", str(kwargs["database_path"])) from None
+        bad = _invalid_json(bids_dir, derivative_paths)
+        if bad is not None:  # pybids' own message names no file (a TypeError) or wraps the decoder's
+            raise BadDataError(
+                f"sidecar {bad[0]} is {bad[1]}; every .json file of a BIDS dataset holds one JSON "
+                "object {...}: fix or remove it"
+            ) from None
         if isinstance(err, TypeError):  # pybids meets a JSON sidecar that is not an object
             raise BadDataError(
                 f"pybids cannot index {bids_dir} or its derivatives: a JSON sidecar is not a JSON "
@@ -88,6 +139,41 @@ def _layout(bids_dir: Path, derivative_paths: list[Path], work_dir: Path | None)
         raise MissingInputError(
             f"pybids cannot index {bids_dir} or its derivatives: {one_line(err)}"
         ) from None
+
+
+_JSON_TYPES = {
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
+_NOT_INDEXED = ("derivatives", "code", "sourcedata", "stimuli", "models")
+"""Top-level folders of a raw dataset that pybids does not index (nor does it index dot-folders)."""
+
+
+def _invalid_json(bids_dir: Path, derivative_paths: Sequence[Path]) -> tuple[Path, str] | None:
+    """The first ``.json`` file pybids indexes that is not one JSON object, and what is wrong with it.
+
+    Only looked for after pybids failed: it names no file when a sidecar holds a list or a number.
+    """
+    roots = [(Path(bids_dir), _NOT_INDEXED), *((Path(p), ()) for p in derivative_paths)]
+    for root, skipped in roots:
+        for path in sorted(root.rglob("*.json")):
+            parts = path.relative_to(root).parts
+            if parts[0] in skipped or any(part.startswith(".") for part in parts):
+                continue
+            try:
+                content = json.loads(path.read_bytes())
+            except json.JSONDecodeError as err:
+                return path, f"not valid JSON ({err.msg} at line {err.lineno} column {err.colno})"
+            except (OSError, UnicodeDecodeError) as err:
+                return path, f"unreadable ({one_line(err)})"
+            if not isinstance(content, dict):
+                kind = _JSON_TYPES.get(type(content), type(content).__name__)
+                return path, f"not a JSON object but a JSON {kind} ({one_line(json.dumps(content))[:40]})"
+    return None
 
 
 def _sidecar_chain(layout: BIDSLayout, entities: Mapping[str, Any]) -> dict[str, Any]:
@@ -126,12 +212,27 @@ def _slice_time(
 
 
 def _repetition_time(layout: BIDSLayout, bold_path: Path, entities: Mapping[str, Any], kind: Kind) -> float:
+    """The run's TR: the sidecars' ``RepetitionTime`` (fMRIPrep's over the raw), else the header's.
+
+    The sidecar is BIDS' record of the acquisition and wins over the header, whose time step tools
+    often leave at 0 or 1; a header that says otherwise is logged as a warning naming both values.
+    """
     meta = _bold_metadata(layout, bold_path)
     tr = meta.get("RepetitionTime")
     if tr is None:
         tr = _sidecar_chain(layout, entities).get("RepetitionTime")
+    header = header_tr(bold_path, kind)
     if tr is None:
-        tr = header_tr(bold_path, kind)
+        tr = header
+    elif header is not None and isinstance(tr, int | float) and not math.isclose(header, tr, rel_tol=1e-3):
+        logger.warning(
+            "%s: its header gives a TR of %g s but its sidecar's RepetitionTime is %g s; prfmap uses "
+            "the sidecar's %g s (BIDS metadata) — fix whichever is wrong",
+            bold_path.name,
+            header,
+            tr,
+            tr,
+        )
     if tr is None:
         raise MissingInputError(
             f"no RepetitionTime for {bold_path.name}; add it to the run's *_bold.json sidecar"
@@ -271,11 +372,15 @@ def find_runs(inputs: InputsConfig, *, work_dir: str | os.PathLike | None = None
         As :func:`find_inputs`, for what the query finds (or does not).
     """
     check_derivatives(inputs)
+    filters = _pybids_filters(inputs)
+    _check_filter_keys(filters)
+    narrowed = {key: filters[key] for key in ("extension", "suffix") if key in filters}
+    extensions = _query_values(filters, "extension", _BOLD_EXTENSIONS)
+    suffixes = _query_values(filters, "suffix", ("bold",))
     roots = [path for _, path in inputs.derivatives]
     layout = _layout(inputs.bids_dir, roots, Path(work_dir) if work_dir else None)
-    filters = _pybids_filters(inputs)
     try:
-        bold = layout.get(scope="derivatives", suffix="bold", extension=list(_BOLD_EXTENSIONS), **filters)
+        bold = layout.get(scope="derivatives", suffix=suffixes, extension=extensions, **filters)
     except (ValueError, TypeError) as err:
         raise UsageError(f"--bids-filter-file: invalid filter ({one_line(err)})") from None
     bold = [
@@ -285,7 +390,7 @@ def find_runs(inputs: InputsConfig, *, work_dir: str | os.PathLike | None = None
     ]
     where = ", ".join(str(p) for p in roots)
     if not bold:
-        raise NoFilesSelectedError(_nothing_selected(layout, filters, where))
+        raise NoFilesSelectedError(_nothing_selected(layout, {**filters, **narrowed}, where))
     selected = select_space(bold, inputs.space, where)
     found: list[RunInput] = []
     skipped_tasks: set[str] = set()

@@ -19,7 +19,7 @@ from nibabel.filebasedimages import ImageFileError
 from nibabel.gifti.parse_gifti_fast import GiftiParseError
 from nibabel.spatialimages import HeaderDataError
 
-from prfmap.errors import BadDataError, MissingInputError, one_line
+from prfmap.errors import BadDataError, MissingInputError, one_line, why_missing
 from prfmap.io.geometry import CiftiGeometry, GiftiGeometry, UnitGeometry, VolumeGeometry
 from prfmap.io.runs import Kind, RunInput
 
@@ -52,28 +52,30 @@ def _bad(path: Path, err: BaseException, remedy: str = "e.g. re-run fMRIPrep") -
 
 def _check_exists(path: Path) -> None:
     if not Path(path).is_file():
-        raise MissingInputError(f"BOLD file {path} does not exist")
+        raise MissingInputError(f"BOLD file {path} {why_missing(path)}")
 
 
 def _float32(values: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(values), dtype=np.float32)
 
 
-def _load(path: Path) -> Any:
+def _load(path: Path, remedy: str = "e.g. re-run fMRIPrep") -> Any:
     _check_exists(path)
     try:
         return nib.load(path)
     except READ_ERRORS as err:
-        raise _bad(path, err) from None
+        raise _bad(path, err, remedy) from None
 
 
-def read_gifti(path: Path) -> np.ndarray:
+def read_gifti(path: Path, remedy: str = "e.g. re-run fMRIPrep") -> np.ndarray:
     """Read a GIFTI ``func.gii`` time series as (vertices, volumes) float32.
 
     Parameters
     ----------
     path : pathlib.Path
         A ``*.func.gii`` with one data array per volume (fMRIPrep) or one 2-D array.
+    remedy : str
+        How a corrupt file is re-created, for the message.
 
     Returns
     -------
@@ -85,7 +87,7 @@ def read_gifti(path: Path) -> np.ndarray:
     BadDataError
         Unreadable, corrupt or empty file, or data arrays of different lengths.
     """
-    img = _load(path)
+    img = _load(path, remedy)
     try:
         arrays = [np.asarray(d.data) for d in img.darrays]
         if not arrays:
@@ -98,7 +100,7 @@ def read_gifti(path: Path) -> np.ndarray:
             data = np.stack(arrays, axis=1)
         return _float32(data)
     except READ_ERRORS as err:
-        raise _bad(path, err) from None
+        raise _bad(path, err, remedy) from None
 
 
 def _load_gifti(run: RunInput) -> tuple[np.ndarray, GiftiGeometry]:
@@ -121,7 +123,7 @@ def _read_cifti(
     path: Path, first: type, what: str, remedy: str = "e.g. re-run fMRIPrep"
 ) -> tuple[Any, nib.cifti2.BrainModelAxis, np.ndarray]:
     """A CIFTI file's first axis (of type ``first``), its grayordinates and its (rows, units) data."""
-    img = _load(path)
+    img = _load(path, remedy)
     try:
         axis, models = img.header.get_axis(0), img.header.get_axis(1)
         if not isinstance(models, nib.cifti2.BrainModelAxis):
@@ -207,6 +209,8 @@ def header_tr(path: Path, kind: Kind) -> float | None:
     -------
     float or None
     """
+    if kind == "gifti":
+        return None
     try:
         img = nib.load(path)
         if kind == "cifti":
@@ -221,6 +225,39 @@ def header_tr(path: Path, kind: Kind) -> float | None:
     except READ_ERRORS:
         return None
     return None
+
+
+def read_volume_map(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Read a 3-D NIfTI map (prfmap's volume outputs): its float32 values and its affine.
+
+    Parameters
+    ----------
+    path : Path
+        The ``*_boldmap.nii.gz`` (or ``.nii``).
+
+    Returns
+    -------
+    data : ndarray
+        float32 (x, y, z).
+    affine : ndarray
+        (4, 4) voxel-to-world.
+
+    Raises
+    ------
+    MissingInputError
+        The file does not exist.
+    BadDataError
+        The file is corrupt (a truncated gzip stream included) or not a 3-D image.
+    """
+    remedy = "re-run prfmap's participant level"
+    img = _load(path, remedy)
+    try:
+        data = np.asanyarray(img.dataobj, dtype=np.float32)
+        if data.ndim != 3:
+            raise ValueError(f"expected a 3-D map, got shape {data.shape}")
+    except READ_ERRORS as err:
+        raise _bad(path, err, remedy) from None
+    return data, np.asarray(img.affine)
 
 
 def read_dscalar(path: Path) -> tuple[dict[str, np.ndarray], CiftiGeometry]:

@@ -16,10 +16,56 @@ from pathlib import Path
 from typing import Any
 
 from prfmap.config import InputsConfig
-from prfmap.errors import MissingInputError, NotBIDSError, UsageError, one_line
+from prfmap.errors import MissingInputError, NotBIDSError, UsageError, one_line, why_missing
 from prfmap.io.spaces import parse_space
 
 Derivatives = Mapping[str, Any] | Sequence[Any] | str | os.PathLike | None
+FOV_RANGE_DEG = (0.1, 180.0)
+"""The plausible full widths of an aperture, in degrees of visual angle: a flat screen subtends less
+than 180°, and no pRF mapping stimulus is narrower than a tenth of a degree. A value outside is a
+unit or typing error (pixels, a radius in arcmin) that would scale every position and size."""
+
+
+def check_fov_deg(value: Any, source: str) -> float:
+    """A field of view in degrees, checked against :data:`FOV_RANGE_DEG`.
+
+    Parameters
+    ----------
+    value : Any
+        The value as given (a number; strings and booleans are refused).
+    source : str
+        Where it came from, for the message (``"--stimulus-fov-deg"``, ``"FieldOfViewDeg in
+        bars.json"``).
+
+    Returns
+    -------
+    float
+        The field of view, degrees.
+
+    Raises
+    ------
+    ValueError
+        Not a number, or outside the plausible range.
+    """
+    low, high = FOV_RANGE_DEG
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        kind = "the string" if isinstance(value, str) else f"a JSON {type(value).__name__}"
+        hint = f"; write {value} without quotes" if isinstance(value, str) and _is_number(value) else ""
+        raise ValueError(f"{source} is {kind} {value!r}, not a number of degrees{hint}")
+    if not low <= value <= high:
+        raise ValueError(
+            f"{source} is {value:g}°, outside the plausible {low:g}-{high:g}° (the aperture's full "
+            "width in degrees of visual angle)"
+        )
+    return float(value)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def bids_root(path: str | os.PathLike) -> Path:
@@ -103,7 +149,9 @@ def check_derivatives(inputs: InputsConfig) -> None:
                     f"no fMRIPrep derivatives at {default}; run fMRIPrep first or pass "
                     "--derivatives fmriprep=PATH"
                 )
-            raise MissingInputError(f"derivatives folder {path} does not exist; check --derivatives")
+            raise MissingInputError(
+                f"derivatives folder {path} {why_missing(path, folder=True)}; check --derivatives"
+            )
         if not (path / "dataset_description.json").is_file():
             raise MissingInputError(
                 f"{path} has no dataset_description.json; point --derivatives at fMRIPrep's output folder"
@@ -132,7 +180,7 @@ def read_bids_filter(value: Mapping[str, Any] | str | os.PathLike) -> dict[str, 
     if not isinstance(value, Mapping):
         path = Path(value).expanduser()
         if not path.is_file():
-            raise ValueError(f"file {value} does not exist")
+            raise ValueError(f"{value} {why_missing(path)}")
         try:
             content = json.loads(path.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
@@ -211,7 +259,7 @@ def inputs_config(  # noqa: PLR0913 - its keyword-only options are the command l
     if stimulus is not None:
         stimulus = Path(stimulus).expanduser().absolute()
         if not stimulus.is_file():
-            raise MissingInputError(f"--stimulus {stimulus} does not exist")
+            raise MissingInputError(f"--stimulus {stimulus} {why_missing(stimulus)}")
     return InputsConfig(
         bids_dir=root,
         derivatives=derivative_roots(root, derivatives),

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from prfmap.errors import BadDataError, MissingInputError, one_line
+from prfmap.errors import BadDataError, MissingInputError, one_line, why_missing
 
 
 def read_events(path: Path) -> pd.DataFrame:
@@ -124,8 +124,8 @@ def stimulus_of(bids_dir: Path, events: Path) -> tuple[Path, tuple[int, ...] | N
         )
     if not stim.is_file():
         raise MissingInputError(
-            f"stim_file {names[0]} named in {events.name} not found at {stim}; add it under "
-            "stimuli/ or pass --stimulus"
+            f"stim_file {names[0]} named in {events.name} not found at {stim} (it "
+            f"{why_missing(stim)}); add it under stimuli/ or pass --stimulus"
         )
     index = None
     if "stim_file_index" in table.columns:

@@ -90,6 +90,26 @@ class RunInput:
             key += ":" + ",".join(map(str, self.stim_file_index))
         return key
 
+    def aperture_label(self, frames: int | None = None) -> str:
+        """What messages call the run's aperture: its file name, and how the events index it.
+
+        Parameters
+        ----------
+        frames : int, optional
+            The file's own frame count, to tell it from the frames the index selects.
+
+        Returns
+        -------
+        str
+            E.g. ``bars.nii.gz (148 frames) through the 101 stim_file_index rows of ..._events.tsv``.
+        """
+        name = Path(self.stim_file).name if self.stim_file is not None else "(no aperture)"
+        if self.stim_file_index is None:
+            return name
+        own = f" ({frames} frames)" if frames is not None else ""
+        events = f" of {self.events.name}" if self.events is not None else ""
+        return f"{name}{own} through the {len(self.stim_file_index)} stim_file_index rows{events}"
+
     @property
     def bold_files(self) -> list[Path]:
         """The BOLD file(s) of the run, L before R for GIFTI."""

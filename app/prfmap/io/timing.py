@@ -22,10 +22,15 @@ metadata, fMRIPrep's derivative sidecar first and the raw sidecars (BIDS inherit
 
 ``--slice-time-ref`` (fMRIPrep's option name: a fraction of the TR in [0, 1], or ``start``,
 ``middle``) overrides all of these.
+
+``SliceTimingCorrected`` is a JSON boolean. Written as a string or a number, ``"true"``/``"yes"``/``1``
+(any case) read as true and ``"false"``/``"no"``/``0`` as false, each with a warning naming the
+value; anything else is refused (exit 65).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,6 +38,7 @@ from typing import Any
 
 from prfmap.errors import BadDataError
 
+logger = logging.getLogger(__name__)
 RULES = {
     "option": "given with --slice-time-ref",
     "start_time": "StartTime / RepetitionTime (slice-timing corrected data)",
@@ -142,12 +148,39 @@ def slice_time_reference(
                 "sidecar or pass --slice-time-ref"
             )
         return SliceTimeReference(seconds / tr, "start_time")
-    if metadata.get("SliceTimingCorrected") is True:
+    if _flag(metadata.get("SliceTimingCorrected"), "SliceTimingCorrected", source):
         middle = 0.5 if not slices else (min(slices) + max(slices)) / 2 / tr
         return SliceTimeReference(middle, "corrected_middle")
     if slices:
         return SliceTimeReference(sum(slices) / len(slices) / tr, "slice_timing_mean")
     return SliceTimeReference(0.0, "no_information")
+
+
+_TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
+
+
+def _flag(value: Any, key: str, source: str) -> bool:
+    """A boolean sidecar key: JSON true/false (absent: false).
+
+    The usual spellings as strings or 0/1 are read with a warning (see the module docstring).
+    """
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    text = str(value).strip().lower() if isinstance(value, str | int) else None
+    if text not in _TRUE + _FALSE:
+        raise BadDataError(
+            f"{key} of {source} is {value!r}, not a JSON boolean; write true or false (without quotes)"
+        )
+    read = text in _TRUE
+    logger.warning(
+        "%s of %s is %r, not a JSON boolean: read as %s (write %s without quotes)",
+        key,
+        source,
+        value,
+        str(read).lower(),
+        str(read).lower(),
+    )
+    return read
 
 
 def _number(value: Any, key: str, source: str) -> float:

@@ -207,6 +207,8 @@ def fit_chunked(  # noqa: PLR0913 - keyword-only: what a chunked fit needs and w
     chunk, kwargs["mem_gb"] = _budget(where, identity, int(chunk), kwargs.get("mem_gb"), name)
     starts = list(range(0, data.shape[0], chunk)) or [0]
     chunks, fitted = [], 0
+    if progress:
+        progress("chunks", 0, len(starts))
     for i, start in enumerate(starts):
         label = f"chunk {i + 1}/{len(starts)}"
         stop = min(start + chunk, data.shape[0])

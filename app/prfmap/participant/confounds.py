@@ -15,7 +15,7 @@ from prfmap.errors import BadDataError, MissingInputError, UsageError, one_line
 NON_STEADY_PREFIX = "non_steady_state_outlier"
 
 
-def check_confound_rows(rows: int, n_volumes: int, source: str = "") -> None:
+def check_confound_rows(rows: int, n_volumes: int, source: str = "", run: str = "the run") -> None:
     """Confounds must have one row per volume of the run (dummy scans included).
 
     Parameters
@@ -26,11 +26,13 @@ def check_confound_rows(rows: int, n_volumes: int, source: str = "") -> None:
         Volumes of the run.
     source : str
         The file, for the message.
+    run : str
+        The run's BOLD file(s), for the message.
     """
     if rows != n_volumes:
         where = f" in {source}" if source else ""
         raise BadDataError(
-            f"confounds have {rows} rows{where} but the run has {n_volumes} volumes; use the "
+            f"confounds have {rows} rows{where} but {run} has {n_volumes} volumes; use the "
             "run's own desc-confounds_timeseries.tsv"
         )
 
@@ -76,7 +78,7 @@ def run_confounds(
     table = None
     if (columns or dummy_scans is None) and path is not None:
         table = read_confounds(path)
-        check_confound_rows(len(table), n_volumes, Path(path).name)
+        check_confound_rows(len(table), n_volumes, Path(path).name, bold)
     if dummy_scans is None:
         dummy_scans = dummy_scans_from_confounds(table) if table is not None else 0
     if dummy_scans >= n_volumes:

@@ -233,7 +233,7 @@ def participant_hrf(
         nuisance=data.nuisance,
         slice_time_ref=fit_kwargs["slice_time_ref"],
         mem_gb=fit_kwargs["mem_gb"],
-        progress=progress,
+        progress=lambda stage, done, total: progress(f"HRF {stage}", done, total),
     )
     logger.info(
         "%s: participant HRF from %d units in %.1f s: peak delay %.2f s, dispersion %.2f "

@@ -33,6 +33,7 @@ from prfmap.derivatives import (
 )
 from prfmap.errors import PrfmapError
 from prfmap.io.bids import find_runs
+from prfmap.io.logs import LogFile
 from prfmap.io.publish import COMMIT, new_staging, participant_lock, publish_participant, recover_staging
 from prfmap.io.runs import RunInput
 from prfmap.participant.checkpoint import remove_checkpoints
@@ -112,7 +113,8 @@ def run_participant(
         len(plans),
         ", ".join(p.name for p in plans),
     )
-    with make_progress() as progress:
+    fits = sum(1 + (len(p.runs) if config.outputs.cvr2 and len(p.runs) > 1 else 0) for p in plans)
+    with make_progress(title=f"sub-{subject}", fits=fits) as progress:
         fitted = [fit_loaded(load_fit(plan, config, progress), config, progress) for plan in plans]
     check_stop("after fitting every chunk, before writing outputs", how_to_resume(config))
     output_dir = config.outputs.output_dir
@@ -168,9 +170,7 @@ def _participant_log(output_dir: Path, subject: str) -> Iterator[Path]:
     logs = output_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     path = logs / f"sub-{subject}_{time.strftime('%Y%m%d-%H%M%S')}.log"
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setLevel(logging.DEBUG)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+    handler = LogFile(path)  # a full disk ends the run with one line (exit 73), not tracebacks
     root = logging.getLogger("prfmap")
     root.addHandler(handler)
     try:

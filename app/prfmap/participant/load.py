@@ -133,6 +133,7 @@ def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
     start = time.perf_counter()
     preprocessed: list[PreprocessedRun] = []
     designs: dict[str, np.ndarray] = {}
+    names: dict[str, str] = {}
     first: _Run | None = None
     for i, run in enumerate(plan.runs):
         progress("load runs", i, len(plan.runs))
@@ -163,9 +164,9 @@ def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
         if repaired:
             logger.warning(repaired)
         designs.setdefault(run.stimulus_key, read.aperture.design)
+        names.setdefault(run.stimulus_key, run.aperture_label(read.aperture.source_frames))
     progress("load runs", len(plan.runs), len(plan.runs))
     keys = [run.stimulus_key for run in plan.runs]
-    names = {run.stimulus_key: Path(run.stim_file).name for run in plan.runs}
     combined = combine_runs(preprocessed, keys, designs, names=names)
     logger.info(
         "%s: %d run(s), %d stimulus sequence(s) → %d units × %d frames",

@@ -261,16 +261,10 @@ def combine_runs(
     groups, nuisance_blocks, design_blocks, lengths = [], [], [], []
     for key in order:
         members = [r for r, k in zip(runs, stimulus_keys, strict=True) if k == key]
-        frames = {r.data.shape[1] for r in members}
-        if len(frames) != 1:
-            raise BadDataError(
-                f"runs with the same stimulus have different lengths ({sorted(frames)} frames); "
-                "check --dummy-scans or the runs' stimuli"
-            )
-        n = frames.pop()
         design = np.asarray(designs[key], dtype=np.float32)
-        if design.shape[0] != n:
-            raise BadDataError(_frames_message((names or {}).get(key, key), design.shape[0], members))
+        for run in (r for r in members if r.data.shape[1] != design.shape[0]):  # name the run that differs
+            raise BadDataError(_frames_message((names or {}).get(key, key), design.shape[0], [run]))
+        n = design.shape[0]
         groups.append(members)
         nuisance_blocks.append(
             _orthonormal(np.concatenate([r.nuisance for r in members], axis=1), n, drop_constant=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import matplotlib
 
@@ -15,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib import colormaps  # noqa: E402
 from matplotlib.colors import Colormap, ListedColormap, Normalize  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 from prfmap.engine import catalog  # noqa: E402
 
@@ -25,10 +27,13 @@ TITLES = {
     "sigma": "pRF size σ",
     "r2": "r²",
     "cvr2": "cross-validated r²",
+    "status": "fit status",
 }
-UNIT_TEXT = {"deg": "deg", "1": "fraction", "%": "% signal change"}
+UNIT_TEXT = {"deg": "deg", "1": "fraction", "%": "% signal change", "bits": "sum of bits"}
 PLAIN_MAPS = ("x", "y", "amplitude", "baseline", "mask")
 POLAR_CMAP = "hsv"
+CATEGORY_CMAPS = ((10, "tab10"), (20, "tab20"))
+"""Qualitative colour maps by their number of colours: category ``i`` is drawn in colour ``i``."""
 
 
 def is_r2(label: str) -> bool:
@@ -71,6 +76,9 @@ class MapStyle:
         Polar angle: a colour wheel legend instead of a bar.
     scale_note : str
         How the scale was chosen, for the caption.
+    categories : tuple of (int, str)
+        A categorical map (the status bits): the codes present, each drawn in its own colour and
+        named in a legend instead of a colour bar; empty for a continuous map.
     """
 
     label: str
@@ -81,6 +89,7 @@ class MapStyle:
     vmax: float
     cyclic: bool = False
     scale_note: str = ""
+    categories: tuple[tuple[int, str], ...] = ()
 
     @property
     def bar_label(self) -> str:
@@ -124,6 +133,8 @@ def style_for(
     -------
     MapStyle
     """
+    if label == "status":
+        return status_style(values)
     title = TITLES.get(label, label)
     shown = np.asarray(values, dtype=np.float64)
     if r2 is not None and label != "polarangle" and not is_r2(label):
@@ -157,6 +168,77 @@ def style_for(
     low, high = np.percentile(shown, [2, 98]) if shown.size else (0.0, 1.0)
     high = high if high > low else low + 1.0
     return MapStyle(label, title, unit, "cividis", float(low), float(high), False, "2nd to 98th percentile")
+
+
+def status_label(code: int) -> str:
+    """A status code in words.
+
+    The code and the names of its bits (``catalog.STATUS_FLAGS``), e.g.
+    ``"130: grid_only + size_at_floor"``; doubtful estimates (``catalog.DOUBTFUL``) say so.
+    """
+    if code == 0:
+        return "0: no flag (refined, converged, in range)"
+    names = [name for bit, (name, _) in sorted(catalog.STATUS_FLAGS.items()) if code & bit]
+    return f"{code}: {' + '.join(names)}" + (" (doubtful)" if code & catalog.DOUBTFUL_BITS else "")
+
+
+def status_style(values: np.ndarray) -> MapStyle:
+    """The categorical style of a status map: one colour per combination of bits present.
+
+    Parameters
+    ----------
+    values : ndarray
+        The status codes that will be drawn (NaN: not drawn).
+
+    Returns
+    -------
+    MapStyle
+        With ``categories`` set, most frequent combination first; beyond the colours available
+        the rarest combinations are left undrawn, and the scale note says how many.
+    """
+    codes = catalog.status_codes(np.asarray(values, dtype=np.float64)[np.isfinite(values)])
+    present, counts = np.unique(codes, return_counts=True)
+    order = present[np.argsort(-counts, kind="stable")]
+    colours, cmap = next(((n, c) for n, c in CATEGORY_CMAPS if n >= order.size), CATEGORY_CMAPS[-1])
+    kept = order[:colours]
+    note = "one colour per combination of status bits present"
+    if order.size > kept.size:
+        note += f" ({order.size - kept.size} rarer combinations not drawn)"
+    categories = tuple((int(code), status_label(int(code))) for code in kept)
+    return MapStyle("status", TITLES["status"], "bits", cmap, -0.5, colours - 0.5, False, note, categories)
+
+
+def category_index(style: MapStyle, values: np.ndarray) -> np.ndarray:
+    """The colour index of each value of a categorical map (NaN where it is not drawn)."""
+    values = np.asarray(values, dtype=np.float64)
+    index = np.full(values.shape, np.nan)
+    codes = catalog.status_codes(values)
+    for i, (code, _) in enumerate(style.categories):
+        index[np.isfinite(values) & (codes == code)] = i
+    return index
+
+
+def draw_category_legend(ax: plt.Axes, style: MapStyle, threshold_text: str = "") -> Any:
+    """A legend naming each category of a categorical map beside its colour.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        Where to draw it (axes hidden).
+    style : MapStyle
+        A style with ``categories``.
+    threshold_text : str
+        What is shown, under the legend's title.
+
+    Returns
+    -------
+    matplotlib.legend.Legend
+    """
+    cmap, norm = colormaps[style.cmap], Normalize(style.vmin, style.vmax)
+    handles = [Patch(facecolor=cmap(norm(i)), label=name) for i, (_, name) in enumerate(style.categories)]
+    ax.axis("off")
+    title = style.bar_label + (f"\n{threshold_text}" if threshold_text else "")
+    return ax.legend(handles=handles, loc="center", fontsize=7, title=title, title_fontsize=8, frameon=False)
 
 
 def hemifield_cmap(style: MapStyle, hemi: str) -> tuple[Colormap, float, float, np.ndarray | None]:

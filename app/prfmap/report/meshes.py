@@ -161,7 +161,12 @@ def _fsaverage5() -> tuple[dict[str, Mesh], str]:
 
 
 def _hcp_sulc(folder: Path) -> dict[str, np.ndarray]:
-    img = nib.load(str(folder / HCP_SULC))
+    quiet, disabled = nib.imageglobals.logger, nib.imageglobals.logger.disabled
+    quiet.disabled = True  # nibabel repairs the file's zero pixdims on load, and says so on stderr
+    try:
+        img = nib.load(str(folder / HCP_SULC))
+    finally:
+        quiet.disabled = disabled
     axis = img.header.get_axis(1)
     values = np.asarray(img.get_fdata(dtype=np.float32))[0]
     names = {"CIFTI_STRUCTURE_CORTEX_LEFT": "L", "CIFTI_STRUCTURE_CORTEX_RIGHT": "R"}

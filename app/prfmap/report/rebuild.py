@@ -10,29 +10,33 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import nibabel as nib
 import numpy as np
 from bids.layout import parse_file_entities
 
 from prfmap.config import Config
 from prfmap.derivatives import MAP_SUFFIX, PYBIDS_CONFIG
+from prfmap.engine import catalog
 from prfmap.engine.settings import FitSettings
 from prfmap.errors import MissingInputError, PrfmapError
 from prfmap.io.aperture import load_aperture
 from prfmap.io.bids import find_inputs
-from prfmap.io.bold import read_dscalar, read_gifti
+from prfmap.io.bold import read_dscalar, read_gifti, read_volume_map
 from prfmap.io.geometry import SurfaceLayout
+from prfmap.io.publish import COMMIT, new_staging, participant_lock, publish_participant, recover_staging
 from prfmap.report.context import ReportContext
 from prfmap.report.participant import write_participant_report
 
 log = logging.getLogger(__name__)
 FIT_ENTITIES = ("session", "task", "space", "density", "resolution", "model")
 CONFIG = ["bids", "derivatives", PYBIDS_CONFIG]
+MAP_EXTENSIONS = (".func.gii", ".dscalar.nii", ".nii.gz", ".nii")
+REMEDY = "run the participant level again (without --reports-only) to re-create it"
 
 
 def resolve_uri(uri: str, links: Mapping[str, Path], output_dir: Path) -> Path:
@@ -49,14 +53,53 @@ def _fit_key(entities: Mapping[str, Any]) -> tuple[str | None, ...]:
 
 
 def _maps_by_fit(output_dir: Path, subject: str) -> dict[tuple, list[tuple[Path, dict]]]:
+    """The participant's map files by fit.
+
+    Raises
+    ------
+    MissingInputError
+        A map sidecar whose map is gone.
+    """
     found: dict[tuple, list[tuple[Path, dict]]] = defaultdict(list)
+    sidecars = []
     for path in sorted((output_dir / f"sub-{subject}").glob(f"**/func/sub-{subject}_*_{MAP_SUFFIX}.*")):
         if path.name.endswith(".json"):
+            sidecars.append(path)
             continue
         entities = parse_file_entities(str(path), config=CONFIG)
         if entities.get("subject") == subject and "model" in entities:
             found[_fit_key(entities)].append((path, entities))
+    for sidecar in sidecars:
+        stem = sidecar.name.removesuffix(".json")
+        if not any(sidecar.with_name(stem + ext).is_file() for ext in MAP_EXTENSIONS):
+            fit = found.get(_fit_key(parse_file_entities(str(sidecar), config=CONFIG)), [])
+            ext = next((e for e in MAP_EXTENSIONS if fit and fit[0][0].name.endswith(e)), ".*")
+            raise MissingInputError(
+                f"--reports-only: the map {sidecar.with_name(stem + ext)} is missing (its sidecar "
+                f"{sidecar.name} is there); {REMEDY}"
+            )
     return found
+
+
+def _check_maps(maps: Mapping[str, np.ndarray], files: list[tuple[Path, dict]]) -> None:
+    """Every map the fit's model reports must have been read back.
+
+    Raises
+    ------
+    MissingInputError
+        Naming the fit and the maps it lacks (a GIFTI map needs both hemispheres).
+    """
+    path, entities = files[0]
+    spec = catalog.MODELS.get(str(entities.get("model")))
+    if spec is None:  # a model registered at run time: nothing known to check against
+        return
+    keys = (*spec.parameters, *catalog.DERIVED)
+    missing = [catalog.PARAMETERS[k].label for k in keys if catalog.PARAMETERS[k].label not in maps]
+    if missing:
+        raise MissingInputError(
+            f"--reports-only: the fit of {path.name.split('_desc-')[0].split('_hemi-')[0]} lacks its "
+            f"{', '.join(missing)} map(s) in {path.parent}; {REMEDY}"
+        )
 
 
 def _sidecar(path: Path) -> dict[str, Any]:
@@ -77,7 +120,7 @@ def _read_surface(
     per: dict[str, dict[str, np.ndarray]] = defaultdict(dict)
     for path, entities in files:
         if path.name.endswith(".func.gii") and "param" in entities and "hemi" in entities:
-            per[entities["param"]][entities["hemi"]] = read_gifti(path)[:, 0]
+            per[entities["param"]][entities["hemi"]] = read_gifti(path, REMEDY)[:, 0]
     hemis = {h: next(iter(per.values()))[h].size for h in ("L", "R") if per and h in next(iter(per.values()))}
     maps = {label: np.concatenate([v[h] for h in hemis]) for label, v in per.items() if set(v) == set(hemis)}
     return maps, SurfaceLayout(hemis=hemis), None
@@ -92,14 +135,14 @@ class _Grid:
 
 def _read_volume(files: list[tuple[Path, dict]]) -> tuple[dict[str, np.ndarray], None, _Grid]:
     images = {
-        e["param"]: nib.load(str(p))
+        e["param"]: read_volume_map(p)
         for p, e in files
         if p.name.endswith((".nii.gz", ".nii")) and "param" in e
     }
-    reference = images.get("r2") or next(iter(images.values()))
-    mask = np.isfinite(np.asarray(reference.dataobj, dtype=np.float32))
-    maps = {label: np.asarray(img.dataobj, dtype=np.float32)[mask] for label, img in images.items()}
-    return maps, None, _Grid(mask, reference.affine)
+    reference, affine = images.get("r2") or next(iter(images.values()))
+    mask = np.isfinite(reference)
+    maps = {label: data[mask] for label, (data, _) in images.items() if data.shape == mask.shape}
+    return maps, None, _Grid(mask, affine)
 
 
 def _space_query(entities: Mapping[str, Any]) -> str:
@@ -163,6 +206,7 @@ def _context(
     path, entities = files[0]
     volume = path.name.endswith((".nii.gz", ".nii")) and not path.name.endswith(".dscalar.nii")
     maps, surface, grid = _read_volume(files) if volume else _read_surface(files)
+    _check_maps(maps, files)
     meta = _sidecar(path)
     tr = meta.get("RepetitionTime")
     names = list(meta.get("Runs") or [])
@@ -280,14 +324,32 @@ def rebuild_reports(config: Config, command: list[str] | None = None) -> list[Pa
         raise MissingInputError(f"no participant outputs under {output_dir}; run the participant level first")
     written = []
     for subject in subjects:
-        contexts = participant_contexts(
-            output_dir,
-            subject,
-            bids_dir=config.inputs.bids_dir,
-            derivatives=config.inputs.dataset_links,
-            r2_threshold=config.outputs.r2_threshold,
-            command=command,
-        )
-        written.append(write_participant_report(output_dir, subject, contexts))
+        with participant_lock(output_dir, subject):
+            recover_staging(output_dir, subject)
+            contexts = participant_contexts(
+                output_dir,
+                subject,
+                bids_dir=config.inputs.bids_dir,
+                derivatives=config.inputs.dataset_links,
+                r2_threshold=config.outputs.r2_threshold,
+                command=command,
+            )
+            written.append(_publish_report(output_dir, subject, contexts))
         log.info("sub-%s: report rebuilt from the maps on disk: %s", subject, written[-1])
     return written
+
+
+def _publish_report(output_dir: Path, subject: str, contexts: list[ReportContext]) -> Path:
+    """Write the page and figures into a staging folder and publish them with the participant's files.
+
+    Figures the new page does not draw go with the earlier set (``io.publish``).
+    """
+    stage = new_staging(output_dir, subject)
+    try:
+        write_participant_report(stage, subject, contexts)
+        publish_participant(stage, output_dir, subject, replaced=lambda rel: rel.parts[1:2] == ("figures",))
+    except BaseException:
+        if not (stage / COMMIT).exists():  # nothing was published: the earlier report stands
+            shutil.rmtree(stage, ignore_errors=True)
+        raise
+    return output_dir / f"sub-{subject}.html"

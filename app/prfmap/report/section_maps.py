@@ -7,9 +7,10 @@ from typing import Any
 import numpy as np
 from nilearn import image
 
+from prfmap.engine import catalog
 from prfmap.report.atlas import visual_areas
 from prfmap.report.html import Figure
-from prfmap.report.legends import MapStyle, map_labels, style_for
+from prfmap.report.legends import MapStyle, category_index, map_labels, style_for
 from prfmap.report.meshes import find_meshes
 from prfmap.report.surface import occipital_patch, patch_figure, views_figure
 from prfmap.report.volume import centre_of, find_anatomy, slices_figure, to_image
@@ -21,24 +22,43 @@ NOT_DRAWN = "Could not draw"
 class MapFigures:
     """The map figures of :class:`prfmap.report.section.FitSection`, which it inherits.
 
-    Reads the section's ``ctx``, ``maps``, ``good``, ``r2``, ``warnings``, ``threshold_text`` and
-    ``_fig``; sets ``atlas_drawn``.
+    Reads the section's ``ctx``, ``maps``, ``good``, ``doubtful``, ``r2``, ``warnings``,
+    ``threshold_text`` and ``_fig``; sets ``atlas_drawn``.
     """
 
     def _styles(self) -> list[tuple[MapStyle, np.ndarray]]:
         out = []
         for label in map_labels(self.maps):
-            shown = np.where(self.good, self.maps[label], np.nan)
-            style = style_for(label, shown[self.good], self.ctx.fov_deg, self.r2[self.good])
-            out.append((style, shown))
+            # the status map shows the doubtful estimates the other maps leave out
+            good = (self.good | self.doubtful) if label == "status" else self.good
+            shown = np.where(good, self.maps[label], np.nan)
+            style = style_for(label, shown[good], self.ctx.fov_deg, self.r2[good])
+            out.append((style, category_index(style, shown) if style.categories else shown))
         return out
 
+    def _shown_text(self, style: MapStyle) -> str:
+        if style.categories:
+            return f"shown: r² ≥ {self.ctx.r2_threshold:g}, doubtful estimates included"
+        return self.threshold_text
+
     def _describe(self, style: MapStyle, view: str) -> tuple[str, str]:
+        shown = self._shown_text(style)
+        if style.categories:
+            names = "; ".join(name for _, name in style.categories)
+            alt = f"{style.title} on the {view}; legend {style.bar_label}: {names}; {shown}"
+            caption = (
+                f"{style.bar_label} on the {view}, {shown}; {style.scale_note}. Bits: "
+                + ", ".join(f"{bit} {name}" for bit, (name, _) in sorted(catalog.STATUS_FLAGS.items()))
+                + "; doubtful: "
+                + ", ".join(catalog.DOUBTFUL)
+                + "."
+            )
+            return alt, caption
         alt = (
             f"{style.title} on the {view}; colour scale {style.bar_label} from {style.vmin:g} to "
-            f"{style.vmax:g} {style.units}; {self.threshold_text}"
+            f"{style.vmax:g} {style.units}; {shown}"
         )
-        caption = f"{style.bar_label} on the {view}, {self.threshold_text}; colour scale {style.scale_note}."
+        caption = f"{style.bar_label} on the {view}, {shown}; colour scale {style.scale_note}."
         if style.cyclic:
             caption += (
                 " Colour wheel: the visual field as the participant sees it (0° right horizontal meridian, "
@@ -84,7 +104,7 @@ class MapFigures:
                 path, src = self._fig(f"flat-{style.label}")
                 alt, caption = self._describe(style, "flattened occipital cortex")
                 how = next(iter(patches.values())).centre_from
-                patch_figure(style, per_hemi, meshes, patches, atlas, self.threshold_text, path, alt)
+                patch_figure(style, per_hemi, meshes, patches, atlas, self._shown_text(style), path, alt)
                 flat.append(
                     Figure(src, alt, f"{caption} Orthographic projection of the sphere, {how}.", "map")
                 )
@@ -92,7 +112,7 @@ class MapFigures:
             alt, caption = self._describe(
                 style, "inflated occipital cortex (posterior-medial and inferior views)"
             )
-            views_figure(style, per_hemi, meshes, self.threshold_text, path, alt)
+            views_figure(style, per_hemi, meshes, self._shown_text(style), path, alt)
             views.append(Figure(src, alt, caption, "map wide"))
         if not all(p is not None for p in patches.values()):
             notes.append("The meshes have no registered sphere, so no flattened patch is drawn.")
@@ -124,7 +144,7 @@ class MapFigures:
         for style, values in self._styles():
             path, src = self._fig(f"slices-{style.label}")
             alt, caption = self._describe(style, "slices through the occipital cortex")
-            slices_figure(style, values, mask, affine, background, cut, self.threshold_text, path, alt)
+            slices_figure(style, values, mask, affine, background, cut, self._shown_text(style), path, alt)
             shown.append(
                 Figure(src, alt, f"{caption} Cut at ({', '.join(f'{c:.0f}' for c in cut)}) mm.", "map wide")
             )

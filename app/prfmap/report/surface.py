@@ -21,7 +21,13 @@ from nilearn import plotting
 
 from prfmap.report.atlas import Atlas
 from prfmap.report.figures import save
-from prfmap.report.legends import MapStyle, draw_colour_bar, draw_colour_wheel, hemifield_cmap
+from prfmap.report.legends import (
+    MapStyle,
+    draw_category_legend,
+    draw_colour_bar,
+    draw_colour_wheel,
+    hemifield_cmap,
+)
 from prfmap.report.meshes import NILEARN_HEMI, Mesh
 
 # neuropythy's occipital_pole projection centres on the fsaverage sphere (lib/projections/*.mp.json)
@@ -113,7 +119,13 @@ def _draw_values(
     if shift is not None:
         drawn = np.mod(drawn, float(shift))
     tri = Triangulation(xy[:, 0], xy[:, 1], faces, mask=~shown[faces].all(axis=1))
-    if shown[faces].all(axis=1).any():
+    if not shown[faces].all(axis=1).any():
+        return
+    if style.categories:  # no blending of categories: each face takes its vertices' majority
+        corner = drawn[faces]
+        face = np.where(corner[:, 1] == corner[:, 2], corner[:, 1], corner[:, 0])
+        ax.tripcolor(tri, facecolors=face, cmap=cmap, vmin=vmin, vmax=vmax)
+    else:
         ax.tripcolor(tri, drawn, shading="gouraud", cmap=cmap, vmin=vmin, vmax=vmax)
 
 
@@ -201,6 +213,8 @@ def patch_figure(
         draw_colour_wheel(fig.add_subplot(grid[0, -2]), style, tuple(hemis))
         fig.add_subplot(grid[1, -2]).axis("off")
         fig.text(0.99 * width / (width + SPARE_INCHES), 0.02, threshold_text, ha="right", fontsize=8)
+    elif style.categories:
+        draw_category_legend(fig.add_subplot(grid[:, -2]), style, threshold_text)
     else:
         fig.add_subplot(grid[0, -2]).axis("off")
         draw_colour_bar(fig.add_subplot(grid[1, -2]), style, threshold_text)
@@ -310,22 +324,26 @@ def views_figure(
             vmax=vmax,
             symmetric_cbar=False,
             threshold=None,
+            avg_method="median" if style.categories else "mean",
             colorbar=False,
             axes=ax,
             figure=fig,
         )
         ax.set_title(f"{'left' if hemi == 'L' else 'right'} {view}", fontsize=9)
+    tall = style.cyclic or bool(style.categories)
     legend = fig.add_axes(
         (
             len(views) * width + 0.01 * inches / (inches + SPARE_INCHES),
-            0.1 if style.cyclic else 0.45,
+            0.1 if tall else 0.45,
             0.6 * width,
-            0.75 if style.cyclic else 0.06,
+            0.75 if tall else 0.06,
         )
     )
     if style.cyclic:
         draw_colour_wheel(legend, style, tuple(h for h in ("L", "R") if h in values))
         fig.text(0.995 * inches / (inches + SPARE_INCHES), 0.02, threshold_text, ha="right", fontsize=8)
+    elif style.categories:
+        draw_category_legend(legend, style, threshold_text)
     else:
         draw_colour_bar(legend, style, threshold_text)
     return save(fig, path, {"Title": style.bar_label, "Description": description})

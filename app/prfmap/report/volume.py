@@ -10,7 +10,7 @@ import numpy as np
 from nilearn import plotting
 
 from prfmap.report.figures import save
-from prfmap.report.legends import MapStyle, draw_colour_bar, draw_colour_wheel
+from prfmap.report.legends import MapStyle, draw_category_legend, draw_colour_bar, draw_colour_wheel
 
 
 def to_image(values: np.ndarray, mask: np.ndarray, affine: np.ndarray) -> nib.Nifti1Image:
@@ -110,10 +110,13 @@ def slices_figure(
         colorbar=False,
         black_bg=True,
     )
-    display.add_overlay(overlay, cmap=style.cmap, vmin=1.0, vmax=2.0, threshold=0.5)
+    nearest = {"resampling_interpolation": "nearest"} if style.categories else {}  # categories never blend
+    display.add_overlay(overlay, cmap=style.cmap, vmin=1.0, vmax=2.0, threshold=0.5, **nearest)
     if style.cyclic:
         draw_colour_wheel(fig.add_axes((0.8, 0.08, 0.19, 0.8)), style, ("L", "R"))
         fig.text(0.99, 0.02, threshold_text, ha="right", fontsize=8)
+    elif style.categories:
+        draw_category_legend(fig.add_axes((0.8, 0.05, 0.19, 0.9)), style, threshold_text)
     else:
         draw_colour_bar(fig.add_axes((0.81, 0.45, 0.17, 0.07)), style, threshold_text)
     return save(fig, path, {"Title": style.bar_label, "Description": description})

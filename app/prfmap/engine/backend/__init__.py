@@ -191,8 +191,8 @@ def select_backend(
         raise UsageError(f"unknown backend {name!r}: choose one of {', '.join(SUPPORTED_BACKENDS)}")
     if importlib.util.find_spec(_PACKAGE_OF[name]) is None:
         raise UsageError(
-            f"backend {name!r} is not installed: pip install 'prfmap[{name}]' "
-            "or use a container image built for it"
+            f"backend {name!r} is not installed: pip install {_PACKAGE_OF[name]} (prfmap's [{name}] "
+            "extra) or use a container image built for it"
         )
     running = sys.modules["keras"].backend.backend() if "keras" in sys.modules else name
     if running != name:
