@@ -76,3 +76,42 @@ def place_compile_caches(
         "running without compiling (same maps, slower); mount /tmp with exec (docker run --tmpfs "
         "/tmp:rw,exec) or pass --work-dir on a file system that allows it"
     )
+
+
+XLA_CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"
+XLA_CACHE_MIN_SECONDS = "0.2"
+"""Compilations shorter than this are not written to the persistent cache (JAX's default is 1 s)."""
+
+
+def place_xla_cache(
+    backend: str, work_dir: Path | None, env: MutableMapping[str, str] | None = None
+) -> Path | None:
+    """Give JAX a persistent compilation cache, as torch.compile has one (issue 18).
+
+    A participant compiles its solver loops and grid kernels once per shape, seconds each on a CPU;
+    with the cache the next participant (or a rerun) loads them instead. The cache goes to
+    ``<work_dir>/.cache/jax`` with ``--work-dir``, else ``<tmp>/prfmap_jax_<user>`` (where torch keeps
+    its own); ``JAX_COMPILATION_CACHE_DIR`` set by the user wins. Nothing is set for other backends or
+    where the folder cannot be written.
+
+    Returns
+    -------
+    Path or None
+        The cache folder, when one was placed.
+    """
+    env = os.environ if env is None else env
+    if backend != "jax" or env.get(XLA_CACHE_VARIABLE):
+        return None
+    if work_dir is not None:
+        folder = Path(work_dir) / ".cache" / "jax"
+    else:
+        folder = Path(tempfile.gettempdir()) / f"prfmap_jax_{getpass.getuser()}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    if not os.access(folder, os.W_OK):
+        return None
+    env[XLA_CACHE_VARIABLE] = str(folder)
+    env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", XLA_CACHE_MIN_SECONDS)
+    return folder

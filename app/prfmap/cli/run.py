@@ -10,13 +10,14 @@ import os
 import sys
 import time
 from argparse import Namespace
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from nibabel import imageglobals
 
 from prfmap import __version__
-from prfmap.cli.caches import place_compile_caches
+from prfmap.cli.caches import place_compile_caches, place_xla_cache
 from prfmap.cli.config import build_config
 from prfmap.cli.parser import build_parser
 from prfmap.config import Config, ExecutionConfig
@@ -145,12 +146,7 @@ def _run_level(config: Config, command: list[str]) -> None:
         rebuild_reports(config, command)
         return
     if config.execution.analysis_level == "participant":
-        if config.inputs.validate:
-            check_bids_dir(config.inputs.bids_dir)
-        _select_backend(config.execution)
-        # Imported here: it imports Keras, which must not load before the backend is selected.
-        from prfmap.participant.level import run_participant_level
-
+        run_participant_level = _validated_and_imported(config)
         run_participant_level(config, command)
         return
     # Imported here: the group level's report loads matplotlib, which the participant level defers.
@@ -163,6 +159,28 @@ def _run_level(config: Config, command: list[str]) -> None:
         threshold_on=config.outputs.threshold_on,
         report=config.outputs.report,
     )
+
+
+def _validated_and_imported(config: Config) -> Callable[[Config, list[str]], list[Path]]:
+    """Validate ``bids_dir`` while the backend is selected and the participant level imported.
+
+    The validator is a program of its own and Keras takes seconds to import, so the two overlap
+    (issue 18); nothing is written meanwhile, and a validation error is still the one reported
+    (exit 16) when both fail.
+    """
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        validation = pool.submit(check_bids_dir, config.inputs.bids_dir) if config.inputs.validate else None
+        try:
+            _select_backend(config.execution)
+            # Imported here: it imports Keras, which must not load before the backend is selected.
+            from prfmap.participant.level import run_participant_level
+        except BaseException:
+            if validation is not None:
+                validation.result()
+            raise
+        if validation is not None:
+            validation.result()
+    return run_participant_level
 
 
 def _log_fmriprep_options(config: Config) -> None:
@@ -253,6 +271,9 @@ def _select_backend(execution: ExecutionConfig) -> None:
     cache_note = place_compile_caches(execution.backend, execution.work_dir)
     if cache_note:
         logger.warning(cache_note)
+    xla_cache = place_xla_cache(execution.backend, execution.work_dir)
+    if xla_cache is not None:
+        logger.debug("JAX compilation cache: %s", xla_cache)
     select_backend(
         execution.backend,
         nprocs=execution.nprocs,

@@ -11,7 +11,7 @@ from functools import partial
 
 import numpy as np
 
-from prfmap.engine import catalog
+from prfmap.engine import catalog, frames
 from prfmap.engine.backend import compile_enabled, get_backend
 from prfmap.engine.problem import Problem
 
@@ -46,7 +46,7 @@ def compiled(kernel: Callable, *static: Hashable) -> Callable:
     fn = partial(kernel, *static)
     if not compile_enabled():
         return fn
-    key = (kernel, *static)
+    key = (frames.mode(), kernel, *static)  # the arithmetic traced depends on PRFMAP_REFERENCE
     if key not in _COMPILED:
         _COMPILED[key] = get_backend().compile_fun(fn)
     return _COMPILED[key]
@@ -105,6 +105,30 @@ def padded_size(n: int, smallest: int = 256) -> int:
     int
     """
     return max(smallest, 1 << max(int(n - 1).bit_length(), 0))
+
+
+def ladder_size(n: int, smallest: int = 256, factor: int = 8) -> int:
+    """Batch size for ``n`` rows from a coarse ladder, ``smallest · factor**j`` (issue 18).
+
+    Fewer shapes to compile (seconds each for a solver's loop) at the price of more padding.
+
+    Parameters
+    ----------
+    n : int
+        Rows to hold.
+    smallest : int
+        The smallest batch.
+    factor : int
+        The ratio of consecutive sizes.
+
+    Returns
+    -------
+    int
+    """
+    size = smallest
+    while size < n:
+        size *= factor
+    return size
 
 
 def budget_rows(mem_gb: float, bytes_per_row: float, lo: int = 16, hi: int = 65536) -> int:
@@ -185,7 +209,7 @@ def run_batches(
 ) -> None:
     """Call ``run(start, stop, batch)`` over the units; halve the batch and retry on out-of-memory.
 
-    With ``shrink``, a batch larger than the units (padded to a power of two) is reduced first.
+    With ``shrink``, a batch larger than the units (padded to :func:`ladder_size`) is reduced first.
 
     Parameters
     ----------
@@ -203,7 +227,7 @@ def run_batches(
         Reduce a batch larger than the (padded) units first.
     """
     if shrink:
-        batch = min(batch, padded_size(n_units))
+        batch = min(batch, ladder_size(n_units) if not frames.reference() else padded_size(n_units))
     backend = get_backend()
     start = 0
     while start < n_units:

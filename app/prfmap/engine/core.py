@@ -10,7 +10,8 @@ from typing import Any
 
 from keras import ops
 
-from prfmap.engine.core_ops import at_least, matmul
+from prfmap.engine import frames
+from prfmap.engine.core_ops import at_least, matmul, spd_solve
 from prfmap.engine.models import PRFModel
 from prfmap.engine.stimulus import StimulusTensors
 
@@ -35,25 +36,26 @@ def project(t: Any, q: Any) -> Any:
 
 
 def hrf_regressors(neural: Any, hrf_t: Any) -> Any:
-    """Convolve neural time courses (J, units, frames) with each HRF basis: (J, bases, units, frames).
+    """Convolve neural responses (J, units, distinct) with each HRF basis: (J, bases, units, frames).
 
-    One 2-D product of (J·units, frames) by the bases side by side (frames, bases·frames).
+    One 2-D product of (J·units, distinct) by the bases side by side (distinct, bases·frames); ``hrf_t``
+    also expands the distinct frames to the frames (:mod:`prfmap.engine.frames`).
 
     Parameters
     ----------
-    neural : tensor, shape (J, units, frames)
-        Neural time courses (a response and its derivatives).
-    hrf_t : tensor, shape (bases, frames, frames)
-        Transposed convolution matrices of the HRF bases.
+    neural : tensor, shape (J, units, distinct)
+        Neural responses to the distinct frames (a response and its derivatives).
+    hrf_t : tensor, shape (bases, distinct, frames)
+        Transposed convolution matrices of the HRF bases, folded with the expansion of the frames.
 
     Returns
     -------
     tensor, shape (J, bases, units, frames)
     """
-    n_j, n_units, n_frames = tuple(ops.shape(neural))
-    n_bases = tuple(ops.shape(hrf_t))[0]
-    kernels = ops.reshape(ops.transpose(hrf_t, (1, 0, 2)), (n_frames, n_bases * n_frames))
-    out = matmul(ops.reshape(neural, (n_j * n_units, n_frames)), kernels)
+    n_j, n_units, n_distinct = tuple(ops.shape(neural))
+    n_bases, _, n_frames = tuple(ops.shape(hrf_t))
+    kernels = ops.reshape(ops.transpose(hrf_t, (1, 0, 2)), (n_distinct, n_bases * n_frames))
+    out = matmul(ops.reshape(neural, (n_j * n_units, n_distinct)), kernels)
     out = ops.reshape(out, (n_j, n_units, n_bases, n_frames))
     if n_bases == 1:
         return ops.reshape(out, (n_j, 1, n_units, n_frames))
@@ -79,7 +81,27 @@ def solve_small(m: Any, rhs: Any) -> Any:
     tensor, shape (units, n, r)
     """
     scale = at_least(ops.mean(ops.diagonal(m, axis1=1, axis2=2), axis=1), TINY)
-    return ops.solve(m + 1e-7 * scale[:, None, None] * _eye_like(m), rhs)
+    return solve_spd(m + 1e-7 * scale[:, None, None] * _eye_like(m), rhs)
+
+
+def solve_spd(m: Any, rhs: Any) -> Any:
+    """Batched solve of symmetric positive definite systems (units, n, n) · x = rhs (units, n, r).
+
+    :func:`~prfmap.engine.core_ops.spd_solve` (issue 18), or ``keras.ops.solve`` with
+    ``PRFMAP_REFERENCE=1``.
+
+    Parameters
+    ----------
+    m : tensor, shape (units, n, n)
+        Symmetric positive definite matrices.
+    rhs : tensor, shape (units, n, r)
+        Right-hand sides.
+
+    Returns
+    -------
+    tensor, shape (units, n, r)
+    """
+    return ops.solve(m, rhs) if frames.reference() else spd_solve(m, rhs)
 
 
 def linear_fit(a: Any, y: Any) -> tuple[Any, Any]:
@@ -240,6 +262,60 @@ def grid_predictions(model, theta, stim, hrf_t, q):
     pred = project(matmul(neural[0], hrf_t[0]), q)
     norm = ops.sqrt(ops.sum(pred * pred, axis=1, keepdims=True))
     return ops.where(norm > 1e-12, pred / at_least(norm, 1e-12), 0.0)
+
+
+def grid_responses(model: PRFModel, theta: Any, stim: StimulusTensors, hrf_t: Any, q: Any) -> Any:
+    """Neural responses of grid points, scaled so that their predictions have unit norm.
+
+    The grid scored in the space of the distinct frames (issue 18, :func:`grid_score_folded`): each
+    response (distinct,) is divided by the norm of its projected canonical-HRF prediction.
+
+    Parameters
+    ----------
+    model : PRFModel
+        The model.
+    theta : tensor, shape (grid, K)
+        Natural parameters of the grid points.
+    stim : StimulusTensors
+        The stimulated pixels of the distinct frames.
+    hrf_t : tensor, shape (bases, distinct, frames)
+        The folded HRF matrices (the first basis is used).
+    q : tensor, shape (frames, k)
+        Orthonormal nuisance basis.
+
+    Returns
+    -------
+    tensor, shape (grid, distinct)
+    """
+    neural = model.neural(theta, stim, jacobian=False)[0]
+    pred = project(matmul(neural, hrf_t[0]), q)
+    norm = ops.sqrt(ops.sum(pred * pred, axis=1, keepdims=True))
+    return ops.where(norm > 1e-12, neural / at_least(norm, 1e-12), 0.0)
+
+
+def grid_score_folded(y_unit: Any, grid_resp: Any, hrf_t: Any) -> tuple[Any, Any]:
+    """:func:`grid_score` over the distinct frames.
+
+    ``<y, P(n M)> = <y Mᵀ, n>`` for data already orthogonal to the nuisance basis, so one product of
+    the data with ``M = hrf_t[0]`` (distinct, frames) brings them to the distinct frames.
+
+    Parameters
+    ----------
+    y_unit : tensor, shape (units, frames)
+        Unit-norm projected data.
+    grid_resp : tensor, shape (grid, distinct)
+        :func:`grid_responses` of the grid.
+    hrf_t : tensor, shape (bases, distinct, frames)
+        The folded HRF matrices.
+
+    Returns
+    -------
+    best : tensor, shape (units,)
+        The best correlation.
+    index : tensor, shape (units,)
+        Its grid point.
+    """
+    return grid_score(matmul(y_unit, ops.transpose(hrf_t[0])), grid_resp)
 
 
 def grid_score(y_unit: Any, grid_unit: Any) -> tuple[Any, Any]:

@@ -93,3 +93,50 @@ def to_numpy(t: Any) -> np.ndarray:
     ndarray
     """
     return np.asarray(ops.convert_to_numpy(t))
+
+
+def spd_solve(a: Any, b: Any) -> Any:
+    """Solve batched symmetric positive definite systems ``a`` (batch, n, n) · x = ``b`` (batch, n, r).
+
+    Cholesky factorisation and the two triangular solves written out for the static ``n`` (issue 18):
+    the systems here are tiny (the linear weights' Gram matrix, LM's damped Gauss–Newton matrix, n ≤ 8),
+    and ``keras.ops.solve`` lowers to a pivoted LU per matrix that costs seconds to compile (XLA, on a
+    CPU) and a small kernel per batch row to run. Here every operation is one elementwise operation over
+    the batch. Pivots are kept positive (rounding on a semi-definite matrix).
+
+    Parameters
+    ----------
+    a : tensor, shape (batch, n, n)
+        Symmetric positive definite matrices (only the lower triangle is read).
+    b : tensor, shape (batch, n, r)
+        Right-hand sides.
+
+    Returns
+    -------
+    tensor, shape (batch, n, r)
+    """
+    n = tuple(ops.shape(a))[-1]
+    low: list[list[Any]] = [[None] * n for _ in range(n)]
+    for j in range(n):
+        pivot = a[:, j, j]
+        for k in range(j):
+            pivot = pivot - low[j][k] * low[j][k]
+        low[j][j] = ops.sqrt(at_least(pivot, 1e-30))
+        for i in range(j + 1, n):
+            value = a[:, i, j]
+            for k in range(j):
+                value = value - low[i][k] * low[j][k]
+            low[i][j] = value / low[j][j]
+    y: list[Any] = []
+    for i in range(n):
+        value = b[:, i, :]
+        for k in range(i):
+            value = value - low[i][k][:, None] * y[k]
+        y.append(value / low[i][i][:, None])
+    x: list[Any] = [None] * n
+    for i in reversed(range(n)):
+        value = y[i]
+        for k in range(i + 1, n):
+            value = value - low[k][i][:, None] * x[k]
+        x[i] = value / low[i][i][:, None]
+    return ops.stack(x, axis=1)

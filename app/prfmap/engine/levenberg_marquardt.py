@@ -24,6 +24,8 @@ class LMState(NamedTuple):
     damping: Tensor  # (units,)
     active: Tensor  # (units,) bool: still moving
     rejected: Tensor  # (units,) consecutive rejected steps
+    steps: Tensor  # (units,) steps taken (accepted or not)
+    fresh: Tensor  # (units,) bool: cost, jtj, jte not yet evaluated; the next step evaluates them at u
 
 
 @dataclass(frozen=True)
@@ -79,13 +81,29 @@ class LevenbergMarquardt(Solver[LMState]):
             self.model, u, data.y, data.free, data.stim, data.hrf_t, data.q
         )
         n = ops.shape(u)[0]
+        zeros = ops.zeros((n,), dtype=u.dtype)
         return LMState(
-            u, cost, jtj, jte, damping, ops.ones((n,), dtype="bool"), ops.zeros((n,), dtype=u.dtype)
+            u,
+            cost,
+            jtj,
+            jte,
+            damping,
+            ops.ones((n,), dtype="bool"),
+            zeros,
+            zeros,
+            ops.zeros((n,), dtype="bool"),
         )
 
     def step(self, state: LMState, data: Data) -> LMState:
-        """One damped step per unit, kept where the cost drops (the damping falls), else undone (it rises)."""
-        u, cost, jtj, jte, lam, active, rejected = state
+        """One damped step per unit, kept where the cost drops (the damping falls), else undone (it rises).
+
+        A ``fresh`` unit is evaluated where it is instead (its start: :mod:`~prfmap.engine.streaming`
+        loads units into a running batch that way), and a unit at ``data.max_steps`` steps waits.
+        """
+        u, cost, jtj, jte, lam, active, rejected, steps, fresh = state
+        move = active & ~fresh
+        if data.max_steps is not None:
+            move = move & (steps < data.max_steps)
         diag = ops.diagonal(jtj, axis1=1, axis2=2)
         k = ops.shape(u)[1]
         damp = (
@@ -95,31 +113,35 @@ class LevenbergMarquardt(Solver[LMState]):
         )
         system = jtj + ops.eye(k, dtype=u.dtype)[None] * damp[:, :, None]
         delta = (
-            -ops.solve(system, jte[:, :, None])[:, :, 0]
+            -core.solve_spd(system, jte[:, :, None])[:, :, 0]
             * data.free[None]
-            * ops.cast(active, u.dtype)[:, None]
+            * ops.cast(move, u.dtype)[:, None]
         )
         u_new = project(u + delta, data)
         cost_new, jtj_new, jte_new = core.vp_normal_equations(
             self.model, u_new, data.y, data.free, data.stim, data.hrf_t, data.q
         )
-        accept = active & (cost_new < cost) & ops.isfinite(cost_new)
+        accept = move & (cost_new < cost) & ops.isfinite(cost_new)
+        take = accept | fresh
         rel = (cost - cost_new) / at_least(cost, core.TINY)
-        rejected = ops.where(accept, 0.0, rejected + ops.cast(active, u.dtype))
+        rejected = ops.where(accept, 0.0, rejected + ops.cast(move, u.dtype))
         done = (accept & (rel < self.tol)) | (rejected >= float(self.max_rejections))
-        a1 = accept[:, None]
+        t1 = take[:, None]
+        damping = ops.clip(
+            ops.where(accept, lam * self.damping_down, lam * self.damping_up),
+            self.damping_min,
+            self.damping_max,
+        )
         return LMState(
-            ops.where(a1, u_new, u),
-            ops.where(accept, cost_new, cost),
-            ops.where(a1[:, :, None], jtj_new, jtj),
-            ops.where(a1, jte_new, jte),
-            ops.clip(
-                ops.where(accept, lam * self.damping_down, lam * self.damping_up),
-                self.damping_min,
-                self.damping_max,
-            ),
+            ops.where(t1, u_new, u),
+            ops.where(take, cost_new, cost),
+            ops.where(t1[:, :, None], jtj_new, jtj),
+            ops.where(t1, jte_new, jte),
+            ops.where(fresh, lam, damping),
             active & ~done,
             rejected,
+            steps + ops.cast(move, u.dtype),
+            ops.zeros_like(fresh),
         )
 
     def terminate(self, state: LMState) -> Tensor:

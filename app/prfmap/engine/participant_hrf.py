@@ -17,13 +17,16 @@ from typing import Any
 import numpy as np
 from scipy.signal import lfilter
 
-from prfmap.engine.batching import ProgressFn
+from prfmap.engine import frames
+from prfmap.engine.batching import ProgressFn, compiled, memory_budget
 from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.fit import fit_prf
+from prfmap.engine.grid import grid_theta, polar_grid
 from prfmap.engine.hrf import DELAY, DISPERSION, HRF, hrf_kernels
-from prfmap.engine.models import floatx, get_model
+from prfmap.engine.models import PRFModel, floatx, get_model
 from prfmap.engine.problem import make_problem, project_units
-from prfmap.engine.stimulus import Stimulus
+from prfmap.engine.search import grid_search
+from prfmap.engine.stimulus import Stimulus, StimulusTensors
 
 TOP_FRACTION = 0.05
 """Share of the units (with a finite fit) an estimate uses, clipped to [MIN_UNITS, MAX_UNITS]."""
@@ -172,6 +175,45 @@ def canonical_fallback() -> HRF:
     return HRF(DELAY, DISPERSION, "participant", 0)
 
 
+def screen_r2(data: np.ndarray, stim: Stimulus, tr: float, **common: Any) -> np.ndarray:
+    """Every unit's r² with the Gaussian and SPM's HRF at its best grid point (NaN without signal).
+
+    The grid correlation squared is the r² of the linear fit at that point, so (issue 18) no final
+    fit is run for it; ``PRFMAP_REFERENCE=1`` runs ``fit_prf(refine="none")`` as before.
+
+    Parameters
+    ----------
+    data : ndarray, shape (units, frames)
+        Preprocessed time courses of every unit.
+    stim : Stimulus
+        Apertures, one frame per TR.
+    tr : float
+        Repetition time in seconds.
+    **common
+        ``nuisance``, ``slice_time_ref``, ``mem_gb``, ``dtype`` and ``progress``, as :func:`estimate_hrf`.
+
+    Returns
+    -------
+    ndarray, shape (units,)
+    """
+    if frames.reference():
+        return fit_prf(data, stim, tr, "gauss", "none", hrf="canonical", **common).r2
+    model, mem_gb = get_model("gauss"), memory_budget(common["mem_gb"])
+    prob = make_problem(
+        model, stim, tr, 1, common["nuisance"], floatx(common["dtype"]), common["slice_time_ref"]
+    )
+    units = project_units(prob, np.asarray(data, dtype=np.float64))
+    _, corr, _ = grid_search(prob, units.y, grid_theta(model, polar_grid(stim)), mem_gb, common["progress"])
+    r2 = np.full(len(data), np.nan)
+    r2[units.index] = corr**2
+    return r2
+
+
+def _neural(model: PRFModel, theta: Any, stim: StimulusTensors) -> Any:
+    """The neural response (units, distinct frames) of natural parameters, without derivatives."""
+    return model.neural(theta, stim, False)[0]
+
+
 def estimate_hrf(
     data: np.ndarray,
     stim: Stimulus,
@@ -224,8 +266,7 @@ def estimate_hrf(
         "dtype": dtype,
         "progress": progress,
     }
-    screen = fit_prf(data, stim, tr, "gauss", "none", hrf="canonical", **common)
-    top = top_units(screen.r2)
+    top = top_units(screen_r2(data, stim, tr, **common))
     if top.size < FEWEST_UNITS:
         return canonical_fallback()
     model = get_model("gauss")
@@ -236,6 +277,7 @@ def estimate_hrf(
     for _ in range(HRF_PASSES):
         best = fit_prf(data[top], stim, tr, "gauss", "lm", hrf=hrf, **common)
         theta = model.from_report({k: best.params[k][units.index] for k in ("x", "y", "sigma")})
-        neural = to_numpy(model.neural(tensor(theta, prob.dtype), prob.stim, jacobian=False))[0]
+        neural = to_numpy(compiled(_neural, model)(tensor(theta, prob.dtype), prob.stim))
+        neural = neural[:, prob.frame_index]  # distinct frames to frames
         hrf = best_hrf(neural.astype(np.float64), units.y, q, tr, stim.run_lengths, slice_time_ref)[0]
     return hrf

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from prfmap.engine import frames
 from prfmap.engine.backend import get_backend
 from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.hrf import CANONICAL, HRF, convolution_matrices, hrf_kernels
@@ -22,15 +24,23 @@ class Problem:
     ----------
     model : PRFModel
     stim : StimulusTensors
-        The stimulated pixels' apertures and coordinates.
-    hrf_t : tensor, shape (bases, frames, frames)
-        Transposed per-TR convolution matrices of the HRF bases.
+        The stimulated pixels' apertures, one column per distinct frame (:mod:`~prfmap.engine.frames`),
+        and coordinates.
+    hrf_t : tensor, shape (bases, distinct, frames)
+        Transposed per-TR convolution matrices of the HRF bases, folded with the expansion of the
+        distinct frames to the frames (:func:`~prfmap.engine.frames.fold_expansion`).
     q : tensor, shape (frames, k)
         Orthonormal nuisance basis (a constant first) projected out of data and predictions.
     dtype : str
     n_bases, pixels, frames : int
     hrf : HRF
         The response of the first basis (its derivatives follow when ``n_bases`` is 3).
+    frame_index : ndarray of int, shape (frames,)
+        Each frame's distinct frame: a neural response (..., distinct) at every frame is
+        ``response[..., frame_index]``.
+    grid_key : str
+        A digest of what grid predictions depend on besides the model and the grid: the stimulated
+        pixels, the first HRF basis, the nuisance basis and the dtype.
     """
 
     model: PRFModel
@@ -42,6 +52,8 @@ class Problem:
     pixels: int
     frames: int
     hrf: HRF = CANONICAL
+    frame_index: np.ndarray | None = None
+    grid_key: str = ""
 
 
 @dataclass(frozen=True)
@@ -89,6 +101,11 @@ def nuisance_basis(n_frames: int, nuisance: np.ndarray | None) -> np.ndarray:
     return u[:, s > s.max() * 1e-8]
 
 
+_RECENT: list[tuple[tuple, Stimulus, np.ndarray | None, Problem]] = []
+RECENT_PROBLEMS = 4
+"""Problems kept for a stimulus and nuisance met again (the chunks of one fit, a fold's predictions)."""
+
+
 def make_problem(
     model: PRFModel,
     stim: Stimulus,
@@ -102,7 +119,9 @@ def make_problem(
     """The tensors of one fit.
 
     Stimulated pixels, convolution matrices of ``hrf`` (and, with ``n_bases`` 3, of its temporal and
-    dispersion derivatives) and nuisance basis.
+    dispersion derivatives) and nuisance basis. The last few are kept: the same ``stim`` and
+    ``nuisance`` objects with the same other arguments give the same tensors without building them
+    again.
 
     Parameters
     ----------
@@ -129,20 +148,47 @@ def make_problem(
     """
     if dtype == "float64":
         get_backend().enable_float64()
+    key = (tr, n_bases, dtype, slice_time_ref, hrf, frames.mode())
+    for k, s, n, prob in _RECENT:
+        if k == key and s is stim and n is nuisance:
+            return replace(prob, model=model)
+    prob = _make_problem(model, stim, tr, n_bases, nuisance, dtype, slice_time_ref, hrf)
+    _RECENT[:] = [(key, stim, nuisance, prob), *_RECENT[: RECENT_PROBLEMS - 1]]
+    return prob
+
+
+def _make_problem(
+    model: PRFModel,
+    stim: Stimulus,
+    tr: float,
+    n_bases: int,
+    nuisance: np.ndarray | None,
+    dtype: str,
+    slice_time_ref: float,
+    hrf: HRF,
+) -> Problem:
     design, px, py = stim.stimulated
+    distinct, index = frames.distinct_frames(design)
     conv = convolution_matrices(hrf_kernels(tr, n_bases, slice_time_ref, hrf=hrf), stim.run_lengths)
+    hrf_t = frames.fold_expansion(np.transpose(conv, (0, 2, 1)), index, distinct.shape[0])
     pixel_area = stim.pixel_size**2
-    stim_t = StimulusTensors(tensor(design.T, dtype), tensor(px, dtype), tensor(py, dtype), pixel_area)
+    stim_t = StimulusTensors(tensor(distinct.T, dtype), tensor(px, dtype), tensor(py, dtype), pixel_area)
+    basis = nuisance_basis(stim.n_frames, nuisance)
+    digest = hashlib.blake2b(dtype.encode())
+    for part in (distinct, px, py, np.float64(pixel_area), hrf_t[0], basis, index):
+        digest.update(np.ascontiguousarray(part).tobytes())
     return Problem(
         model,
         stim_t,
-        tensor(np.transpose(conv, (0, 2, 1)), dtype),
-        tensor(nuisance_basis(stim.n_frames, nuisance), dtype),
+        tensor(hrf_t, dtype),
+        tensor(basis, dtype),
         dtype,
         n_bases,
         design.shape[1],
         stim.n_frames,
         hrf,
+        index,
+        digest.hexdigest(),
     )
 
 

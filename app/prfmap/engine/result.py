@@ -15,6 +15,7 @@ from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.models import Bounds, PRFModel
 from prfmap.engine.problem import Problem, Units
 from prfmap.engine.settings import FitSettings
+from prfmap.engine.transforms import natural_values
 
 __all__ = ["CheckedFit", "FinalFit", "FitResult", "bounds_record", "checked_fit", "final_fit"]
 
@@ -160,7 +161,7 @@ def final_fit(
             fitted[start:stop] = to_numpy(out[3])[:k]
 
     run_batches(n, batch_size(prob, mem_gb, 0), run, "finalize", None)
-    theta = to_numpy(model.natural(tensor(u, dtype))[0]).astype(np.float64)
+    theta = natural_values(model.params, u)
     seconds = time.perf_counter() - t0
 
     def full(values: np.ndarray, fill: float = np.nan) -> np.ndarray:

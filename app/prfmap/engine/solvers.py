@@ -57,6 +57,7 @@ class Data(NamedTuple):
     lower: Tensor  # (K,) internal bounds; every step is projected into [lower, upper]
     upper: Tensor
     eccentricity: Tensor  # () largest distance of the centre (columns 0, 1) from fixation
+    max_steps: Tensor | None = None  # () LM: steps a unit may take in all (``LMState.steps``); None: no cap
 
 
 def project(u: Tensor, data: Data) -> Tensor:

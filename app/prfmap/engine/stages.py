@@ -14,15 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from prfmap.engine import catalog
+from prfmap.engine import catalog, frames, streaming
 from prfmap.engine.batching import ProgressFn
-from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.grid import grid_theta
+from prfmap.engine.levenberg_marquardt import LevenbergMarquardt
 from prfmap.engine.models import Bounds, free_mask, get_model
 from prfmap.engine.problem import Problem
 from prfmap.engine.search import grid_search, seed_search
 from prfmap.engine.solvers import Solver, refine_units, solver_class
 from prfmap.engine.stimulus import Stimulus
+from prfmap.engine.transforms import natural_values
 
 __all__ = ["RefinePlan", "Refined", "Start", "refine", "start"]
 
@@ -225,7 +226,7 @@ def _seed_start(
     """
     t0 = time.perf_counter()
     model = prob.model
-    theta = to_numpy(gauss.model.natural(tensor(u_gauss, prob.dtype))[0]).astype(np.float64)
+    theta = natural_values(gauss.model.params, u_gauss)
     theta[:, 2] = np.maximum(theta[:, 2], sigma_floor)
     start = model.from_report({**{k: theta[:, i] for i, k in enumerate(gauss.model.names)}, **fixed})
     candidates = model.seed_candidates(start, keep=set(fixed))
@@ -280,7 +281,10 @@ def refine(
         flags["grid_only"][:] = True
         flags["grid_only"][chosen] = False
     if solver is not None and chosen.size:
-        refined[chosen], moving, iterations = refine_units(
+        # issue 18: LM streams its units through the batch (frames.reference(): rounds, as before)
+        streamed = isinstance(solver, LevenbergMarquardt) and not frames.reference()
+        driver = streaming.refine_streaming if streamed else refine_units
+        refined[chosen], moving, iterations = driver(
             solver, prob, u[chosen], y[chosen], free, bounds, plan.mem_gb, plan.budget, progress
         )
         flags["refined"][chosen], flags["not_converged"][chosen] = True, moving

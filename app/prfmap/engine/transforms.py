@@ -6,11 +6,13 @@ The optimisers move unconstrained values; each :class:`Param` names its transfor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from keras import ops
+from scipy import special
 
 from prfmap.engine import catalog
 
@@ -83,3 +85,34 @@ def from_internal(u: Any, transform: str) -> tuple[Any, Any]:
         v = ops.sigmoid(ops.clip(u, -LOGIT_LIMIT, LOGIT_LIMIT))
         return v, v * (1.0 - v)
     raise ValueError(transform)
+
+
+def natural_values(params: Sequence[Param], u: np.ndarray) -> np.ndarray:
+    """Natural values of internal parameters, on the host, as :func:`from_internal` gives them.
+
+    For the stages that need numbers, not tensors (issue 18: as eager backend operations, each of
+    them compiled a kernel of its own).
+
+    Parameters
+    ----------
+    params : sequence of Param
+        A model's parameters, in column order.
+    u : ndarray, shape (units, K)
+        Internal values.
+
+    Returns
+    -------
+    ndarray, shape (units, K)
+        Float64 natural values.
+    """
+    u = np.asarray(u, dtype=np.float64)
+    cols = []
+    for k, p in enumerate(params):
+        if p.transform == "identity":
+            cols.append(u[:, k])
+        elif p.transform == "exp":
+            cols.append(np.exp(np.clip(u[:, k], -30.0, 30.0)))
+        else:
+            v = special.expit(np.clip(u[:, k], -LOGIT_LIMIT, LOGIT_LIMIT))
+            cols.append(1.0 + (MAX_SCALE - 1.0) * v if p.transform == "scale" else v)
+    return np.stack(cols, axis=1)

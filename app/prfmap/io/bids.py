@@ -23,6 +23,7 @@ from prfmap.errors import (
     UsageError,
     one_line,
 )
+from prfmap.io import bids_index
 from prfmap.io.bold import header_tr
 from prfmap.io.datasets import Derivatives, check_derivatives, inputs_config
 from prfmap.io.events import has_stim_file, stimulus_of
@@ -104,12 +105,19 @@ def _check_filter_keys(filters: Mapping[str, Any]) -> None:
 
 def _layout(bids_dir: Path, derivative_paths: list[Path], work_dir: Path | None) -> BIDSLayout:
     kwargs: dict[str, Any] = {}
+    key = ""
     if work_dir is not None:
         db = Path(work_dir) / "bids_db" / f"{socket.gethostname()}-{os.getpid()}"
         db.mkdir(parents=True, exist_ok=True)
-        kwargs.update(database_path=db, reset_database=True)
+        key = bids_index.dataset_key([bids_dir, *derivative_paths], "validate=False")
+        kwargs.update(database_path=db, reset_database=not bids_index.restore(work_dir, key, db))
     try:
-        return BIDSLayout(bids_dir, validate=False, derivatives=[str(p) for p in derivative_paths], **kwargs)
+        layout = BIDSLayout(
+            bids_dir, validate=False, derivatives=[str(p) for p in derivative_paths], **kwargs
+        )
+        if kwargs.get("reset_database"):
+            bids_index.keep(work_dir, key, kwargs["database_path"])
+        return layout
     except Exception as err:  # noqa: BLE001 - sorted below: a full work disk, or an index failure
         msg = one_line(err)
         full = getattr(err, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "disk is full" in msg
@@ -307,8 +315,9 @@ def find_inputs(  # noqa: PLR0913 - its keyword-only options are the command lin
         Extra pybids filters on the BOLD query, fMRIPrep-style (``{"bold": {...}}``) or flat;
         ``null`` means "entity absent", ``"*"`` "any value".
     work_dir : path-like, optional
-        The pybids database goes to ``work_dir/bids_db/<host>-<pid>`` (rebuilt on every call; one per
-        process, so participants run at once can share a work dir).
+        The pybids database goes to ``work_dir/bids_db/<host>-<pid>`` (one per process, so
+        participants run at once can share a work dir); a copy is kept and reused while no file
+        under the roots changes (:mod:`prfmap.io.bids_index`).
     stimulus : path-like, optional
         An aperture file used for every run instead of the events' ``stim_file``.
 

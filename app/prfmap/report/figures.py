@@ -9,14 +9,22 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from PIL import Image, PngImagePlugin  # noqa: E402
 
 from prfmap.io.atomic import atomic_path  # noqa: E402
 
 DPI = 90
 
 
+PAD_INCHES = 0.1  # matplotlib's pad around a tight bounding box
+
+
 def save(fig: plt.Figure, path: Path, metadata: dict[str, str] | None = None) -> Path:
-    """Write ``fig`` to ``path`` (PNG) and close it.
+    """Write ``fig`` to ``path`` (PNG), cropped to what it draws, and close it.
+
+    The figure is drawn once and the picture cropped to its tight bounding box plus ``PAD_INCHES``
+    (issue 18): matplotlib's ``bbox_inches="tight"`` draws every figure twice, once to measure it.
+    Where that box reaches beyond the canvas, matplotlib's own tight saving is used.
 
     Parameters
     ----------
@@ -33,11 +41,49 @@ def save(fig: plt.Figure, path: Path, metadata: dict[str, str] | None = None) ->
         ``path``.
     """
     try:
+        fig.set_dpi(DPI)
+        fig.canvas.draw()
+        picture = _cropped(fig)
         with atomic_path(path) as tmp:
-            fig.savefig(tmp, dpi=DPI, bbox_inches="tight", format="png", metadata=metadata)
+            if picture is None:
+                fig.savefig(tmp, dpi=DPI, bbox_inches="tight", format="png", metadata=metadata)
+            else:
+                _write_png(picture, tmp, metadata)
     finally:
         plt.close(fig)
     return path
+
+
+def _cropped(fig: plt.Figure) -> np.ndarray | None:
+    """The drawn canvas cropped to the figure's tight box and padded, as ``bbox_inches="tight"`` saves it.
+
+    None where the drawing reaches beyond the canvas (then matplotlib must draw it again on a larger
+    one).
+    """
+    rgba = np.asarray(fig.canvas.buffer_rgba())
+    height, width = rgba.shape[:2]
+    box = fig.get_tightbbox(fig.canvas.get_renderer())
+    left, right = int(np.floor(box.x0 * DPI)), int(np.ceil(box.x1 * DPI))
+    top, bottom = height - int(np.ceil(box.y1 * DPI)), height - int(np.floor(box.y0 * DPI))
+    if left < -1 or top < -1 or right > width + 1 or bottom > height + 1:
+        return None
+    left, top, right, bottom = max(left, 0), max(top, 0), min(right, width), min(bottom, height)
+    pad = round(PAD_INCHES * DPI)
+    out = np.empty((bottom - top + 2 * pad, right - left + 2 * pad, 4), dtype=rgba.dtype)
+    out[:] = np.round(np.asarray(matplotlib.colors.to_rgba(fig.get_facecolor())) * 255).astype(rgba.dtype)
+    out[pad : pad + bottom - top, pad : pad + right - left] = rgba[top:bottom, left:right]
+    return out
+
+
+def _write_png(rgba: np.ndarray, path: Path, metadata: dict[str, str] | None) -> None:
+    """A PNG of ``rgba`` with matplotlib's text chunks (``Software``) and ``metadata``."""
+    info = PngImagePlugin.PngInfo()
+    for key, value in {
+        "Software": f"Matplotlib version{matplotlib.__version__}, https://matplotlib.org/",
+        **(metadata or {}),
+    }.items():
+        info.add_text(key, value)
+    Image.fromarray(rgba).save(path, format="png", pnginfo=info, dpi=(DPI, DPI))
 
 
 def stimulus_montage(design: np.ndarray, fov_deg: float | None, path: Path, n: int = 12) -> Path:

@@ -186,9 +186,14 @@ def patch_figure(
         ``path``.
     """
     hemis = [h for h in ("L", "R") if h in patches and h in values]
-    fig = plt.figure(figsize=(3.0 * len(hemis) + 1.7, 3.4), layout="constrained")
+    width = 3.0 * len(hemis) + 1.7
+    fig = plt.figure(figsize=(width + SPARE_INCHES, 3.4), layout="constrained")
     grid = fig.add_gridspec(
-        2, len(hemis) + 1, width_ratios=[3.0] * len(hemis) + [1.7], height_ratios=[1, 0.12]
+        2,
+        len(hemis) + 2,
+        width_ratios=[3.0] * len(hemis) + [1.7, SPARE_INCHES],
+        height_ratios=[1, 0.12],
+        wspace=0.0,
     )
     for k, hemi in enumerate(hemis):
         ax = fig.add_subplot(grid[:, k])
@@ -205,15 +210,20 @@ def patch_figure(
             0.5, 0.0, "dorsal ↑, ventral ↓", transform=ax.transAxes, ha="center", fontsize=7, color="0.35"
         )
     if style.cyclic:
-        draw_colour_wheel(fig.add_subplot(grid[0, -1]), style, tuple(hemis))
-        fig.add_subplot(grid[1, -1]).axis("off")
-        fig.text(0.99, 0.02, threshold_text, ha="right", fontsize=8)
+        draw_colour_wheel(fig.add_subplot(grid[0, -2]), style, tuple(hemis))
+        fig.add_subplot(grid[1, -2]).axis("off")
+        fig.text(0.99 * width / (width + SPARE_INCHES), 0.02, threshold_text, ha="right", fontsize=8)
     elif style.categories:
-        draw_category_legend(fig.add_subplot(grid[:, -1]), style, threshold_text)
+        draw_category_legend(fig.add_subplot(grid[:, -2]), style, threshold_text)
     else:
-        fig.add_subplot(grid[0, -1]).axis("off")
-        draw_colour_bar(fig.add_subplot(grid[1, -1]), style, threshold_text)
+        fig.add_subplot(grid[0, -2]).axis("off")
+        draw_colour_bar(fig.add_subplot(grid[1, -2]), style, threshold_text)
     return save(fig, path, {"Title": style.bar_label, "Description": description})
+
+
+SPARE_INCHES = 2.5
+"""Room right of the legend for its labels, which the saved picture crops away when unused
+(:func:`prfmap.report.figures.save` draws once where the drawing stays on the canvas)."""
 
 
 def facing_faces(
@@ -291,8 +301,9 @@ def views_figure(
         ``path``.
     """
     views = [(h, v) for h, v in VIEWS if h in meshes and h in values]
-    fig = plt.figure(figsize=(2.6 * len(views) + 1.7, 2.9))
-    width = 1.0 / (len(views) + 0.65)
+    inches = 2.6 * len(views) + 1.7
+    fig = plt.figure(figsize=(inches + SPARE_INCHES, 2.9))
+    width = inches / (inches + SPARE_INCHES) / (len(views) + 0.65)
     for k, (hemi, view) in enumerate(views):
         ax = fig.add_axes((k * width, 0.0, width, 0.9), projection="3d")
         mesh = meshes[hemi]
@@ -321,11 +332,16 @@ def views_figure(
         ax.set_title(f"{'left' if hemi == 'L' else 'right'} {view}", fontsize=9)
     tall = style.cyclic or bool(style.categories)
     legend = fig.add_axes(
-        (len(views) * width + 0.01, 0.1 if tall else 0.45, 0.6 * width, 0.75 if tall else 0.06)
+        (
+            len(views) * width + 0.01 * inches / (inches + SPARE_INCHES),
+            0.1 if tall else 0.45,
+            0.6 * width,
+            0.75 if tall else 0.06,
+        )
     )
     if style.cyclic:
         draw_colour_wheel(legend, style, tuple(h for h in ("L", "R") if h in values))
-        fig.text(0.995, 0.02, threshold_text, ha="right", fontsize=8)
+        fig.text(0.995 * inches / (inches + SPARE_INCHES), 0.02, threshold_text, ha="right", fontsize=8)
     elif style.categories:
         draw_category_legend(legend, style, threshold_text)
     else:
