@@ -117,7 +117,7 @@ def test_readme_is_a_short_users_page_whose_links_resolve() -> None:
 @pytest.mark.skipif(os.environ.get("PRFMAP_SKIP_DIST") == "1", reason="PRFMAP_SKIP_DIST=1")
 def test_make_dist_builds_checked_sdist_and_wheel(tmp_path: Path) -> None:
     """``make dist``: an sdist and a wheel that ``twine check --strict`` passes, with the licence,
-    the report templates and both entry points."""
+    the report templates and every entry point of pyproject.toml."""
     import tarfile
     import zipfile
 
@@ -152,9 +152,10 @@ def test_make_dist_builds_checked_sdist_and_wheel(tmp_path: Path) -> None:
         "License-Expression: Apache-2.0" in metadata and "Description-Content-Type: text/markdown" in metadata
     )
     entry_points = zipfile.ZipFile(wheel).read(f"{info}/entry_points.txt").decode()
-    assert (
-        "prfmap = prfmap.cli.run:main" in entry_points
-        and "prfmap-synth = prfmap.cli.synth:main" in entry_points
-    )
+    section = (REPO / "pyproject.toml").read_text().split("[project.scripts]\n", 1)[1].split("\n\n", 1)[0]
+    scripts = dict(re.findall(r'^([\w-]+) = "([\w.:]+)"$', section, flags=re.M))
+    assert {"prfmap", "prfmap-synth", "prfmap-stimulus"} <= set(scripts)
+    for name, target in scripts.items():
+        assert f"{name} = {target}" in entry_points, entry_points
     members = tarfile.open(sdist).getnames()
     assert {f"prfmap-{version}/{f}" for f in ("LICENSE", "README.md", "pyproject.toml")} <= set(members)
