@@ -82,3 +82,56 @@ def test_units_below_refine_r2_min_are_flagged_grid_only(stim):
     assert not grid_only[:16].any() and grid_only[16:].sum() >= 12
     unrefined = fit_prf(np.vstack([clean, noise]), stim, TR, refine="none")
     assert not np.any(flagged(unrefined, "grid_only") | flagged(unrefined, "at_bound"))
+
+
+@pytest.mark.parametrize("n_bases", [1, 3])
+def test_a_capped_amplitude_is_the_bounded_least_squares_solution(n_bases):
+    """Issue 24, case 3: the final linear fit's amplitude bound, against scipy's bounded solver."""
+    from keras import ops
+    from scipy.optimize import lsq_linear
+
+    from prfmap.engine import core
+    from prfmap.engine.core_ops import to_numpy
+
+    rng = np.random.default_rng(n_bases)
+    a = rng.normal(size=(12, n_bases, 60))
+    weights = rng.normal(0, 20, (12, n_bases))
+    weights[:, 0] = rng.uniform(0, 120, 12)
+    y = np.einsum("ul,ulf->uf", weights, a) + rng.normal(0, 1, (12, 60))
+    high = 60.0
+    beta, gram = core.linear_fit(ops.convert_to_tensor(a), ops.convert_to_tensor(y))
+    capped = to_numpy(core.capped_amplitude(beta, gram, high))
+    lower, upper = np.full(n_bases, -np.inf), np.full(n_bases, np.inf)
+    upper[0] = high
+    expected = np.array([lsq_linear(a[u].T, y[u], bounds=(lower, upper)).x for u in range(len(y))])
+    free = to_numpy(beta)
+    assert (free[:, 0] > high).any() and (free[:, 0] < high).any()
+    np.testing.assert_allclose(capped, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_an_amplitude_beyond_its_bound_is_held_there_and_flagged(stim):
+    """Issue 24, case 3: amplitudes up to 6.8e12 % were written with status 0."""
+    rng = np.random.default_rng(5)
+    p = random_params("gauss", 12, rng)
+    p["amplitude"] = rng.uniform(2, 4, 12) * catalog.AMPLITUDE_MAX
+    data = predict(p, stim, TR) + rng.normal(0, 1, (12, stim.n_frames))
+    res = fit_prf(data, stim, TR)
+    np.testing.assert_allclose(res.params["amplitude"], catalog.AMPLITUDE_MAX, rtol=1e-5)
+    assert flagged(res, "at_bound").all() and catalog.doubtful(res.status).all()
+    assert res.settings.bounds["amplitude"] == [0.0, catalog.AMPLITUDE_MAX]
+
+
+def test_normalisation_gains_stay_inside_their_bounds(stim):
+    """Issue 24, case 4: DN fits of noise and edge pRFs wrote pool gains up to 1.45e12."""
+    data, _ = hard_units(stim, np.random.default_rng(4))
+    res = fit_prf(data, stim, TR, model="dn", refine_r2_min=0.0)
+    fitted = np.isfinite(res.params["amplitude_norm"])
+    gain, amplitude = res.params["amplitude_norm"][fitted], res.params["amplitude"][fitted]
+    assert fitted.sum() > 100
+    assert gain.max() <= catalog.NORM_GAIN_MAX * (1 + 1e-4) and amplitude.max() <= catalog.AMPLITUDE_MAX
+    on_bound = (gain >= catalog.NORM_GAIN_MAX * (1 - 1e-3)) | (
+        amplitude >= catalog.AMPLITUDE_MAX * (1 - 1e-6)
+    )
+    assert on_bound.any()
+    assert flagged(res, "at_bound")[fitted][on_bound].all()
+    assert res.settings.bounds["amplitude_norm"] == pytest.approx([0.0, catalog.NORM_GAIN_MAX], abs=1e-9)

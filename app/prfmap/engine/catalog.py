@@ -39,7 +39,9 @@ from prfmap.engine.bounds import STIMULUS_SCALES as STIMULUS_SCALES
 from prfmap.engine.bounds import UNBOUNDED as UNBOUNDED
 from prfmap.engine.bounds import Bound as Bound
 from prfmap.engine.bounds import Limit as Limit
+from prfmap.engine.specs import AMPLITUDE_MAX as AMPLITUDE_MAX
 from prfmap.engine.specs import CENTRE_RADII as CENTRE_RADII
+from prfmap.engine.specs import NORM_GAIN_MAX as NORM_GAIN_MAX
 from prfmap.engine.specs import SURROUND_SCALE as SURROUND_SCALE
 from prfmap.engine.specs import SURROUND_VANISHED as SURROUND_VANISHED
 from prfmap.engine.specs import UNITS as UNITS
@@ -75,7 +77,10 @@ PARAMETERS: dict[str, Parameter] = {
             title="pRF size σ",
         ),
         Parameter(
-            "amplitude", "%", "response amplitude (percent signal change for the full pRF)", _NON_NEGATIVE
+            "amplitude",
+            "%",
+            "response amplitude (percent signal change for the full pRF)",
+            Bound(Limit(0.0), Limit(AMPLITUDE_MAX)),
         ),
         Parameter("baseline", "%", "baseline (percent signal change)"),
         Parameter(
@@ -118,7 +123,13 @@ PARAMETERS: dict[str, Parameter] = {
         ),
         Parameter("amplitude_surround", "%", "amplitude of the suppressive surround", _NON_NEGATIVE),
         Parameter("sigma_norm", "deg", "standard deviation of the normalisation pool", _WIDER, neutral=2.0),
-        Parameter("amplitude_norm", "1", "gain of the normalisation pool", _POSITIVE, neutral=1.0),
+        Parameter(
+            "amplitude_norm",
+            "1",
+            "gain of the normalisation pool",
+            Bound(Limit(0.0, inclusive=False), Limit(NORM_GAIN_MAX)),
+            neutral=1.0,
+        ),
         Parameter(
             "baseline_activation", "1", "baseline of the activation term (DN model)", _POSITIVE, neutral=1.0
         ),

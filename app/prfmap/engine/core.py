@@ -10,7 +10,7 @@ from typing import Any
 
 from keras import ops
 
-from prfmap.engine import frames
+from prfmap.engine import catalog, frames
 from prfmap.engine.core_ops import at_least, matmul, spd_solve
 from prfmap.engine.models import PRFModel
 from prfmap.engine.stimulus import StimulusTensors
@@ -126,6 +126,35 @@ def linear_fit(a: Any, y: Any) -> tuple[Any, Any]:
     return beta, gram
 
 
+def capped_amplitude(beta: Any, gram: Any, high: float) -> Any:
+    """Least-squares weights with the amplitude (the first) held at or below ``high``.
+
+    Where the unconstrained amplitude exceeds ``high``, the weights that minimise the residual with
+    the amplitude fixed at ``high``: ``beta + G⁻¹e₀ (high − beta₀) / (G⁻¹)₀₀`` for the Gram matrix
+    ``G`` (the other HRF bases' weights re-solved; with one basis, ``min(beta, high)``).
+
+    Parameters
+    ----------
+    beta : tensor, shape (units, L)
+        Unconstrained weights (amplitude first).
+    gram : tensor, shape (units, L, L)
+        The regressors' Gram matrices.
+    high : float
+        The amplitude's upper bound.
+
+    Returns
+    -------
+    tensor, shape (units, L)
+    """
+    n_bases = ops.shape(beta)[1]
+    if n_bases == 1:
+        return ops.minimum(beta, high)
+    first = ops.one_hot(ops.zeros((ops.shape(beta)[0],), dtype="int32"), n_bases, dtype=beta.dtype)
+    column = solve_small(gram, first[:, :, None])[:, :, 0]  # G⁻¹ e₀
+    step = (high - beta[:, 0]) / at_least(column[:, 0], TINY)
+    return ops.where((beta[:, 0] > high)[:, None], beta + column * step[:, None], beta)
+
+
 def vp_cost(model: PRFModel, u: Any, y: Any, stim: StimulusTensors, hrf_t: Any, q: Any) -> Any:
     """Per-unit residual sum of squares with the linear weights solved for (variable projection).
 
@@ -235,7 +264,8 @@ def finalize(model, u, y, y_raw, stim, hrf_t, q):
     neural = model.neural(theta, stim, jacobian=False)
     raw = ops.transpose(hrf_regressors(neural, hrf_t)[0], (1, 0, 2))
     a = project(raw, q)
-    beta, _ = linear_fit(a, y)
+    beta, gram = linear_fit(a, y)
+    beta = capped_amplitude(beta, gram, catalog.AMPLITUDE_MAX)
     fit_proj = ops.sum(beta[:, :, None] * a, axis=1)
     resid = y - fit_proj
     baseline = ops.mean(y_raw - ops.sum(beta[:, :, None] * raw, axis=1), axis=1)

@@ -220,13 +220,14 @@ def checked_fit(
     CheckedFit
     """
     result = final(u)
-    rejected = flags["refined"] & ~_valid(result, index)
+    rejected = flags["refined"] & ~(_valid(result, index) & ~_amplitude_capped(result, index))
     if rejected.any():  # back to the start, chosen for its positive correlation with the data
         u = np.where(rejected[:, None], u_start, u)
         result = final(u)
     checks = {**flags, "refinement_rejected": rejected}
     for name, on in _bound_flags(u, bounds, free, names).items():
         checks[name] = flags["refined"] & ~rejected & on
+    checks["at_bound"] = checks["at_bound"] | _amplitude_capped(result, index)
     checks["not_converged"] = flags["not_converged"] & ~rejected
     for name, on in result.flags.items():  # the model's own (surround_vanished)
         checks[name] = on[index]
@@ -243,6 +244,11 @@ def _valid(result: FinalFit, index: np.ndarray) -> np.ndarray:
     """Per fitted unit: finite cost and amplitude of the sign the models define (positive)."""
     amplitude = result.params["amplitude"][index]
     return np.isfinite(result.loss[index]) & np.isfinite(amplitude) & (amplitude > 0)
+
+
+def _amplitude_capped(result: FinalFit, index: np.ndarray) -> np.ndarray:
+    """Per fitted unit: the final linear fit held the amplitude at :data:`catalog.AMPLITUDE_MAX`."""
+    return result.params["amplitude"][index] >= catalog.AMPLITUDE_MAX * (1.0 - 1e-6)
 
 
 def _bound_flags(
@@ -298,7 +304,10 @@ def bounds_record(model: PRFModel, bounds: Bounds, free: np.ndarray) -> dict[str
     dict
         Parameter → ``[low, high]`` (None where open), and the centre's ``eccentricity``.
     """
-    record: dict[str, Any] = {"eccentricity": [0.0, bounds.eccentricity]}
+    record: dict[str, Any] = {
+        "eccentricity": [0.0, bounds.eccentricity],
+        "amplitude": [0.0, catalog.AMPLITUDE_MAX],
+    }
     for k, p in enumerate(model.params):
         if free[k] and (np.isfinite(bounds[0][k]) or np.isfinite(bounds[1][k])):
             low, high = (

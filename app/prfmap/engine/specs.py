@@ -31,6 +31,21 @@ SURROUND_VANISHED = 0.01
 amplitude``), or a normalisation pool that changes the denominator by less than this fraction (DN
 ``amplitude_norm / baseline_norm``), has vanished: the fit is a Gaussian (``FitResult.flags``)."""
 
+AMPLITUDE_MAX = 100.0
+"""Largest amplitude (percent signal change of the fully stimulated pRF) a fit may report.
+
+No BOLD response doubles the mean signal; fits that need more are pRFs placed where the stimulus
+barely reaches them (a sliver of a pRF scaled up to explain the data) or noise: the final linear fit
+holds the amplitude at this bound and the unit's status gets ``at_bound``.
+"""
+
+NORM_GAIN_MAX = 100.0
+"""Largest gain of the DN normalisation pool (``amplitude_norm``, with ``baseline_norm`` fixed at 1).
+
+Beyond it the response is the ratio of activation to pool alone: the pool's gain and the amplitude
+trade off without changing the prediction, and neither is an estimate.
+"""
+
 
 @dataclass(frozen=True)
 class Parameter:

@@ -18,16 +18,16 @@ STATUS_FLAGS: dict[int, tuple[str, str]] = {
     ),
     4: (
         "at_bound",
-        "the refinement stopped on a bound of a parameter other than sigma's floor, or "
-        "the centre on the largest eccentricity (FitSettings.bounds): the estimate is written but "
-        "the best fit may lie beyond the bound",
+        "the refinement stopped on a bound of a parameter other than sigma's floor, the "
+        "centre on the largest eccentricity, or the final fit held the amplitude at its largest "
+        "value (FitSettings.bounds): the estimate is written but the best fit may lie beyond the bound",
     ),
     8: ("not_converged", "the refinement used all its iterations without converging"),
     16: (
         "refinement_rejected",
         "the refinement ended outside the model's valid range (amplitude not "
-        "positive or a non-finite cost): the start (grid point or seed) and its linear fit are "
-        "written instead",
+        "positive or above its bound, or a non-finite cost): the start (grid point or seed) and "
+        "its linear fit are written instead",
     ),
     32: (
         "surround_vanished",
