@@ -265,7 +265,7 @@ def finalize(model, u, y, y_raw, stim, hrf_t, q):
     raw = ops.transpose(hrf_regressors(neural, hrf_t)[0], (1, 0, 2))
     a = project(raw, q)
     beta, gram = linear_fit(a, y)
-    beta = capped_amplitude(beta, gram, catalog.AMPLITUDE_MAX)
+    beta = capped_amplitude(beta, gram, catalog.PARAMETERS["amplitude"].bound.resolve()[1])
     fit_proj = ops.sum(beta[:, :, None] * a, axis=1)
     resid = y - fit_proj
     baseline = ops.mean(y_raw - ops.sum(beta[:, :, None] * raw, axis=1), axis=1)

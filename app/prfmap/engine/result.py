@@ -220,7 +220,7 @@ def checked_fit(
     CheckedFit
     """
     result = final(u)
-    rejected = flags["refined"] & ~(_valid(result, index) & ~_amplitude_capped(result, index))
+    rejected = flags["refined"] & (~_valid(result, index) | _amplitude_capped(result, index))
     if rejected.any():  # back to the start, chosen for its positive correlation with the data
         u = np.where(rejected[:, None], u_start, u)
         result = final(u)
@@ -247,8 +247,19 @@ def _valid(result: FinalFit, index: np.ndarray) -> np.ndarray:
 
 
 def _amplitude_capped(result: FinalFit, index: np.ndarray) -> np.ndarray:
-    """Per fitted unit: the final linear fit held the amplitude at :data:`catalog.AMPLITUDE_MAX`."""
-    return result.params["amplitude"][index] >= catalog.AMPLITUDE_MAX * (1.0 - 1e-6)
+    """Per fitted unit: the final linear fit held the amplitude at its catalogue bound's upper end."""
+    return result.params["amplitude"][index] >= _amplitude_bound()[1] * (1.0 - 1e-6)
+
+
+def _amplitude_bound() -> tuple[float, float]:
+    """The amplitude's ``(low, high)`` from the catalogue (absolute limits: no stimulus scale needed).
+
+    Returns
+    -------
+    tuple of float
+    """
+    low, high = catalog.PARAMETERS["amplitude"].bound.resolve()
+    return float(low), float(high)
 
 
 def _bound_flags(
@@ -306,7 +317,7 @@ def bounds_record(model: PRFModel, bounds: Bounds, free: np.ndarray) -> dict[str
     """
     record: dict[str, Any] = {
         "eccentricity": [0.0, bounds.eccentricity],
-        "amplitude": [0.0, catalog.AMPLITUDE_MAX],
+        "amplitude": list(_amplitude_bound()),
     }
     for k, p in enumerate(model.params):
         if free[k] and (np.isfinite(bounds[0][k]) or np.isfinite(bounds[1][k])):
