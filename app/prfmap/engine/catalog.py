@@ -164,6 +164,14 @@ DEFAULT_HRF = "participant"
 ``fit_prf`` keeps ``canonical``: a participant's HRF needs all its units, and the workflow estimates
 it once per fit and fold and hands it to every chunk."""
 
+NOISE_OPTIONS = ("ols", "ar1", "ar2", "ar3")
+"""Noise models of ``--noise-model``: ordinary least squares (white noise), or an autoregressive
+model of order 1–3 pooled over the units, estimated once per fit and fold before it
+(:func:`prfmap.engine.noise_estimate.estimate_noise`), that the refinement and the standard errors
+prewhiten with (generalised least squares)."""
+DEFAULT_NOISE = "ar1"
+"""The ``--noise-model`` default, chosen by measurement (docs/validation.md, "Noise model")."""
+
 _LINEAR = ("amplitude", "baseline")
 _MODELS = "prfmap.engine.gaussians"
 

@@ -206,6 +206,29 @@ def vp_objective(
     return ops.sum(cost), cost
 
 
+def _vp_linearised(
+    model: PRFModel, u: Any, y: Any, free: Any, stim: StimulusTensors, hrf_t: Any, q: Any
+) -> tuple[Any, Any, Any, Any, Any, Any]:
+    """The variable-projection fit at ``u`` and its derivatives.
+
+    Returns the neural responses and their derivatives (1 + K, units, distinct), the projected
+    regressors ``a`` (units, L, frames), the prediction's derivatives ``d`` (units, K, frames, times
+    ``free``), the weights, their Gram matrices and the residual.
+    """
+    theta, dtheta = model.natural(u)
+    neural = model.neural(theta, stim, jacobian=True)
+    neural = ops.concatenate(
+        [neural[:1], neural[1:] * ops.transpose(dtheta * free[None])[:, :, None]], axis=0
+    )
+    regs = project(hrf_regressors(neural, hrf_t), q)  # (1 + K, L, units, frames)
+    a = ops.transpose(regs[0], (1, 0, 2))  # (units, L, frames)
+    da = ops.transpose(regs[1:], (2, 0, 1, 3))  # (units, K, L, frames)
+    beta, gram = linear_fit(a, y)
+    resid = y - ops.sum(beta[:, :, None] * a, axis=1)
+    d = ops.sum(da * beta[:, None, :, None], axis=2)  # (units, K, frames)
+    return neural, a, d, beta, gram, resid
+
+
 def vp_normal_equations(
     model: PRFModel, u: Any, y: Any, free: Any, stim: StimulusTensors, hrf_t: Any, q: Any
 ) -> tuple[Any, Any, Any]:
@@ -224,23 +247,59 @@ def vp_normal_equations(
     jtj : (units, K, K)
     jte : (units, K)
     """
-    theta, dtheta = model.natural(u)
-    neural = model.neural(theta, stim, jacobian=True)
-    neural = ops.concatenate(
-        [neural[:1], neural[1:] * ops.transpose(dtheta * free[None])[:, :, None]], axis=0
-    )
-    regs = project(hrf_regressors(neural, hrf_t), q)  # (1 + K, L, units, frames)
-    a = ops.transpose(regs[0], (1, 0, 2))  # (units, L, frames)
-    da = ops.transpose(regs[1:], (2, 0, 1, 3))  # (units, K, L, frames)
-    beta, gram = linear_fit(a, y)
-    resid = y - ops.sum(beta[:, :, None] * a, axis=1)
+    neural, a, d, beta, gram, resid = _vp_linearised(model, u, y, free, stim, hrf_t, q)
     cost = ops.sum(resid * resid, axis=1)
-    d = ops.sum(da * beta[:, None, :, None], axis=2)  # (units, K, frames)
     c = solve_small(gram, matmul(a, ops.transpose(d, (0, 2, 1))))  # (units, L, K)
     jac = -(d - matmul(ops.transpose(c, (0, 2, 1)), a))
     jtj = matmul(jac, ops.transpose(jac, (0, 2, 1)))
     jte = ops.sum(jac * resid[:, None, :], axis=2)
     return cost, jtj, jte
+
+
+def vp_information(
+    model: PRFModel, u: Any, y: Any, free: Any, stim: StimulusTensors, hrf_t: Any, q: Any, hrf_alt: Any
+) -> tuple[Any, Any, Any, Any]:
+    """Cost and Gauss–Newton information of every parameter, the linear weights included.
+
+    The Jacobian of the residual ``y - Σ β_l a_l(θ)`` with respect to the internal parameters (times
+    ``free``) and the weights ``β`` (least squares at ``u``), stacked: ``J = [d; a]``; the
+    information is ``J Jᵀ``. Its inverse times the residual variance is the Laplace (Gauss–Newton)
+    covariance; the block of the internal parameters is the inverse of the Kaufman matrix
+    :func:`vp_normal_equations` builds (the Schur complement of the weights).
+
+    Parameters
+    ----------
+    model, u, y, stim, hrf_t, q
+        As :func:`vp_cost`.
+    free : tensor, shape (K,)
+        1 for each fitted, 0 for each fixed internal parameter.
+    hrf_alt : tensor, shape (S, bases, distinct, frames)
+        HRF matrices of ``S`` other responses (the HRF's delay or dispersion moved), for the
+        sensitivity of the estimates to the HRF.
+
+    Returns
+    -------
+    cost : (units,)
+    information : (units, K + L, K + L)
+    amplitude : (units,)
+        The least-squares weight of the response (the first basis).
+    cross : (units, K + L, S)
+        ``Jᵀ (p_s - p)``: the Jacobian against each other response's change of the prediction
+        (with the same parameters and weights).
+    """
+    neural, a, d, beta, _, resid = _vp_linearised(model, u, y, free, stim, hrf_t, q)
+    jac = ops.concatenate([d, a], axis=1)
+    information = matmul(jac, ops.transpose(jac, (0, 2, 1)))
+    fit = ops.sum(beta[:, :, None] * a, axis=1)
+    changes = []
+    for s in range(int(ops.shape(hrf_alt)[0])):
+        alt = ops.transpose(project(hrf_regressors(neural[:1], hrf_alt[s])[0], q), (1, 0, 2))
+        changes.append(ops.sum(beta[:, :, None] * alt, axis=1) - fit)
+    if changes:
+        cross = matmul(jac, ops.transpose(ops.stack(changes, axis=1), (0, 2, 1)))
+    else:
+        cross = ops.zeros((ops.shape(u)[0], ops.shape(jac)[1], 0), dtype=u.dtype)
+    return ops.sum(resid * resid, axis=1), information, beta[:, 0], cross
 
 
 def finalize(model, u, y, y_raw, stim, hrf_t, q):

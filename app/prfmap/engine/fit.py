@@ -10,6 +10,7 @@ stage returned is changed afterwards.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -20,14 +21,17 @@ from prfmap.engine import catalog, stages
 from prfmap.engine.backend import compile_enabled, get_backend
 from prfmap.engine.batching import ProgressFn, memory_budget
 from prfmap.engine.catalog import HRF_OPTIONS
+from prfmap.engine.core_ops import to_numpy
 from prfmap.engine.grid import polar_grid
 from prfmap.engine.hrf import HRF, HRF_BASES
 from prfmap.engine.models import floatx, free_mask, get_model
+from prfmap.engine.noise import OLS, NoiseModel, noise_order
 from prfmap.engine.options import FitOptions
-from prfmap.engine.problem import Problem, make_problem, project_units
+from prfmap.engine.problem import Problem, make_problem, project_units, whitened
 from prfmap.engine.result import FitResult, bounds_record, checked_fit, final_fit
 from prfmap.engine.settings import FitSettings
 from prfmap.engine.stimulus import Stimulus
+from prfmap.engine.uncertainty import doubtful_uncertainty, laplace_uncertainty
 
 __all__ = ["FitOptions", "FitResult", "fit_prf"]
 
@@ -92,13 +96,33 @@ def fit_prf(
     )
     begun = stages.start(prob, plan, grid, fixed_values, units.y, stim, progress)
     bounds = prob.model.bounds(stim.scales)
-    refined = stages.refine(prob, plan, begun.u, units.y, begun.corr, free, bounds, progress)
+    noise = resolve_noise(opts.noise)
+    gls_prob, gls_units = prob, units
+    whitening = noise.whitening(stim.run_lengths)
+    if whitening is not None:
+        gls_prob, gls_units = whitened(prob, units, whitening, repr(noise))
+    refined = stages.refine(gls_prob, plan, begun.u, gls_units.y, begun.corr, free, bounds, progress)
     final = partial(
         final_fit, prob, units, shape=data.shape, mem_gb=mem_gb, with_predictions=opts.return_predictions
     )
     checked = checked_fit(
         final, refined.u, begun.u, units.index, bounds, free, refined.flags, prob.model.names
     )
+    uncertainty, status = None, checked.status
+    if opts.uncertainty:
+        alternatives = hrf_alternatives(prob, stim, tr, nuisance, opts.slice_time_ref, whitening)
+        uncertainty = laplace_uncertainty(
+            gls_prob,
+            gls_units,
+            checked.u,
+            free,
+            n_units=data.shape[0],
+            mem_gb=mem_gb,
+            hrf_alternatives=alternatives,
+            which=~refined.flags["grid_only"],  # grid-only units: below --refine-r2-min, no signal
+        )
+        uncertain = doubtful_uncertainty(uncertainty, checked.params, stim.scales["radius"])
+        status = np.where(uncertain, status + catalog.STATUS_BITS["uncertain"], status)
     settings = _settings(
         prob,
         opts,
@@ -107,8 +131,11 @@ def fit_prf(
         fixed={k: float(v) for k, v in fixed_values.items()},
         units=(int(data.shape[0]), int(units.index.size)),
         bounds=bounds_record(prob.model, bounds, free),
+        noise=noise,
     )
     timings |= {**begun.timings, "refine": refined.seconds, "linear": checked.seconds}
+    if uncertainty is not None:
+        timings["uncertainty"] = uncertainty.seconds
     timings["total"] = time.perf_counter() - t_start
     return FitResult(
         prob.model.name,
@@ -118,8 +145,90 @@ def fit_prf(
         timings,
         settings,
         checked.predictions,
-        checked.status,
+        status,
         checked.flags,
+        uncertainty,
+    )
+
+
+HRF_VARIABILITY = (("delay", 0.5), ("dispersion", 0.1))
+"""HRF properties that differ between units around a fit's HRF, with their between-unit standard
+deviations: the peak delay (s; the participant HRF's own estimate, ``HRF.delay_sd``, where it has
+one) and the dispersion. The standard errors include what an HRF off by that much moves the
+estimates by (:func:`~prfmap.engine.uncertainty.laplace_uncertainty`); docs/validation.md,
+"Uncertainty"."""
+
+
+def hrf_alternatives(
+    prob: Problem,
+    stim: Stimulus,
+    tr: float,
+    nuisance: np.ndarray | None,
+    slice_time_ref: float,
+    whitening: np.ndarray | None,
+) -> list[tuple[np.ndarray, float]]:
+    """The sigma points of the HRF's variability: its HRF matrices with each property moved by ± its SD.
+
+    Each :data:`HRF_VARIABILITY` property gives two points of weight ½ (a two-point rule, exact for
+    the mean and variance of a symmetric spread through a linear response; a finite move also keeps
+    the asymmetry of the estimates' response to it: a later HRF enlarges σ more than an earlier one
+    shrinks it). None with per-unit derivative weights (``hrf="vertex"``), which fit the HRF's
+    variability.
+
+    Parameters
+    ----------
+    prob : Problem
+        The fit's (unwhitened) problem.
+    stim : Stimulus
+        Its apertures.
+    tr : float
+        Repetition time, s.
+    nuisance : ndarray, optional
+        The fit's nuisance regressors.
+    slice_time_ref : float
+        As the fit's.
+    whitening : ndarray, optional
+        The noise model's whitening matrix.
+
+    Returns
+    -------
+    list of (ndarray, float)
+        Matrices (bases, distinct, frames) and weights.
+    """
+    if prob.n_bases != 1:
+        return []
+    out = []
+    for name, default in HRF_VARIABILITY:
+        sd = prob.hrf.delay_sd if name == "delay" and prob.hrf.delay_sd > 0 else default
+        for sign in (1.0, -1.0):
+            moved = replace(prob.hrf, **{name: getattr(prob.hrf, name) + sign * sd})
+            alt = make_problem(prob.model, stim, tr, 1, nuisance, prob.dtype, slice_time_ref, moved)
+            matrices = np.asarray(to_numpy(alt.hrf_t), dtype=np.float64)
+            out.append((matrices if whitening is None else matrices @ whitening.T, 0.5))
+    return out
+
+
+def resolve_noise(noise: str | NoiseModel) -> NoiseModel:
+    """The noise model a fit whitens with.
+
+    Parameters
+    ----------
+    noise : {"ols"} or NoiseModel
+        An autoregressive model is estimated before the fit, from all its units:
+        :func:`prfmap.engine.estimate_noise`.
+
+    Returns
+    -------
+    NoiseModel
+    """
+    if isinstance(noise, NoiseModel):
+        return noise
+    if noise == "ols":
+        return OLS
+    noise_order(noise)  # an unknown option's error
+    raise ValueError(
+        f"noise={noise!r} is estimated before the fit: noise = estimate_noise(data, stim, tr, {noise!r}, "
+        "...), then fit_prf(..., noise=noise)"
     )
 
 
@@ -197,6 +306,7 @@ def _settings(
     fixed: dict[str, float],
     units: tuple[int, int],
     bounds: dict[str, Any],
+    noise: NoiseModel,
 ) -> FitSettings:
     """The record of a fit for sidecars: model, refiner, HRF, sizes, software and device."""
     backend = get_backend()
@@ -226,4 +336,5 @@ def _settings(
         compiled=compile_enabled(),
         seed=int(opts.seed),
         bounds=bounds,
+        noise_model=noise.describe(),
     )

@@ -43,12 +43,16 @@ class HRF:
         Which of :data:`prfmap.engine.catalog.HRF_OPTIONS` produced it.
     units : int
         Units it was estimated from (0 when it was not estimated).
+    delay_sd : float
+        Between-unit standard deviation of the delay around this response, seconds, estimated with
+        it (0 when it was not; the standard errors then assume a default).
     """
 
     delay: float = DELAY
     dispersion: float = DISPERSION
     option: str = "canonical"
     units: int = 0
+    delay_sd: float = 0.0
 
     def peak_s(self) -> float:
         """Time of the response's maximum, seconds (0.01 s resolution).
@@ -74,6 +78,7 @@ class HRF:
             "dispersion": round(float(self.dispersion), 4),
             "peak_s": round(self.peak_s(), 2),
             "units": int(self.units),
+            **({"delay_sd_s": round(float(self.delay_sd), 4)} if self.delay_sd else {}),
         }
 
     @classmethod
@@ -96,6 +101,7 @@ class HRF:
             float(record["dispersion"]),
             str(record["option"]),
             int(record.get("units", 0)),
+            float(record.get("delay_sd_s", 0.0)),
         )
 
 

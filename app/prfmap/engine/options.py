@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from prfmap.engine.hrf import HRF
+from prfmap.engine.noise import NoiseModel
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,6 +57,13 @@ class FitOptions:
         Where in each TR the volume is sampled (fMRIPrep's default 0.5).
     return_predictions : bool
         Keep the fitted time courses in ``FitResult.predictions``.
+    noise : {"ols"} or NoiseModel
+        The noise model the refinement whitens data and predictions with (generalised least squares)
+        and the standard errors use; ``ols``: white noise. An autoregressive model is estimated
+        before the fit (:func:`prfmap.engine.estimate_noise`) and handed to it.
+    uncertainty : bool
+        Compute every fitted unit's standard errors (``FitResult.uncertainty``) and the
+        ``uncertain`` status bit.
     """
 
     model: str = "gauss"
@@ -73,6 +81,8 @@ class FitOptions:
     refine_r2_min: float = 0.0
     slice_time_ref: float = 0.5
     return_predictions: bool = False
+    noise: str | NoiseModel = "ols"
+    uncertainty: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "refine_options", MappingProxyType(dict(self.refine_options)))

@@ -213,3 +213,37 @@ def project_units(prob: Problem, data: np.ndarray) -> Units:
     valid = finite & (np.sum(y_proj**2, axis=1) > 1e-12 * np.maximum(np.sum(clean**2, axis=1), 1e-30))
     index = np.flatnonzero(valid)
     return Units(index, y_proj[index], clean[index])
+
+
+def whitened(prob: Problem, units: Units, whitening: np.ndarray, label: str) -> tuple[Problem, Units]:
+    """The problem and units of generalised least squares: data and predictions multiplied by ``whitening``.
+
+    The HRF matrices (which map the distinct frames' responses to the frames) are followed by
+    ``whitening``; the nuisance basis becomes an orthonormal basis of the whitened regressors, and
+    the data are whitened, then projected onto its complement.
+
+    Parameters
+    ----------
+    prob : Problem
+        The ordinary least-squares problem.
+    units : Units
+        Its units (``raw``: the time courses as given).
+    whitening : ndarray, shape (frames, frames)
+        W (:meth:`prfmap.engine.noise.NoiseModel.whitening`).
+    label : str
+        What the whitening is (part of the problem's grid key).
+
+    Returns
+    -------
+    tuple
+        The whitened :class:`Problem` and :class:`Units` (the same units).
+    """
+    hrf_t = np.asarray(to_numpy(prob.hrf_t), dtype=np.float64) @ whitening.T
+    basis = whitening @ np.asarray(to_numpy(prob.q), dtype=np.float64)
+    u, s, _ = np.linalg.svd(basis, full_matrices=False)
+    q = u[:, s > s.max() * 1e-8]
+    raw = units.raw @ whitening.T
+    y = raw - (raw @ q) @ q.T
+    digest = hashlib.blake2b(f"{prob.grid_key}:{label}".encode()).hexdigest()
+    out = replace(prob, hrf_t=tensor(hrf_t, prob.dtype), q=tensor(q, prob.dtype), grid_key=digest)
+    return out, Units(units.index, y, raw)

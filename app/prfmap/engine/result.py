@@ -16,6 +16,7 @@ from prfmap.engine.models import Bounds, PRFModel
 from prfmap.engine.problem import Problem, Units
 from prfmap.engine.settings import FitSettings
 from prfmap.engine.transforms import natural_values
+from prfmap.engine.uncertainty import Uncertainty
 
 __all__ = ["CheckedFit", "FinalFit", "FitResult", "bounds_record", "checked_fit", "final_fit"]
 
@@ -28,6 +29,9 @@ class FitResult:
     ``dog`` and ``dn``, where the surround or normalisation pool is too weak to act
     (:data:`prfmap.engine.catalog.SURROUND_VANISHED`), so the fit is a Gaussian and its surround
     parameters mean nothing.
+
+    ``uncertainty`` holds the standard errors and 95 % intervals of the reported parameters
+    (:mod:`~prfmap.engine.uncertainty`), when the fit computed them.
     """
 
     model: str
@@ -39,6 +43,7 @@ class FitResult:
     predictions: np.ndarray | None = None
     status: np.ndarray | None = None
     flags: dict[str, np.ndarray] = field(default_factory=dict)
+    uncertainty: Uncertainty | None = None
 
     def maps(self) -> dict[str, np.ndarray]:
         """Every parameter map under its BIDS file label.
@@ -59,6 +64,26 @@ class FitResult:
         if self.status is not None:
             derived["status"] = self.status
         return {catalog.PARAMETERS[k].label: v for k, v in {**self.params, **derived}.items()}
+
+    def stat_maps(self) -> dict[tuple[str, str], np.ndarray]:
+        """The uncertainty maps under their ``stat`` and parameter labels.
+
+        ``("se", label)`` for every parameter with a standard error, ``("ci95lower", label)`` and
+        ``("ci95upper", label)`` where the interval is not symmetric (σ and the model's bounded
+        extras). Empty when the fit computed none.
+
+        Returns
+        -------
+        dict
+            ``(stat, label)`` → (units,) values.
+        """
+        if self.uncertainty is None:
+            return {}
+        unc = self.uncertainty
+        out = {("se", catalog.PARAMETERS[k].label): v for k, v in unc.se.items()}
+        for stat, values in (("ci95lower", unc.lower), ("ci95upper", unc.upper)):
+            out |= {(stat, catalog.PARAMETERS[k].label): v for k, v in values.items()}
+        return out
 
 
 @dataclass(frozen=True)
@@ -98,6 +123,8 @@ class CheckedFit:
         it was fitted.
     status : ndarray, shape (units,)
         Sum of the :data:`~prfmap.engine.catalog.STATUS_FLAGS` bits of each unit.
+    u : ndarray, shape (fitted units, K)
+        The internal parameters written (the start where the refinement was rejected).
     """
 
     params: dict[str, np.ndarray]
@@ -107,6 +134,7 @@ class CheckedFit:
     flags: dict[str, np.ndarray]
     seconds: float
     status: np.ndarray
+    u: np.ndarray
 
 
 def final_fit(
@@ -237,7 +265,7 @@ def checked_fit(
     r2, loss = np.where(fitted, result.r2, np.nan), np.where(fitted, result.loss, np.nan)
     model_flags = {name: on & np.isfinite(r2) for name, on in result.flags.items()}
     status = _status(fitted, index, checks)
-    return CheckedFit(params, r2, loss, result.predictions, model_flags, result.seconds, status)
+    return CheckedFit(params, r2, loss, result.predictions, model_flags, result.seconds, status, u)
 
 
 def _valid(result: FinalFit, index: np.ndarray) -> np.ndarray:

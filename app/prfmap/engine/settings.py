@@ -57,6 +57,9 @@ class FitSettings:
         Seed of the random generator.
     bounds : mapping
         The natural-unit bounds each fitted parameter was held in.
+    noise_model : mapping
+        The noise model the refinement and the standard errors used
+        (:meth:`prfmap.engine.noise.NoiseModel.describe`).
     chunks, chunk_units : int, optional
         For a chunked fit (:mod:`prfmap.participant.checkpoint`): the chunks and units per chunk.
     """
@@ -86,6 +89,7 @@ class FitSettings:
     compiled: bool
     seed: int
     bounds: Mapping[str, Any]
+    noise_model: Mapping[str, Any] = dataclasses.field(default_factory=lambda: {"option": "ols"})
     chunks: int | None = None
     chunk_units: int | None = None
 

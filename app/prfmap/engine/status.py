@@ -52,13 +52,20 @@ STATUS_FLAGS: dict[int, tuple[str, str]] = {
         "run), so not_reproducible cannot be set and r2 on the fitted data alone does not tell a "
         "pRF from noise",
     ),
+    512: (
+        "uncertain",
+        "the data do not pin the estimate down: a standard error of x, y or sigma is not finite, the "
+        "centre's standard error exceeds a fifth of the stimulated radius, the centre's 95 % interval "
+        "of eccentricity leaves the stimulated field, or sigma's 95 % interval is wider than the "
+        "stimulated radius (prfmap.engine.uncertainty)",
+    ),
 }
 """Bits of the ``status`` map; a unit's status is the sum of the bits that apply to it."""
 
 STATUS_BITS: dict[str, int] = {name: bit for bit, (name, _) in STATUS_FLAGS.items()}
 """Each status flag's bit, by name."""
 
-DOUBTFUL = ("at_bound", "not_converged", "refinement_rejected", "not_reproducible")
+DOUBTFUL = ("at_bound", "not_converged", "refinement_rejected", "not_reproducible", "uncertain")
 """Flags that mark an estimate as doubtful: the report and the group level leave such units out."""
 
 DOUBTFUL_BITS = sum(STATUS_BITS[name] for name in DOUBTFUL)

@@ -1,0 +1,316 @@
+"""The noise model of a fit: autocorrelation of the residuals, and the whitening that GLS refines with.
+
+BOLD noise is autocorrelated (AR(1) ρ ≈ 0.2–0.4 at TR 1–2 s). Ordinary least squares under it weighs
+the slow noise that resembles a pRF's response as much as the fast noise that does not, and its
+standard errors are too small. :func:`estimate_noise` estimates one autoregressive model AR(p) pooled
+over units, as SPM and FSL pool theirs, from the residuals of a grid fit of a sample of units; the
+fit then refines on data and predictions multiplied by the inverse Cholesky factor of that model's
+covariance (:meth:`NoiseModel.whitening`), run by run: generalised least squares, the
+prewhitening of nilearn's ``FirstLevelModel(noise_model="ar1")``.
+
+The residuals are those left after the nuisance projection (run means, high-pass, confounds), whose
+autocorrelation is lower than the noise's: the estimate is corrected for it (a fixed point: the
+AR(p) model whose projected autocorrelation matches the residuals').
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg import cho_factor, solve_triangular, toeplitz
+
+__all__ = ["OLS", "NoiseModel", "noise_order", "pooled_autocorrelation", "yule_walker"]
+
+MAX_ORDER = 6
+"""The largest AR order prfmap estimates."""
+MAX_COEFFICIENT = 0.95
+"""AR(1) coefficients are held in [-0.95, 0.95] (a stationary model; an estimate beyond is not noise)."""
+
+
+def noise_order(option: str) -> int:
+    """The autoregressive order of a ``--noise-model`` option: ``ols`` 0, ``ar1`` 1, ``ar<p>`` p.
+
+    Parameters
+    ----------
+    option : str
+        ``ols`` or ``ar1`` … ``ar6``.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        For anything else.
+    """
+    if option == "ols":
+        return 0
+    match = re.fullmatch(r"ar([1-9][0-9]*)", option)
+    if match is None or int(match.group(1)) > MAX_ORDER:
+        raise ValueError(f"unknown noise model {option!r}; choose ols or ar1 … ar{MAX_ORDER}")
+    return int(match.group(1))
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """An autoregressive noise model, the same for every unit of a fit.
+
+    Attributes
+    ----------
+    option : str
+        ``ols`` (white noise: no whitening) or ``ar<p>``.
+    coefficients : tuple of float
+        AR coefficients φ₁ … φₚ (``e_t = Σ φ_k e_{t-k} + innovation``).
+    units : int
+        Units the estimate pooled (0 when not estimated).
+    """
+
+    option: str = "ols"
+    coefficients: tuple[float, ...] = ()
+    units: int = 0
+
+    @property
+    def order(self) -> int:
+        """The autoregressive order ``p``."""
+        return len(self.coefficients)
+
+    def autocorrelation(self, lags: int) -> np.ndarray:
+        """The model's autocorrelation at lags 0 … ``lags - 1``.
+
+        Parameters
+        ----------
+        lags : int
+            How many lags.
+
+        Returns
+        -------
+        ndarray, shape (lags,)
+        """
+        return ar_autocorrelation(np.asarray(self.coefficients, dtype=np.float64), lags)
+
+    def whitening(self, run_lengths: tuple[int, ...]) -> np.ndarray | None:
+        """The whitening matrix W (frames, frames): block-diagonal by run, ``W Σ Wᵀ = I`` up to a scale.
+
+        Each block is the inverse Cholesky factor of the run's AR(p) correlation matrix (lower
+        triangular: every frame depends only on itself and the frames before it). None for ``ols``.
+
+        Parameters
+        ----------
+        run_lengths : tuple of int
+            Frames per run, in order.
+
+        Returns
+        -------
+        ndarray or None
+        """
+        if not self.coefficients:
+            return None
+        total = sum(run_lengths)
+        out = np.zeros((total, total))
+        start = 0
+        for n in run_lengths:
+            chol, _ = cho_factor(toeplitz(self.autocorrelation(n)), lower=True)
+            lower = np.tril(chol)
+            out[start : start + n, start : start + n] = solve_triangular(lower, np.eye(n), lower=True)
+            start += n
+        return out
+
+    def describe(self) -> dict[str, object]:
+        """The record written into sidecars.
+
+        Returns
+        -------
+        dict
+        """
+        if not self.coefficients:
+            return {"option": "ols", "description": "ordinary least squares (no prewhitening)"}
+        return {
+            "option": self.option,
+            "description": (
+                f"AR({self.order}) noise pooled over {self.units} units, estimated from grid-fit "
+                "residuals (corrected for the nuisance projection); data and predictions prewhitened "
+                "run by run (generalised least squares) in the refinement and the standard errors"
+            ),
+            "coefficients": [round(float(c), 6) for c in self.coefficients],
+            "units": self.units,
+        }
+
+
+OLS = NoiseModel()
+"""White noise: no whitening."""
+
+
+def ar_autocorrelation(phi: np.ndarray, lags: int) -> np.ndarray:
+    """Autocorrelation of a stationary AR(p) process with coefficients ``phi`` at lags 0 … ``lags - 1``.
+
+    Parameters
+    ----------
+    phi : ndarray, shape (p,)
+        Coefficients.
+    lags : int
+        How many lags.
+
+    Returns
+    -------
+    ndarray, shape (lags,)
+    """
+    p = len(phi)
+    rho = np.zeros(max(lags, p + 1))
+    rho[0] = 1.0
+    if p:  # the Yule–Walker equations for rho_1 … rho_p: rho_k = sum_j phi_j rho_|k-j|
+        system = np.eye(p)
+        rhs = np.zeros(p)
+        for k in range(1, p + 1):
+            for j in range(1, p + 1):
+                lag = abs(k - j)
+                if lag == 0:
+                    rhs[k - 1] += phi[j - 1]
+                else:
+                    system[k - 1, lag - 1] -= phi[j - 1]
+        rho[1 : p + 1] = np.linalg.solve(system, rhs)
+        for k in range(p + 1, lags):
+            rho[k] = sum(phi[j - 1] * rho[k - j] for j in range(1, p + 1))
+    return rho[:lags]
+
+
+def yule_walker(rho: np.ndarray) -> np.ndarray:
+    """AR(p) coefficients from autocorrelations ``rho`` at lags 0 … p (the Yule–Walker equations).
+
+    Parameters
+    ----------
+    rho : ndarray, shape (p + 1,)
+        Autocorrelations, ``rho[0] == 1``.
+
+    Returns
+    -------
+    ndarray, shape (p,)
+    """
+    p = len(rho) - 1
+    return np.linalg.solve(toeplitz(rho[:p]), rho[1 : p + 1])
+
+
+def pooled_autocorrelation(resid: np.ndarray, run_lengths: tuple[int, ...], lags: int) -> np.ndarray:
+    """The units' mean normalised autocorrelation at lags 0 … ``lags - 1``, within runs.
+
+    Parameters
+    ----------
+    resid : ndarray, shape (units, frames)
+        Residual time courses.
+    run_lengths : tuple of int
+        Frames per run (lags never cross a run's end).
+    lags : int
+        How many lags.
+
+    Returns
+    -------
+    ndarray, shape (lags,)
+    """
+    cov = np.zeros((resid.shape[0], lags))
+    start = 0
+    for n in run_lengths:
+        block = resid[:, start : start + n]
+        for k in range(min(lags, n)):
+            cov[:, k] += np.sum(block[:, k:] * block[:, : n - k], axis=1)
+        start += n
+    keep = cov[:, 0] > 0
+    if not keep.any():
+        out = np.zeros(lags)
+        out[0] = 1.0
+        return out
+    return np.mean(cov[keep] / cov[keep, :1], axis=0)
+
+
+def projected_autocorrelation(
+    phi: np.ndarray, projector: np.ndarray, run_lengths: tuple[int, ...], lags: int
+) -> np.ndarray:
+    """The expected pooled autocorrelation of AR(p) noise after the projection ``projector``.
+
+    ``E[Σ_t r_t r_{t-k}] = tr(P Σ P L_k)`` for ``r = P e``, ``e ~ N(0, Σ)`` and the within-run lag-k
+    shift ``L_k``; the ratio to lag 0 approximates the pooled normalised autocorrelation.
+
+    Parameters
+    ----------
+    phi : ndarray, shape (p,)
+        AR coefficients.
+    projector : ndarray, shape (frames, frames)
+        The residual projection.
+    run_lengths : tuple of int
+        Frames per run.
+    lags : int
+        How many lags.
+
+    Returns
+    -------
+    ndarray, shape (lags,)
+    """
+    total = sum(run_lengths)
+    sigma = np.zeros((total, total))
+    start = 0
+    for n in run_lengths:
+        sigma[start : start + n, start : start + n] = toeplitz(ar_autocorrelation(phi, n))
+        start += n
+    cov = projector @ sigma @ projector
+    out = np.zeros(lags)
+    start = 0
+    for n in run_lengths:
+        block = cov[start : start + n, start : start + n]
+        for k in range(min(lags, n)):
+            out[k] += np.trace(block, offset=-k)
+        start += n
+    return out / out[0]
+
+
+def corrected_coefficients(
+    observed: np.ndarray, projector: np.ndarray, run_lengths: tuple[int, ...], iterations: int = 8
+) -> np.ndarray:
+    """AR(p) coefficients whose projected autocorrelation matches ``observed`` (lags 0 … p).
+
+    Parameters
+    ----------
+    observed : ndarray, shape (p + 1,)
+        Pooled autocorrelation of projected residuals.
+    projector : ndarray, shape (frames, frames)
+        The projection the residuals went through.
+    run_lengths : tuple of int
+        Frames per run.
+    iterations : int
+        Fixed-point steps.
+
+    Returns
+    -------
+    ndarray, shape (p,)
+    """
+    target = np.array(observed, dtype=np.float64)
+    rho = target.copy()
+    phi = stable(yule_walker(rho))
+    for _ in range(iterations):
+        predicted = projected_autocorrelation(phi, projector, run_lengths, len(target))
+        rho = rho + (target - predicted)
+        rho[0] = 1.0
+        phi = stable(yule_walker(np.concatenate([[1.0], np.clip(rho[1:], -0.99, 0.99)])))
+    return phi
+
+
+def stable(phi: np.ndarray) -> np.ndarray:
+    """``phi`` shrunk until its AR polynomial's roots lie outside the unit circle (a stationary model).
+
+    Parameters
+    ----------
+    phi : ndarray, shape (p,)
+
+    Returns
+    -------
+    ndarray, shape (p,)
+    """
+    phi = np.asarray(phi, dtype=np.float64)
+    if len(phi) == 1:
+        return np.clip(phi, -MAX_COEFFICIENT, MAX_COEFFICIENT)
+    for _ in range(50):
+        roots = np.roots(np.concatenate([-phi[::-1], [1.0]]))
+        if np.all(np.abs(roots) > 1.0 / MAX_COEFFICIENT):
+            break
+        phi = phi * 0.9
+    return phi

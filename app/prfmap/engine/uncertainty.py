@@ -1,0 +1,282 @@
+"""Per-unit uncertainty of a fit: Laplace (Gauss–Newton) covariances, standard errors and intervals.
+
+At the final estimate of every fitted unit (refined or not) the information matrix of all its
+parameters, the linear weights included, is built from the (whitened) residual's Jacobian
+(:func:`~prfmap.engine.core.vp_information`); with the whitened residual variance ``s² = RSS / ν``
+(``ν`` = frames − nuisance regressors − fitted parameters) the covariance is ``s² (JJᵀ)⁻¹``. The
+reported parameters' standard errors follow by the delta method (finite-difference gradients of the
+model's report, eccentricity and polar angle included); parameters held in a range by a transform
+(σ > 0, CSS's n in (0, 1), ...) get their 95 % interval by transforming the internal interval, which
+stays inside the range and is asymmetric where a symmetric one would be wrong (σ near its floor).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from prfmap.engine import core
+from prfmap.engine.batching import batch_size, compiled, pad, run_batches
+from prfmap.engine.core_ops import tensor, to_numpy
+from prfmap.engine.problem import Problem, Units
+from prfmap.engine.transforms import natural_values
+
+__all__ = ["Z95", "Uncertainty", "doubtful_uncertainty", "laplace_uncertainty"]
+
+Z95 = 1.959963984540054
+"""The two-sided 95 % quantile of the standard normal."""
+CENTRE_SE_LIMIT = 0.2
+"""A centre whose standard error (the larger of x's and y's) exceeds this fraction of the stimulated
+radius is not pinned down by the data (status bit ``uncertain``)."""
+SIGMA_WIDTH_LIMIT = 1.0
+"""A σ whose 95 % interval is wider than this fraction of the stimulated radius is not pinned down
+(an absolute width: a small σ's interval spans a large factor and is still informative)."""
+_RELATIVE_STEP = 1e-5
+
+
+@dataclass(frozen=True)
+class Uncertainty:
+    """Standard errors and 95 % intervals of a fit's reported parameters.
+
+    Attributes
+    ----------
+    se : dict
+        Reported key (``x``, ``sigma``, ``amplitude``, ``eccentricity``, ``polar_angle``...) →
+        (units,) standard errors; NaN where a unit was not fitted or not refined (grid-only: below
+        ``refine_r2_min``), inf where its information matrix is singular (the data do not determine
+        every parameter).
+    lower, upper : dict
+        The 95 % interval of the parameters held in a range by a transform.
+    dof : ndarray, shape (units,)
+        Residual degrees of freedom of the variance estimate.
+    seconds : float
+        Time it took.
+    """
+
+    se: dict[str, np.ndarray] = field(default_factory=dict)
+    lower: dict[str, np.ndarray] = field(default_factory=dict)
+    upper: dict[str, np.ndarray] = field(default_factory=dict)
+    dof: np.ndarray | None = None
+    seconds: float = 0.0
+
+
+def laplace_uncertainty(
+    prob: Problem,
+    units: Units,
+    u: np.ndarray,
+    free: np.ndarray,
+    *,
+    n_units: int,
+    mem_gb: float,
+    hrf_alternatives: Sequence[tuple[np.ndarray, float]] = (),
+    which: np.ndarray | None = None,
+) -> Uncertainty:
+    """Laplace standard errors of every fitted unit at its final internal parameters ``u``.
+
+    With ``hrf_alternatives``, the covariance also holds what the unit's own HRF, unknown and
+    different from the fit's, moves the estimates by: for each alternative response ``s`` of weight
+    ``w_s`` (sigma points of the HRF's between-unit spread), the Gauss–Newton step ``d_s`` from the
+    fit's prediction to the alternative's (what a unit whose HRF is ``s`` would be estimated off by)
+    adds ``w_s d_s d_sᵀ``: the second moment of the error the HRF causes.
+
+    Parameters
+    ----------
+    prob : Problem
+        The problem the refinement used (whitened with a noise model).
+    units : Units
+        Its units and (whitened, projected) time courses.
+    u : ndarray, shape (len(units.index), K)
+        Their final internal parameters.
+    free : ndarray, shape (K,)
+        1 for each fitted internal parameter.
+    n_units : int
+        Units of all the data (the maps' length).
+    mem_gb : float
+        Memory budget of a batch.
+    hrf_alternatives : sequence of (ndarray, float)
+        HRF matrices (bases, distinct, frames) of alternative responses, in the problem's (whitened)
+        space, and their weights.
+    which : ndarray of bool, shape (len(units.index),), optional
+        The units to compute them for (the others get NaN); all by default.
+
+    Returns
+    -------
+    Uncertainty
+    """
+    t0 = time.perf_counter()
+    if which is not None:
+        chosen = np.flatnonzero(which)
+        u, units = u[chosen], Units(units.index[chosen], units.y[chosen], units.raw[chosen])
+    model, dtype, n = prob.model, prob.dtype, len(u)
+    k, n_bases = u.shape[1], prob.n_bases
+    fn = compiled(core.vp_information, model)
+    n_alt = len(hrf_alternatives)
+    cost, beta, info = np.empty(n), np.empty(n), np.empty((n, k + n_bases, k + n_bases))
+    cross = np.empty((n, k + n_bases, n_alt))
+    free_t = tensor(np.asarray(free, dtype=np.float64), dtype)
+    shape = tuple(prob.hrf_t.shape)
+    alt_t = tensor(np.stack([m for m, _ in hrf_alternatives]) if n_alt else np.zeros((0, *shape)), dtype)
+    spread = np.array([weight for _, weight in hrf_alternatives], dtype=np.float64)
+
+    def run(start: int, stop: int, batch: int) -> None:
+        out = fn(
+            tensor(pad(u[start:stop], batch), dtype),
+            tensor(pad(units.y[start:stop], batch), dtype),
+            free_t,
+            prob.stim,
+            prob.hrf_t,
+            prob.q,
+            alt_t,
+        )
+        cost[start:stop] = to_numpy(out[0])[: stop - start]
+        cross[start:stop] = to_numpy(out[3])[: stop - start]
+        info[start:stop] = to_numpy(out[1])[: stop - start]
+        beta[start:stop] = to_numpy(out[2])[: stop - start]
+
+    run_batches(n, batch_size(prob, mem_gb, k), run, "uncertainty", None)
+    fitted = np.flatnonzero(np.asarray(free) > 0)
+    keep = np.concatenate([fitted, k + np.arange(n_bases)])
+    dof = float(prob.frames - int(prob.q.shape[1]) - keep.size)
+    inverse = _inverse(info[:, keep][:, :, keep])
+    cov = inverse * (np.maximum(cost, 0.0) / max(dof, 1.0))[:, None, None]
+    if n_alt:
+        steps = np.einsum("nij,njs->nis", inverse, cross[:, keep])
+        cov = cov + np.einsum("nis,njs,s->nij", steps, steps, spread)
+    se, lower, upper = _reported(model, u, beta, cov, fitted)
+
+    def full(values: np.ndarray) -> np.ndarray:
+        out = np.full(n_units, np.nan)
+        out[units.index] = values
+        return out
+
+    return Uncertainty(
+        {key: full(v) for key, v in se.items()},
+        {key: full(v) for key, v in lower.items()},
+        {key: full(v) for key, v in upper.items()},
+        full(np.full(n, dof)),
+        time.perf_counter() - t0,
+    )
+
+
+def _inverse(info: np.ndarray) -> np.ndarray:
+    """Batched inverse of symmetric information matrices; NaN, inf on the diagonal, where singular."""
+    scale = np.sqrt(np.maximum(np.einsum("nii->ni", info), 1e-300))
+    corr = info / scale[:, :, None] / scale[:, None, :]
+    eigval, eigvec = np.linalg.eigh(np.nan_to_num(corr))
+    singular = ~np.isfinite(corr).all(axis=(1, 2)) | (eigval[:, 0] <= 1e-10 * np.abs(eigval[:, -1]))
+    eigval = np.where(eigval > 0, eigval, np.inf)
+    inv = np.einsum("nij,nj,nkj->nik", eigvec, 1.0 / eigval, eigvec) / scale[:, :, None] / scale[:, None, :]
+    rows, diag = np.flatnonzero(singular), np.arange(info.shape[1])
+    inv[rows] = np.nan
+    inv[rows[:, None], diag[None], diag[None]] = np.inf
+    return inv
+
+
+def reported_values(model, u: np.ndarray, amplitude: np.ndarray) -> dict[str, np.ndarray]:
+    """The reported parameters with amplitude, eccentricity and polar angle, from internal values.
+
+    Parameters
+    ----------
+    model : PRFModel
+        The model.
+    u : ndarray, shape (units, K)
+        Internal parameters.
+    amplitude : ndarray, shape (units,)
+        Amplitudes.
+
+    Returns
+    -------
+    dict
+        Reported key → (units,) values.
+    """
+    theta = natural_values(model.params, u)
+    out = dict(model.report(theta, amplitude))
+    out["amplitude"] = amplitude
+    out["eccentricity"] = np.hypot(out["x"], out["y"])
+    out["polar_angle"] = np.degrees(np.arctan2(out["y"], out["x"]))
+    return out
+
+
+def _reported(
+    model, u: np.ndarray, amplitude: np.ndarray, cov: np.ndarray, fitted: np.ndarray
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Delta-method standard errors of the reported values, and the transformed intervals."""
+    n_free = fitted.size
+    base = reported_values(model, u, amplitude)
+    grads = {key: np.zeros((len(u), n_free + 1)) for key in base}
+    for j in range(n_free + 1):
+        if j < n_free:
+            step = _RELATIVE_STEP * (1.0 + np.abs(u[:, fitted[j]]))
+            up, down = u.copy(), u.copy()
+            up[:, fitted[j]] += step
+            down[:, fitted[j]] -= step
+            plus, minus = reported_values(model, up, amplitude), reported_values(model, down, amplitude)
+        else:
+            step = _RELATIVE_STEP * (1.0 + np.abs(amplitude))
+            plus = reported_values(model, u, amplitude + step)
+            minus = reported_values(model, u, amplitude - step)
+        for key in base:
+            diff = plus[key] - minus[key]
+            if key == "polar_angle":
+                diff = (diff + 180.0) % 360.0 - 180.0
+            grads[key][:, j] = diff / (2.0 * step)
+    block = cov[:, : n_free + 1][:, :, : n_free + 1]  # internal parameters, then the amplitude
+    se = {}
+    for key, g in grads.items():
+        var = np.einsum("ni,nij,nj->n", g, np.nan_to_num(block, nan=0.0, posinf=0.0), g)
+        bad = ~np.isfinite(block).all(axis=(1, 2))
+        se[key] = np.where(bad, np.inf, np.sqrt(np.maximum(var, 0.0)))
+    lower, upper = {}, {}
+    theta = natural_values(model.params, u)
+    for j, k in enumerate(fitted):
+        param = model.params[k]
+        if param.transform == "identity" or param.name not in base:
+            continue
+        if not np.allclose(base[param.name], theta[:, k], rtol=1e-12, equal_nan=True):
+            continue
+        se_u = np.sqrt(np.maximum(np.diagonal(block, axis1=1, axis2=2)[:, j], 0.0))
+        for bound, sign in ((lower, -1.0), (upper, 1.0)):
+            moved = u.copy()
+            moved[:, k] = u[:, k] + sign * Z95 * np.where(np.isfinite(se_u), se_u, 1e6)
+            bound[param.name] = natural_values(model.params, moved)[:, k]
+    return se, lower, upper
+
+
+def doubtful_uncertainty(unc: Uncertainty, params: dict[str, np.ndarray], radius: float) -> np.ndarray:
+    """Per unit: the data do not pin the estimate down (the ``uncertain`` status bit).
+
+    A unit is uncertain where a standard error of x, y or σ is not finite (its information matrix is
+    singular), where the centre's standard error exceeds :data:`CENTRE_SE_LIMIT` of the stimulated
+    radius, where the centre's 95 % interval of eccentricity leaves the stimulated field (the edge
+    degeneracy: a pRF partly outside the field explains the data about as well moved outward with a
+    larger σ), or where σ's interval is wider than :data:`SIGMA_WIDTH_LIMIT` of the stimulated
+    radius.
+
+    Parameters
+    ----------
+    unc : Uncertainty
+        The fit's standard errors and intervals.
+    params : dict
+        The fit's reported parameters (NaN where not fitted); units without standard errors (NaN:
+        not fitted, or grid-only) are never flagged.
+    radius : float
+        The largest stimulated eccentricity, degrees.
+
+    Returns
+    -------
+    ndarray of bool
+    """
+    fitted = np.isfinite(params["x"]) & ~np.isnan(unc.se["x"])  # NaN: not computed (grid-only)
+    se_x, se_y = unc.se["x"], unc.se["y"]
+    centre_se = np.fmax(se_x, se_y)
+    singular = ~np.isfinite(centre_se)
+    wide = centre_se > CENTRE_SE_LIMIT * radius
+    leaves = np.hypot(params["x"], params["y"]) + Z95 * unc.se["eccentricity"] > radius
+    out = singular | wide | leaves
+    if "sigma" in unc.lower:
+        width = unc.upper["sigma"] - unc.lower["sigma"]
+        out |= ~np.isfinite(unc.se["sigma"]) | (width > SIGMA_WIDTH_LIMIT * radius)
+    return fitted & out
