@@ -129,10 +129,18 @@ def accuracy(bids_dir: Path, output_dir: Path, subject: str = "01") -> dict[str,
     }
 
 
-def read_maps(bids_dir: Path, output_dir: Path, labels, subject: str = "01") -> dict:
-    """prfmap's maps as (units,) arrays in the BOLD's unit order (GIFTI, CIFTI or volume)."""
+def read_maps(bids_dir: Path, output_dir: Path, labels, subject: str = "01", stat: str | None = None) -> dict:
+    """prfmap's maps (or, with ``stat``, that statistic's maps) as (units,) arrays in the BOLD's unit order.
+
+    GIFTI, CIFTI or volume.
+    """
     func = output_dir / f"sub-{subject}" / "func"
-    dscalar = sorted(func.glob("*_boldmap.dscalar.nii"))
+
+    def ours(paths) -> list[Path]:
+        return sorted(p for p in paths if ("_stat-" in p.name) == (stat is not None))
+
+    entity = f"_stat-{stat}" if stat else ""
+    dscalar = ours(func.glob(f"*{entity}_boldmap.dscalar.nii"))
     if dscalar:
         img = nib.load(dscalar[0])
         names = list(img.header.get_axis(0).name)
@@ -140,12 +148,12 @@ def read_maps(bids_dir: Path, output_dir: Path, labels, subject: str = "01") -> 
         return {label: data[names.index(label)] for label in labels}
     out = {}
     for label in labels:
-        gifti = sorted(func.glob(f"*_model-*_desc-{label}_boldmap.func.gii"))
+        gifti = ours(func.glob(f"*_model-*{entity}_desc-{label}_boldmap.func.gii"))
         if gifti:
             assert [("hemi-L" in p.name, "hemi-R" in p.name) for p in gifti] == [(True, False), (False, True)]
             out[label] = np.concatenate([nib.load(p).darrays[0].data for p in gifti])
             continue
-        (path,) = sorted(func.glob(f"*_model-*_desc-{label}_boldmap.nii.gz"))
+        (path,) = ours(func.glob(f"*_model-*{entity}_desc-{label}_boldmap.nii.gz"))
         fmriprep = bids_dir / "derivatives" / "fmriprep" / f"sub-{subject}" / "func"
         mask_path = sorted(fmriprep.glob("*_desc-brain_mask.nii.gz"))[0]
         mask = np.asanyarray(nib.load(mask_path).dataobj) > 0

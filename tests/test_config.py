@@ -43,6 +43,7 @@ def test_defaults_are_filled_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         "refine": "lm",
         "refine_r2_min": 0.1,
         "hrf": "participant",
+        "noise": "ar1",
         "seed": 0,
     }
     with pytest.raises(dataclasses.FrozenInstanceError):

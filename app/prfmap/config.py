@@ -132,6 +132,9 @@ class FitConfig:
         How the HRF is modelled (``--hrf``): ``canonical``, ``participant`` (one HRF per fit, its
         delay estimated from its best units; per fold from the training runs) or ``vertex`` (per-unit
         derivative weights).
+    noise_model : str
+        The noise model (``--noise-model``): ``ols`` or ``ar1`` … ``ar3``, estimated once per fit and
+        fold before it and used to prewhiten the refinement and the standard errors.
     random_seed : int
         Seed of every random choice of the fit.
     slice_time_ref : float or None
@@ -144,6 +147,7 @@ class FitConfig:
     refine: str = "lm"
     refine_r2_min: float = 0.1
     hrf: str = "participant"
+    noise_model: str = "ar1"
     random_seed: int = 0
     slice_time_ref: float | None = None
 
@@ -157,6 +161,7 @@ class FitConfig:
             "refine": self.refine,
             "refine_r2_min": self.refine_r2_min,
             "hrf": self.hrf,
+            "noise": self.noise_model,
             "seed": self.random_seed,
         }
         if self.slice_time_ref is not None:

@@ -149,7 +149,7 @@ def test_no_high_pass_or_one_without_cosines_is_fitted(
     fast = ("--refine", "none", "--hrf", "canonical", "--no-cvr2", "--skip-bids-validation")
     assert run(bids_copy, out, "--high-pass-hz", cut_off, *fast) == 0, capsys.readouterr().err
     assert capsys.readouterr().err == ""
-    (sidecar,) = (out / "sub-01" / "func").glob("*_hemi-L_*_desc-x_boldmap.json")
+    (sidecar,) = (out / "sub-01" / "func").glob("*_hemi-L_*_model-gauss_desc-x_boldmap.json")
     assert json.loads(sidecar.read_text())["Preprocessing"]["HighPassHz"] == float(cut_off)
 
 

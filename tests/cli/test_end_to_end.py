@@ -14,6 +14,7 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 import pytest
+from bids.layout import Query
 
 from helpers import accuracy, read_maps, run_prfmap, synthesise
 from prfmap.cli.run import main
@@ -21,6 +22,7 @@ from prfmap.cli.run import main
 pytestmark = pytest.mark.slow
 
 GAUSS_LABELS = ("x", "y", "sigma", "amplitude", "baseline", "r2", "polarangle", "eccentricity")
+SE_LABELS = ("x", "y", "sigma", "amplitude", "polarangle", "eccentricity")
 
 
 @pytest.fixture(scope="module")
@@ -91,8 +93,10 @@ def test_pybids_indexes_outputs_as_a_derivative_dataset(demo) -> None:
     assert description["GeneratedBy"][0]["Name"] == "prfmap"
     assert "*_boldmap.*" in (out / ".bidsignore").read_text().split()
     layout = BIDSLayout(out, validate=False, is_derivative=True)
-    maps = layout.get(subject="01", task="prf", space="fsaverage5", extension=".func.gii")
+    found = layout.get(subject="01", task="prf", space="fsaverage5", extension=".func.gii")
+    maps = [f for f in found if "_stat-" not in f.filename]
     assert len(maps) == 2 * (len(GAUSS_LABELS) + 2)  # cvr2 (the demo has two runs) and status
+    assert len(found) - len(maps) == 2 * (len(SE_LABELS) + 2)  # standard errors, σ's interval
     assert {f.get_entities()["hemi"] for f in maps} == {"L", "R"}
     assert {f.get_entities()["suffix"] for f in maps} == {"boldmap"}
     from prfmap.derivatives import PYBIDS_CONFIG
@@ -101,9 +105,43 @@ def test_pybids_indexes_outputs_as_a_derivative_dataset(demo) -> None:
         out, validate=False, is_derivative=True, config=["bids", "derivatives", PYBIDS_CONFIG]
     )
     for label, units in (("sigma", "deg"), ("r2", "1"), ("amplitude", "%"), ("cvr2", "1")):
-        (left,) = layout.get(param=label, hemi="L", suffix="boldmap", extension=".func.gii")
+        (left,) = layout.get(param=label, hemi="L", suffix="boldmap", extension=".func.gii", stat=Query.NONE)
         meta = layout.get_metadata(left.path)
         assert (meta["Parameter"], meta["Units"]) == (label, units)
+        assert "Statistic" not in meta  # an estimate is never handed a statistic's sidecar
+    for stat in ("se", "ci95lower", "ci95upper"):
+        (left,) = layout.get(param="sigma", stat=stat, hemi="L", suffix="boldmap", extension=".func.gii")
+        meta = layout.get_metadata(left.path)
+        assert (meta["Parameter"], meta["Units"], meta["Statistic"]["Name"]) == ("sigma", "deg", stat)
+
+
+def test_standard_errors_and_intervals_hold_the_truth(demo) -> None:
+    """Issue 17: every refined unit has standard errors; σ's interval brackets its estimate; on the
+    demo's unflagged pRF vertices the nominal 95 % intervals of x and y hold the truth for most."""
+    from prfmap.engine import catalog
+    from prfmap.synth import load_truth
+
+    bids, out = demo
+    maps = read_maps(bids, out, ("x", "y", "sigma", "status"))
+    se = read_maps(bids, out, SE_LABELS, stat="se")
+    lower = read_maps(bids, out, ("sigma",), stat="ci95lower")["sigma"]
+    upper = read_maps(bids, out, ("sigma",), stat="ci95upper")["sigma"]
+    fitted = np.isfinite(maps["x"])
+    refined = fitted & ((catalog.status_codes(maps["status"]) & catalog.STATUS_BITS["grid_only"]) == 0)
+    for label in SE_LABELS:
+        assert (se[label][refined] > 0).all() and np.isnan(se[label][~refined]).all(), label
+    assert ((lower <= maps["sigma"] * 1.0001) & (maps["sigma"] <= upper * 1.0001))[refined].all()
+    truth = load_truth(bids)
+    keep = truth["mask"] & fitted & ~catalog.doubtful(maps["status"])
+    for key in ("x", "y"):
+        inside = np.abs(maps[key] - truth[key]) <= 1.96 * se[key]
+        assert 0.85 <= inside[keep].mean() <= 0.99, (key, inside[keep].mean())
+    sidecar = json.loads(
+        next((out / "sub-01" / "func").glob("*hemi-L*_stat-se_desc-x_boldmap.json")).read_text()
+    )
+    noise = sidecar["FitSettings"]["noise_model"]
+    assert noise["option"] == "ar1" and 0.0 < noise["coefficients"][0] < 0.6
+    assert "Laplace" in sidecar["Statistic"]["Description"]
 
 
 def test_report_written(demo) -> None:
@@ -130,7 +168,7 @@ def test_backends_give_the_same_maps(demo, backend: str, tmp_path: Path) -> None
         backend=backend,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    sidecar = next((out / "sub-01" / "func").glob("*hemi-L*desc-x_boldmap.json"))
+    sidecar = next((out / "sub-01" / "func").glob("*hemi-L*model-gauss_desc-x_boldmap.json"))
     assert json.loads(sidecar.read_text())["FitSettings"]["backend"] == backend
     labels = ("x", "y", "sigma")
     reference = read_maps(bids, jax_out, labels)
@@ -143,6 +181,12 @@ def test_backends_give_the_same_maps(demo, backend: str, tmp_path: Path) -> None
         assert both.sum() >= 0.95 * prf.sum()
         delta = np.abs(reference[label][both] - other[label][both])
         assert np.median(delta) <= 0.01, (label, float(np.median(delta)))
+    # issue 17, Must show 4: the same standard errors (median relative difference at most 2 %)
+    errors = {name: read_maps(bids, o, labels, stat="se") for name, o in (("jax", jax_out), (backend, out))}
+    for label in labels:
+        both = prf & np.isfinite(errors["jax"][label]) & np.isfinite(errors[backend][label])
+        rel = np.abs(errors[backend][label][both] - errors["jax"][label][both]) / errors["jax"][label][both]
+        assert np.median(rel) <= 0.02, (label, float(np.median(rel)))
     # what issue 10 added works there too: the timing read from the sidecars, and cvr2
     meta = json.loads(sidecar.read_text())
     assert meta["SliceTimeReference"]["Rule"].startswith("not slice-timing corrected")
@@ -185,7 +229,7 @@ def test_cifti_and_volume_inputs(space: str, tmp_path: Path) -> None:
     func = out / "sub-01" / "func"
     fmriprep = bids / "derivatives" / "fmriprep" / "sub-01" / "func"
     if space == "fsLR":
-        (path,) = func.glob("*_boldmap.dscalar.nii")
+        (path,) = func.glob("*_model-gauss_boldmap.dscalar.nii")
         assert path.name == "sub-01_task-prf_space-fsLR_den-91k_model-gauss_boldmap.dscalar.nii"
         img = nib.load(path)
         assert set(GAUSS_LABELS) <= set(img.header.get_axis(0).name)
@@ -193,6 +237,8 @@ def test_cifti_and_volume_inputs(space: str, tmp_path: Path) -> None:
         assert img.header.get_axis(1) == bold.header.get_axis(1)
         (series,) = func.glob("*_desc-gaussprediction_bold.dtseries.nii")
         assert nib.load(series).shape[1] == bold.shape[1]
+        (errors,) = func.glob("*_model-gauss_stat-se_boldmap.dscalar.nii")
+        assert set(SE_LABELS) == set(nib.load(errors).header.get_axis(0).name)
     else:
         from nilearn.image import load_img
 
@@ -204,6 +250,9 @@ def test_cifti_and_volume_inputs(space: str, tmp_path: Path) -> None:
             np.testing.assert_allclose(img.affine, mask.affine)
         (series,) = func.glob("*_desc-gaussprediction_bold.nii.gz")
         assert nib.load(series).shape[:3] == mask.shape
+        for label in SE_LABELS:
+            path = func / f"sub-01_task-prf_space-T1w_model-gauss_stat-se_desc-{label}_boldmap.nii.gz"
+            assert load_img(str(path)).shape == mask.shape
 
     from bids import BIDSLayout
 

@@ -215,7 +215,7 @@ def test_array_with_a_requeued_task_then_the_group_level(cluster: dict[str, str]
     labels = {catalog.PARAMETERS[k].label for k in (*catalog.MODELS["gauss"].parameters, *catalog.DERIVED)}
     for subject in SUBJECTS:
         assert task_logs.count(f"sub-{subject}: published ") == 1
-        (maps_file,) = (out / f"sub-{subject}" / "func").glob("*_boldmap.dscalar.nii")
+        (maps_file,) = (out / f"sub-{subject}" / "func").glob("*_model-gauss_boldmap.dscalar.nii")
         maps, _ = read_dscalar(maps_file)
         assert labels <= set(maps)
     assert "written for 3 participants" in (logs / f"prfmap-group_{group}.log").read_text()

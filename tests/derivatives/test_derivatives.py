@@ -88,7 +88,7 @@ def test_sidecars_state_bounds_and_the_status_bits() -> None:
     status = map_sidecar("status", "gauss", settings, {})
     assert set(status["Levels"]) == {str(bit) for bit in catalog.STATUS_FLAGS}
     assert status["Levels"]["1"].startswith("no_signal: ") and status["Units"] == "1"
-    assert catalog.DOUBTFUL_BITS == 4 + 8 + 16 + 64
+    assert catalog.DOUBTFUL_BITS == 4 + 8 + 16 + 64 + 512
 
 
 def test_dataset_description_container(monkeypatch) -> None:

@@ -281,9 +281,9 @@ def test_the_group_level_can_threshold_on_cvr2(tmp_path):
 
 
 def test_the_api_for_held_out_validations_gives_the_maps_cvr2(participants):
-    """What a validation script calls (estimate_hrf, fit_prf and engine_predictor on the loaded runs)
-    gives the cvr2 the participant level writes."""
-    from prfmap.engine import estimate_hrf, fit_prf
+    """What a validation script calls (estimate_hrf, estimate_noise, fit_prf and engine_predictor on
+    the loaded runs) gives the cvr2 the participant level writes."""
+    from prfmap.engine import estimate_hrf, estimate_noise, fit_prf
     from prfmap.participant.crossval import engine_predictor
 
     _, config, fitted = participants["normal"]
@@ -291,10 +291,17 @@ def test_the_api_for_held_out_validations_gives_the_maps_cvr2(participants):
     tr, ref = loaded.tr, loaded.slice_time.fraction
     kwargs = config.fit.engine_kwargs()
     assert kwargs.pop("hrf") == "participant"  # the default: estimated per fold, then handed to the fit
+    option = kwargs.pop("noise")
+    assert option == "ar1"  # the same: one noise model per fold
 
     def fit(train, stim, fold):
-        hrf = estimate_hrf(train.data, stim, tr, nuisance=train.nuisance, slice_time_ref=ref)
-        return fit_prf(train.data, stim, tr, nuisance=train.nuisance, slice_time_ref=ref, hrf=hrf, **kwargs)
+        hrf = estimate_hrf(train.data, stim, tr, nuisance=train.nuisance, slice_time_ref=ref, spread=False)
+        noise = estimate_noise(
+            train.data, stim, tr, option, nuisance=train.nuisance, hrf=hrf, slice_time_ref=ref
+        )
+        return fit_prf(
+            train.data, stim, tr, nuisance=train.nuisance, slice_time_ref=ref, hrf=hrf, noise=noise, **kwargs
+        )
 
     cv = cross_validate(
         loaded.runs,

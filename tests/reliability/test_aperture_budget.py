@@ -31,7 +31,7 @@ def test_a_fine_aperture_is_fitted_on_the_model_grid(fine_dataset: Path, tmp_pat
     out = tmp_path / "out"
     proc = run_participant(fine_dataset, out, "--mem-gb", "1", "--refine", "none", chunk=None)
     assert proc.returncode == 0, proc.stderr
-    sidecar = json.loads(next(out.rglob("*_desc-sigma_boldmap.json")).read_text())
+    sidecar = json.loads(next(out.rglob("*_model-gauss_desc-sigma_boldmap.json")).read_text())
     stimulus = sidecar["Stimulus"]
     assert stimulus["Pixels"] == [320, 320] and stimulus["FittedPixels"] == [101, 101]
     assert stimulus["FieldOfViewDeg"] == 20.0 and stimulus["FittedPixelDeg"] <= 0.2

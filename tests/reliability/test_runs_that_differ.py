@@ -39,12 +39,12 @@ def _replace_bold(path: Path, value: float) -> None:
 
 
 def _sidecar(out: Path) -> dict:
-    (path,) = (out / "sub-01" / "func").glob("*_desc-x_boldmap.json")
+    (path,) = (out / "sub-01" / "func").glob("*_model-gauss_desc-x_boldmap.json")
     return json.loads(path.read_text())
 
 
 def _x_map(out: Path) -> np.ndarray:
-    (path,) = (out / "sub-01" / "func").glob("*_desc-x_boldmap.nii.gz")
+    (path,) = (out / "sub-01" / "func").glob("*_model-gauss_desc-x_boldmap.nii.gz")
     return np.asanyarray(nib.load(path).dataobj)
 
 

@@ -20,9 +20,9 @@ def test_units_without_signal_have_no_cvr2_with_vertex_hrfs(two_runs: Path, tmp_
     options = ("--no-report", "--skip-bids-validation", "--hrf", "vertex", "-w", str(tmp_path / "work"))
     assert main([str(two_runs), str(out), "participant", *options]) == 0, capsys.readouterr().err
     assert capsys.readouterr().err == ""
-    (status_path,) = (out / FUNC).glob("*_desc-status_boldmap.nii.gz")
-    (cvr2_path,) = (out / FUNC).glob("*_desc-cvr2_boldmap.nii.gz")
-    (x_path,) = (out / FUNC).glob("*_desc-x_boldmap.nii.gz")
+    (status_path,) = (out / FUNC).glob("*_model-gauss_desc-status_boldmap.nii.gz")
+    (cvr2_path,) = (out / FUNC).glob("*_model-gauss_desc-cvr2_boldmap.nii.gz")
+    (x_path,) = (out / FUNC).glob("*_model-gauss_desc-x_boldmap.nii.gz")
     (mask_path,) = (two_runs / "derivatives" / "fmriprep" / FUNC).glob("*_run-1_*_desc-brain_mask.nii.gz")
     inside = np.asanyarray(nib.load(mask_path).dataobj) > 0
     status = np.asanyarray(nib.load(status_path).dataobj)[inside].astype(np.int64)
@@ -43,7 +43,7 @@ def test_a_fit_without_cvr2_says_reproducibility_was_not_tested(
     out = tmp_path / "out"
     options = ("--no-report", "--skip-bids-validation", "--no-cvr2", "--refine", "none", "--hrf", "canonical")
     assert main([str(two_runs), str(out), "participant", *options]) == 0, capsys.readouterr().err
-    (status_path,) = (out / FUNC).glob("*_desc-status_boldmap.nii.gz")
+    (status_path,) = (out / FUNC).glob("*_model-gauss_desc-status_boldmap.nii.gz")
     (mask_path,) = (two_runs / "derivatives" / "fmriprep" / FUNC).glob("*_run-1_*_desc-brain_mask.nii.gz")
     inside = np.asanyarray(nib.load(mask_path).dataobj) > 0
     status = np.asanyarray(nib.load(status_path).dataobj)[inside].astype(np.int64)

@@ -224,7 +224,7 @@ def test_reports_only_refuses_a_damaged_map_and_keeps_the_report(
     shutil.copytree(fitted_out, out)
     shutil.copytree(fitted_out.parent / "bids", tmp_path / "bids")
     before = _state(out)
-    sigma = next((out / "sub-01" / "func").glob("*_desc-sigma_boldmap.nii.gz"))
+    sigma = next((out / "sub-01" / "func").glob("*_model-gauss_desc-sigma_boldmap.nii.gz"))
     if damage == "corrupt":
         sigma.write_bytes(sigma.read_bytes()[:300])
     else:

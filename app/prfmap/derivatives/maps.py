@@ -14,6 +14,24 @@ from prfmap.engine.settings import FitSettings
 from prfmap.io.atomic import write_json_atomic
 from prfmap.io.geometry import UnitGeometry
 
+STATISTICS = {
+    "se": (
+        "standard error of the parameter: Laplace (Gauss-Newton) approximation at the unit's final "
+        "estimate, from the information matrix of every parameter (the linear weights included) built "
+        "from the Jacobian of the prewhitened residual (FitSettings.noise_model), times the residual "
+        "variance (residual sum of squares over frames minus nuisance regressors minus fitted "
+        "parameters); derived parameters (eccentricity, polar angle, model extras) by the delta "
+        "method; inf where the information matrix is singular, NaN where the unit was not fitted"
+    ),
+    "ci95lower": (
+        "lower end of the parameter's 95 % interval: the Laplace interval of its internal "
+        "(transformed: log for sigma) value mapped back, so it respects the parameter's range and is "
+        "asymmetric where a symmetric one would be wrong (sigma near its floor)"
+    ),
+    "ci95upper": "upper end of the parameter's 95 % interval (see ci95lower)",
+}
+"""What each ``stat`` of a participant's maps is, for the sidecars."""
+
 
 def write_map_files(
     folder: Path,
@@ -23,8 +41,9 @@ def write_map_files(
     settings: FitSettings | None,
     provenance: Mapping[str, Any],
     reference_dir: Path | None = None,
+    stat: str | None = None,
 ) -> list[Path]:
-    """Write a fit's parameter maps and their sidecars into ``folder``.
+    """Write a fit's parameter maps (or one statistic of them) and their sidecars into ``folder``.
 
     GIFTI and NIfTI: one file per parameter (and hemisphere); CIFTI: one ``dscalar`` holding
     every parameter.
@@ -45,6 +64,9 @@ def write_map_files(
         Added to every sidecar (:func:`map_sidecar`).
     reference_dir : Path, optional
         The fMRIPrep dataset, where the ``SpatialReference`` of native spaces is looked up.
+    stat : str, optional
+        The maps are this statistic of the parameters (:data:`STATISTICS`: ``se``,
+        ``ci95lower``, ``ci95upper``): the ``stat`` entity, and the sidecars say what it is.
 
     Returns
     -------
@@ -52,9 +74,11 @@ def write_map_files(
         The data files and sidecars written.
     """
     folder.mkdir(parents=True, exist_ok=True)
+    if stat is not None:
+        provenance = {**provenance, "Statistic": {"Name": stat, "Description": STATISTICS[stat]}}
     written: list[Path] = []
     if geometry.kind == "cifti":
-        path = folder / f"{key.stem()}_{MAP_SUFFIX}.dscalar.nii"
+        path = folder / f"{key.stem(stat=stat)}_{MAP_SUFFIX}.dscalar.nii"
         written += geometry.write_maps(maps, lambda hemi: path, {"Model": key.model})
         sidecar = map_sidecar(None, key.model, settings, {**provenance, "MapNames": list(maps)})
         sidecar["MapNames"] = list(maps)
@@ -65,7 +89,7 @@ def write_map_files(
     for label, values in maps.items():
 
         def path_for(hemi: str | None, label: str = label) -> Path:
-            path = folder / f"{key.stem(hemi=hemi, param=label)}_{MAP_SUFFIX}{extension}"
+            path = folder / f"{key.stem(hemi=hemi, param=label, stat=stat)}_{MAP_SUFFIX}{extension}"
             hemis[path] = hemi
             return path
 

@@ -58,7 +58,14 @@ class OutputKey:
         parts = [f"sub-{self.subject}"] + ([f"ses-{self.session}"] if self.session else [])
         return Path(output_dir).joinpath(*parts, "func")
 
-    def stem(self, *, hemi: str | None = None, param: str | None = None, desc: str | None = None) -> str:
+    def stem(
+        self,
+        *,
+        hemi: str | None = None,
+        param: str | None = None,
+        desc: str | None = None,
+        stat: str | None = None,
+    ) -> str:
         """File-name stem (no suffix, no extension) of one output.
 
         Parameters
@@ -71,6 +78,8 @@ class OutputKey:
         desc : str, optional
             Description label of a time series (``gaussprediction``, ``preproc``); the model,
             which BIDS has no entity for on ``bold`` files, goes into the label.
+        stat : str, optional
+            Statistic of a parameter map (``se``, ``ci95lower``, ``ci95upper``): the ``stat`` entity.
         """
         entities = {
             "sub": self.subject,
@@ -82,7 +91,7 @@ class OutputKey:
             "den": self.den,
         }
         if desc is None:
-            entities.update(model=self.model, desc=param)
+            entities.update(model=self.model, stat=stat, desc=param)
         else:
             entities["desc"] = desc
         return bids_name(entities)

@@ -26,11 +26,12 @@ import numpy as np
 from prfmap import __version__
 from prfmap.engine import FitResult, Stimulus, backend_info, fit_prf
 from prfmap.engine.settings import FitSettings
+from prfmap.engine.uncertainty import Uncertainty
 from prfmap.io.atomic import atomic_path, write_text_atomic
 from prfmap.runtime.signals import check_stop
 
 logger = logging.getLogger(__name__)
-CHECKPOINT_FORMAT = 2  # 2: chunks hold the per-unit fit status
+CHECKPOINT_FORMAT = 3  # 2: chunks hold the per-unit fit status; 3: and its uncertainty
 
 
 def file_identity(paths: Sequence[str | os.PathLike[str]]) -> list[list[Any]]:
@@ -118,6 +119,11 @@ def _chunk_arrays(result: Any, predictions: bool) -> dict[str, np.ndarray]:
     arrays |= {f"flag:{k}": np.asarray(v) for k, v in result.flags.items()}
     arrays["r2"], arrays["loss"] = np.asarray(result.r2), np.asarray(result.loss)
     arrays["status"] = np.asarray(result.status)
+    unc = result.uncertainty
+    if unc is not None:
+        for part in ("se", "lower", "upper"):
+            arrays |= {f"{part}:{k}": np.asarray(v) for k, v in getattr(unc, part).items()}
+        arrays["dof"] = np.asarray(unc.dof)
     if predictions:
         arrays["predictions"] = np.asarray(result.predictions, dtype=np.float32)
     return arrays
@@ -145,7 +151,21 @@ def _merge(model: str, chunks: list[tuple[dict[str, np.ndarray], dict[str, Any]]
     r2 = np.concatenate([c[0]["r2"] for c in chunks])
     loss = np.concatenate([c[0]["loss"] for c in chunks])
     status = np.concatenate([c[0]["status"] for c in chunks])
-    return FitResult(model, params, r2, loss, timings, settings, predictions, status, flags)
+    uncertainty = None
+    if "dof" in first:
+        parts = {
+            part: {
+                k.partition(":")[2]: np.concatenate([c[0][k] for c in chunks])
+                for k in first
+                if k.startswith(f"{part}:")
+            }
+            for part in ("se", "lower", "upper")
+        }
+        dof = np.concatenate([c[0]["dof"] for c in chunks])
+        uncertainty = Uncertainty(
+            parts["se"], parts["lower"], parts["upper"], dof, timings.get("uncertainty", 0.0)
+        )
+    return FitResult(model, params, r2, loss, timings, settings, predictions, status, flags, uncertainty)
 
 
 def fit_chunked(  # noqa: PLR0913 - keyword-only: what a chunked fit needs and what tells it apart

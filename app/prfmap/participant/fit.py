@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from prfmap.config import Config
-from prfmap.engine import HRF, FitResult, Stimulus, catalog, estimate_hrf
+from prfmap.engine import HRF, FitResult, NoiseModel, Stimulus, catalog, estimate_hrf, estimate_noise
 from prfmap.participant.checkpoint import fit_chunked
 from prfmap.participant.crossval import (
     CrossValidation,
@@ -209,13 +209,15 @@ def _checkpointed_fit(
     progress: ProgressFn,
     *,
     keep: bool,
+    uncertainty: bool = True,
     owned: list[Path] | None = None,
     **identity: Any,
 ) -> FitResult:
     """``fit_chunked`` of combined runs with the configuration's fit options.
 
     ``identity`` adds what else tells this fit's checkpoints apart (a fold's held-out run); the
-    checkpoint folder is appended to ``owned``.
+    checkpoint folder is appended to ``owned``; ``uncertainty`` computes the standard errors (the
+    fit of all runs; a fold's fit only predicts its held-out run).
     """
     execution = config.execution
     fit_kwargs = {
@@ -224,6 +226,7 @@ def _checkpointed_fit(
         "nuisance": data.nuisance,
         "mem_gb": engine_mem_gb(execution.mem_gb),
         "return_predictions": keep,
+        "uncertainty": uncertainty,
     }
     settings = {
         **config.to_dict()["fit"],
@@ -232,8 +235,11 @@ def _checkpointed_fit(
         **identity,
     }
     if fit_kwargs["hrf"] == "participant":
-        hrf = participant_hrf(loaded, data, stim, fit_kwargs, name, progress)
+        hrf = participant_hrf(loaded, data, stim, fit_kwargs, name, progress, spread=uncertainty)
         fit_kwargs["hrf"], settings["hrf_model"] = hrf, hrf.describe()
+    if fit_kwargs["noise"] != "ols":
+        noise = participant_noise(loaded, data, stim, fit_kwargs, name, progress)
+        fit_kwargs["noise"], settings["noise_model"] = noise, noise.describe()
     return fit_chunked(
         data.data,
         stim,
@@ -258,6 +264,8 @@ def participant_hrf(
     fit_kwargs: dict[str, Any],
     name: str,
     progress: ProgressFn,
+    *,
+    spread: bool = True,
 ) -> HRF:
     """The HRF of ``--hrf participant``, estimated once from all units of ``data`` before the chunked fit.
 
@@ -277,6 +285,8 @@ def participant_hrf(
         The fit's name in the log.
     progress : callable
         ``progress(stage, done, total)``.
+    spread : bool
+        Also estimate the between-unit spread of the delay (for the standard errors).
 
     Returns
     -------
@@ -291,18 +301,75 @@ def participant_hrf(
         slice_time_ref=fit_kwargs["slice_time_ref"],
         mem_gb=fit_kwargs["mem_gb"],
         progress=lambda stage, done, total: progress(f"HRF {stage}", done, total),
+        spread=spread,
     )
     logger.info(
         "%s: participant HRF from %d units in %.1f s: peak delay %.2f s, dispersion %.2f "
-        "(maximum at %.2f s; SPM's canonical: 6 s, 1, 5 s)",
+        "(maximum at %.2f s; SPM's canonical: 6 s, 1, 5 s), between-unit delay SD %.2f s",
         name,
         hrf.units,
         time.perf_counter() - start,
         hrf.delay,
         hrf.dispersion,
         hrf.peak_s(),
+        hrf.delay_sd,
     )
     return hrf
+
+
+def participant_noise(
+    loaded: LoadedFit,
+    data: CombinedData,
+    stim: Stimulus,
+    fit_kwargs: dict[str, Any],
+    name: str,
+    progress: ProgressFn,
+) -> NoiseModel:
+    """The noise model of ``--noise-model ar<p>``, estimated once from ``data`` before the chunked fit.
+
+    ``data`` holds the combined runs of the fit, or of one cross-validation fold's training runs.
+
+    Parameters
+    ----------
+    loaded : LoadedFit
+        The fit (its TR).
+    data : CombinedData
+        The runs the noise is estimated from.
+    stim : Stimulus
+        Their apertures.
+    fit_kwargs : dict
+        The fit's keywords (``noise``: the option; ``hrf``, ``slice_time_ref``, ``mem_gb``, ``seed``).
+    name : str
+        The fit's name in the log.
+    progress : callable
+        ``progress(stage, done, total)``.
+
+    Returns
+    -------
+    NoiseModel
+    """
+    start = time.perf_counter()
+    noise = estimate_noise(
+        data.data,
+        stim,
+        loaded.tr,
+        fit_kwargs["noise"],
+        nuisance=data.nuisance,
+        hrf=fit_kwargs["hrf"] if isinstance(fit_kwargs["hrf"], HRF) else "canonical",
+        slice_time_ref=fit_kwargs["slice_time_ref"],
+        mem_gb=fit_kwargs["mem_gb"],
+        seed=fit_kwargs.get("seed", 0),
+        progress=lambda stage, done, total: progress(f"noise {stage}", done, total),
+    )
+    logger.info(
+        "%s: %s noise model from %d units in %.1f s: coefficients %s",
+        name,
+        noise.option,
+        noise.units,
+        time.perf_counter() - start,
+        ", ".join(f"{c:.3f}" for c in noise.coefficients) or "none",
+    )
+    return noise
 
 
 def cross_validate_fit(
@@ -344,6 +411,7 @@ def cross_validate_fit(
             name,
             progress,
             keep=False,
+            uncertainty=False,  # a fold's fit only predicts its held-out run
             owned=owned,
             held_out_run=names[fold.held_out],
         )
