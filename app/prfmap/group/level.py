@@ -13,8 +13,24 @@ import numpy as np
 
 from prfmap import __version__
 from prfmap.derivatives import MAP_SUFFIX, OutputKey
+from prfmap.engine import catalog
 from prfmap.errors import BadDataError, MissingInputError
-from prfmap.group.combine import COUNT_DESCRIPTION, combine, per_subject, stack, statistics_for
+from prfmap.group.combine import (
+    COUNT_DESCRIPTION,
+    IVW_COUNT_DESCRIPTION,
+    IVW_COUNT_STAT,
+    IVW_DERIVED_DESCRIPTION,
+    IVW_DESCRIPTION,
+    IVW_NOT_AVERAGED,
+    IVW_STAT,
+    combine,
+    ivw_labels,
+    ivw_maps,
+    ordered,
+    per_subject,
+    stack,
+    statistics_for,
+)
 from prfmap.group.maps import (
     HEMIS,
     TEMPLATE_SPACES,
@@ -73,7 +89,12 @@ def _group_name(key: OutputKey, hemi: str, param: str | None, stat: str) -> str:
 
 @dataclass
 class GroupResult:
-    """What one fit's group maps hold, for the group report."""
+    """What one fit's group maps hold, for the group report.
+
+    ``maps`` is hemisphere → label → (vertices,) group map (and ``count``); ``ivw`` the
+    inverse-variance-weighted means (``stat-ivwmean``) and ``ivw_count`` their participants, by
+    hemisphere and label, both empty when the participants have no ``stat-se`` maps.
+    """
 
     fit: FitKey
     subjects: list[str]
@@ -82,6 +103,8 @@ class GroupResult:
     r2_threshold: float
     fov_deg: float | None = None
     threshold_on: str = "r2"
+    ivw: dict[str, dict[str, np.ndarray]] = dataclasses.field(default_factory=dict)
+    ivw_count: dict[str, dict[str, np.ndarray]] = dataclasses.field(default_factory=dict)
 
 
 def run_group(
@@ -229,7 +252,30 @@ def _report_fit(output_dir: Path, result: GroupResult, members: list[Participant
         r2_threshold=result.r2_threshold,
         fov_deg=result.fov_deg,
         participants=rows,
+        ivw=result.ivw,
     )
+
+
+def _log_ivw(members: list[ParticipantMaps], labels: list[str], fit: FitKey) -> None:
+    """A warning where some map sets have standard errors of a parameter and others do not."""
+    offered = dict.fromkeys(
+        label
+        for m in members
+        for stat, label in m.stat_maps
+        if stat == "se" and label not in IVW_NOT_AVERAGED
+    )
+    left = ordered([label for label in offered if label not in labels])
+    if left:
+        lacking = sorted(
+            {m.key.subject for m in members if any(("se", lab) not in m.stat_maps for lab in left)}
+        )
+        logger.warning(
+            "%s: no stat-%s map of %s: %s lack their stat-se maps (re-run their participant level)",
+            fit,
+            IVW_STAT,
+            ", ".join(left),
+            ", ".join(f"sub-{s}" for s in lacking),
+        )
 
 
 def _write_fit(
@@ -241,55 +287,72 @@ def _write_fit(
     threshold_on: str = "r2",
 ) -> GroupResult:
     statistics = statistics_for(threshold_on)
-    per_hemi = {}
+    averaged = ivw_labels(members)
+    _log_ivw(members, averaged, fit)
+    per_hemi: dict[str, dict[str, np.ndarray]] = {}
+    ivw: dict[str, dict[str, np.ndarray]] = {}
+    ivw_count: dict[str, dict[str, np.ndarray]] = {}
     for hemi in HEMIS:
         stacks = {label: stack(members, label, hemi) for label in statistics}
         if all(m.maps.get("status", {}).get(hemi) is not None for m in members):
             stacks["status"] = stack(members, "status", hemi)
+        if averaged:
+            ivw[hemi], ivw_count[hemi] = ivw_maps(members, stacks, averaged, hemi, r2_threshold, threshold_on)
         stacks = per_subject(stacks, members, r2_threshold, threshold_on)
         per_hemi[hemi] = combine(stacks, r2_threshold, threshold_on)
     geometry = GiftiGeometry(hemis={h: per_hemi[h]["count"].size for h in HEMIS})
     key = members[0].key
     if key.den in CIFTI_MESH_DENSITY:  # CIFTI grayordinates are written as GIFTI on their mesh
         key = dataclasses.replace(key, den=CIFTI_MESH_DENSITY[key.den])
-    group_dir = output_dir / "group"
     fovs = [m.fov_deg for m in members if m.fov_deg]
     fov = max(fovs) if fovs else None
     sources = [f"bids::{p.relative_to(output_dir).as_posix()}" for m in members for p in m.files]
+    se_sources = [f"bids::{p.relative_to(output_dir).as_posix()}" for m in members for p in m.stat_files]
+    common = {
+        "Task": fit.task,
+        "Space": fit.space,
+        "Density": fit.den,
+        "Model": fit.model,
+        "R2Threshold": r2_threshold,
+        "ThresholdOn": threshold_on,
+        "StimulusFieldOfViewDeg": fov,
+        "Participants": [f"sub-{s}" for s in subjects],
+    }
+    outputs = [(per_hemi, label, *statistics[label], sources) for label in statistics]
+    outputs.append((per_hemi, "count", "count", "1", COUNT_DESCRIPTION.format(on=threshold_on), sources))
+    for label in ivw.get(HEMIS[0], {}):
+        entry = catalog.parameter_by_label(label)
+        units = entry.units if entry is not None else "n/a"
+        description = IVW_DERIVED_DESCRIPTION.get(label, IVW_DESCRIPTION).format(on=threshold_on)
+        outputs.append((ivw, label, IVW_STAT, units, description, sources + se_sources))
+        if label in averaged:
+            counted = IVW_COUNT_DESCRIPTION.format(on=threshold_on)
+            outputs.append((ivw_count, label, IVW_COUNT_STAT, "1", counted, sources + se_sources))
     written: list[Path] = []
-    outputs = [(label, label, *statistics[label]) for label in statistics]
-    outputs.append(("count", None, "count", "1", COUNT_DESCRIPTION.format(on=threshold_on)))
-    for label, param, stat, units, description in outputs:
-        values = np.concatenate([per_hemi[h][label] for h in HEMIS])
-        names = {h: _group_name(key, h, param or "count", stat) for h in HEMIS}
-        paths = geometry.write_maps(
-            {label: values},
-            lambda h, n=names: group_dir / n[h],
-            {"Statistic": stat, "Parameter": param or "count"},
-        )
-        for path in paths:
-            write_json_atomic(
-                path.with_name(path.name.replace(".func.gii", ".json")),
-                {
-                    "Parameter": param or "count",
-                    "Statistic": stat,
-                    "Units": units,
-                    "Description": description,
-                    "Task": fit.task,
-                    "Space": fit.space,
-                    "Density": fit.den,
-                    "Model": fit.model,
-                    "R2Threshold": r2_threshold,
-                    "ThresholdOn": threshold_on,
-                    "StimulusFieldOfViewDeg": fov,
-                    "Participants": [f"sub-{s}" for s in subjects],
-                    "Sources": sources,
-                    "SpatialReference": spatial_reference(
-                        key.space, hemi="L" if "_hemi-L_" in path.name else "R", den=key.den
-                    ),
-                    "GeneratedBy": {"Name": "prfmap", "Version": __version__},
-                },
-            )
-            written.append(path)
+    for maps, label, stat, units, description, used in outputs:
+        values = np.concatenate([maps[h][label] for h in HEMIS])
+        sidecar = {"Parameter": label, "Statistic": stat, "Units": units, "Description": description}
+        sidecar.update(common, Sources=used)
+        written += _write_group_map(output_dir / "group", key, geometry, values, sidecar)
     logger.info("group maps of %s written for %d participants", fit, len(subjects))
-    return GroupResult(fit, subjects, per_hemi, written, r2_threshold, fov, threshold_on)
+    return GroupResult(fit, subjects, per_hemi, written, r2_threshold, fov, threshold_on, ivw, ivw_count)
+
+
+def _write_group_map(
+    group_dir: Path, key: OutputKey, geometry: GiftiGeometry, values: np.ndarray, sidecar: dict
+) -> list[Path]:
+    """One group map (both hemispheres) and its sidecars; ``sidecar`` names its parameter and statistic."""
+    param, stat = sidecar["Parameter"], sidecar["Statistic"]
+    names = {h: _group_name(key, h, param, stat) for h in HEMIS}
+    paths = geometry.write_maps(
+        {param: values}, lambda h, n=names: group_dir / n[h], {"Statistic": stat, "Parameter": param}
+    )
+    for path in paths:
+        hemi = "L" if "_hemi-L_" in path.name else "R"
+        own = {
+            **sidecar,
+            "SpatialReference": spatial_reference(key.space, hemi=hemi, den=key.den),
+            "GeneratedBy": {"Name": "prfmap", "Version": __version__},
+        }
+        write_json_atomic(path.with_name(path.name.replace(".func.gii", ".json")), own)
+    return paths

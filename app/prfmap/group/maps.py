@@ -49,12 +49,19 @@ class ParticipantMaps:
         Parameter label → hemisphere → (vertices,) float array.
     fov_deg : float or None
         Width of the stimulated field, from the maps' sidecars (``Stimulus.FieldOfViewDeg``).
+    stat_maps : dict
+        ``(stat, label)`` → hemisphere → (vertices,) values of the participant level's uncertainty
+        maps (``stat-se``, ``stat-ci95lower``, ``stat-ci95upper``); empty for outputs without them.
+    stat_files : list of Path
+        The files ``stat_maps`` come from.
     """
 
     key: OutputKey
     files: list[Path] = field(default_factory=list)
     maps: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     fov_deg: float | None = None
+    stat_maps: dict[tuple[str, str], dict[str, np.ndarray]] = field(default_factory=dict)
+    stat_files: list[Path] = field(default_factory=list)
 
     @property
     def fit(self) -> FitKey:
@@ -148,6 +155,65 @@ def read_cifti_maps(path: Path) -> dict[str, dict[str, np.ndarray]]:
     return {name: surface.split(values) for name, values in maps.items()}
 
 
+def stat_map_name(
+    key: OutputKey, stat: str, ext: str, hemi: str | None = None, param: str | None = None
+) -> str:
+    """The participant level's name of an uncertainty map (``stat-se``...) of one fit.
+
+    :meth:`~prfmap.derivatives.OutputKey.stem` with ``stat``, as the participant level's writer
+    names them.
+
+    Parameters
+    ----------
+    key : OutputKey
+        The entities of the fit.
+    stat : str
+        ``se``, ``ci95lower`` or ``ci95upper``.
+    ext : str
+        ``.func.gii`` (with ``hemi`` and ``param``) or ``.dscalar.nii`` (every parameter in one file).
+    hemi, param : str, optional
+        Hemisphere and parameter label of a GIFTI map.
+
+    Returns
+    -------
+    str
+        e.g. ``sub-01_task-bar_hemi-L_space-fsaverage5_model-gauss_stat-se_desc-x_boldmap.func.gii``.
+    """
+    return f"{key.stem(hemi=hemi, param=param, stat=stat)}_{MAP_SUFFIX}{ext}"
+
+
+def _read_stat_map(
+    path: Path, key: OutputKey, entities: dict[str, str]
+) -> dict[tuple[str, str], dict[str, np.ndarray]]:
+    """The uncertainty maps of one ``stat-`` file; empty when it is not named as prfmap names them."""
+    stat, ext = entities["stat"], entities.get("extension", "")
+    if ext == ".func.gii" and "hemi" in entities and "param" in entities:
+        hemi, param = entities["hemi"], entities["param"]
+        if stat_map_name(key, stat, ext, hemi, param) != path.name:
+            return {}
+        return {(stat, param): {hemi: read_gifti_map(path)}}
+    if ext == ".dscalar.nii" and "param" not in entities:
+        if stat_map_name(key, stat, ext) != path.name:
+            return {}
+        return {(stat, label): per_hemi for label, per_hemi in read_cifti_maps(path).items()}
+    return {}
+
+
+def _attach_stat_maps(
+    found: dict[OutputKey, ParticipantMaps],
+    stats: dict[OutputKey, list[tuple[Path, dict[tuple[str, str], dict[str, np.ndarray]]]]],
+) -> None:
+    """Add each fit's uncertainty maps to its :class:`ParticipantMaps` (only beside its own maps)."""
+    for key, read in stats.items():
+        if key not in found:
+            logger.warning("uncertainty maps of %s without its parameter maps are ignored", key.stem())
+            continue
+        for path, maps in read:
+            for stat_label, per_hemi in maps.items():
+                found[key].stat_maps.setdefault(stat_label, {}).update(per_hemi)
+            found[key].stat_files.append(path)
+
+
 def find_participant_maps(
     output_dir: str | Path, participant_labels: Sequence[str] | None = None
 ) -> list[ParticipantMaps]:
@@ -167,15 +233,22 @@ def find_participant_maps(
         parameter and hemisphere) and CIFTI (one ``dscalar`` per fit, cortex only).
         File names are parsed by pybids with prfmap's config (``param``) and checked against the
         participant level's naming (:meth:`prfmap.derivatives.OutputKey.stem`); other files are
-        ignored.
+        ignored. The participant level's uncertainty maps (``stat-se``..., named as
+        :func:`stat_map_name` names them) go into ``stat_maps`` of the fit they belong to.
     """
     wanted = {p.removeprefix("sub-") for p in participant_labels} if participant_labels else None
     found: dict[OutputKey, ParticipantMaps] = {}
+    stats: dict[OutputKey, list[tuple[Path, dict[tuple[str, str], dict[str, np.ndarray]]]]] = {}
     for path in sorted(Path(output_dir).glob(f"sub-*/**/func/sub-*_{MAP_SUFFIX}.*")):
         entities = {k: str(v) for k, v in parse_file_entities(str(path), config=PYBIDS_CONFIGS).items()}
         ext = entities.get("extension", "")
         key = output_key(entities)
         if key is None or (wanted is not None and key.subject not in wanted):
+            continue
+        if "stat" in entities:
+            read = _read_stat_map(path, key, entities)
+            if read:
+                stats.setdefault(key, []).append((path, read))
             continue
         if ext == ".func.gii" and "hemi" in entities and "param" in entities:
             hemi, param = entities["hemi"], entities["param"]
@@ -192,6 +265,7 @@ def find_participant_maps(
             entry.maps.update(read_cifti_maps(path))
             entry.files.append(path)
             entry.fov_deg = entry.fov_deg or sidecar_fov(path)
+    _attach_stat_maps(found, stats)
     return list(found.values())
 
 

@@ -6,6 +6,7 @@ surface/CIFTI geometry of the package (``UnitGeometry.surface()`` gives it for G
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,10 @@ class ReportContext:
         order) and ``affine`` (``prfmap.io.geometry.VolumeGeometry``), to draw the maps as slices.
     meshes : dict of str to Path, optional
         Hemisphere to a ``.surf.gii`` to draw on instead of the space's own meshes.
+    stat_maps : mapping of (str, str) to ndarray
+        The fit's uncertainty maps, as ``FitResult.stat_maps()`` returns them: ``(stat, label)``
+        (``("se", "x")``, ``("ci95lower", "sigma")``, ...) to a (units,) array. Empty for fits
+        without them (older outputs): the report then shows no uncertainty.
     """
 
     subject: str
@@ -116,6 +121,7 @@ class ReportContext:
     run_inputs: list[Any] = field(default_factory=list)
     volume: Any = None
     meshes: dict[str, Path] | None = None
+    stat_maps: Mapping[tuple[str, str], np.ndarray] = field(default_factory=dict)
 
     @property
     def key(self) -> str:

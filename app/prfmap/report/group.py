@@ -6,6 +6,7 @@ types, so that ``prfmap.group`` can import it without a cycle.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -28,6 +29,13 @@ STATISTIC_WORDS = {
     "sigma": "median",
     "r2": "mean",
 }
+IVW_STAT = "ivwmean"
+IVW_NOTE = (
+    "Inverse-variance-weighted maps (ivwmean, beside each median): each participant's estimate weighted "
+    "by 1/se² from its standard-error map, where it passes the threshold and is not doubtful; polar angle "
+    "is that of the weighted mean centre (x, y), not an average of angles. A fixed-effect mean: the most "
+    "precise participants weigh most; the median beside it is the robust summary."
+)
 COVERAGE_LEVEL = 0.5
 COVERAGE_GRID = 61
 
@@ -173,6 +181,10 @@ class GroupFit:
         Width of the stimulated field.
     participants : list of ParticipantRow
         One summary per participant (:func:`participant_row`).
+    ivw : dict
+        Hemisphere → label → (vertices,) inverse-variance-weighted group mean (``stat-ivwmean``;
+        ``polarangle`` derived from the weighted x and y); empty without the participants'
+        standard errors. Drawn beside the group map of the same label.
     """
 
     task: str
@@ -185,6 +197,7 @@ class GroupFit:
     r2_threshold: float
     fov_deg: float | None = None
     participants: list[ParticipantRow] = field(default_factory=list)
+    ivw: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
 
     def __str__(self) -> str:
         den = f" den-{self.den}" if self.den else ""
@@ -233,6 +246,16 @@ def _group_maps(
     threshold_text = f"shown: ≥ 1 participant with r² ≥ {fit.r2_threshold:g}"
     labels = map_labels({k: None for k in fit.maps[next(iter(fit.maps))]}) + ["count"]
     flat, views = [], []
+
+    def draw(name: str, style: MapStyle, values: dict[str, np.ndarray], alt: str, caption: str) -> None:
+        if all(p is not None for p in patches.values()):
+            path = fig_dir / f"group_{prefix}_flat-{name}.png"
+            patch_figure(style, values, meshes, patches, atlas, threshold_text, path, alt)
+            flat.append(Figure(f"{rel}/{path.name}", alt, caption, "map"))
+        path = fig_dir / f"group_{prefix}_views-{name}.png"
+        views_figure(style, values, meshes, threshold_text, path, alt)
+        views.append(Figure(f"{rel}/{path.name}", alt, caption, "map wide"))
+
     for label in labels:
         values = {h: np.where(fit.maps[h]["count"] > 0, fit.maps[h][label], np.nan) for h in fit.maps}
         if label == "count":
@@ -263,15 +286,38 @@ def _group_maps(
                 "  ", " "
             )
         )
-        if all(p is not None for p in patches.values()):
-            path = fig_dir / f"group_{prefix}_flat-{label}.png"
-            patch_figure(style, values, meshes, patches, atlas, threshold_text, path, alt)
-            flat.append(Figure(f"{rel}/{path.name}", alt, caption, "map"))
-        path = fig_dir / f"group_{prefix}_views-{label}.png"
-        views_figure(style, values, meshes, threshold_text, path, alt)
-        views.append(Figure(f"{rel}/{path.name}", alt, caption, "map wide"))
+        draw(label, style, values, alt, caption)
+        if all(label in fit.ivw.get(h, {}) for h in fit.maps):
+            weighted = _ivw_style(label, style)
+            values = {h: fit.ivw[h][label] for h in fit.maps}
+            draw(f"{IVW_STAT}-{label}", weighted, values, *_ivw_text(weighted, threshold_text))
     notes = [f"Drawn on {source}. {atlas_note}" + ("" if atlas else " No visual-area borders are drawn.")]
+    if fit.ivw:
+        notes.append(IVW_NOTE)
     return flat, views, notes, []
+
+
+def _ivw_style(label: str, style: MapStyle) -> MapStyle:
+    """The style of an inverse-variance-weighted group map: its median's scale, its own title."""
+    if label in ("polarangle", "eccentricity"):
+        title = f"{style.title} of the weighted mean centre"
+    else:
+        title = f"inverse-variance-weighted mean {style.title}"
+    return dataclasses.replace(style, title=title)
+
+
+def _ivw_text(style: MapStyle, threshold_text: str) -> tuple[str, str]:
+    """Alt text and caption of an inverse-variance-weighted group map (:func:`_ivw_style`)."""
+    shown = f"{threshold_text}, not doubtful and with a finite standard error"
+    alt = (
+        f"group {style.title}; colour scale {style.bar_label} from {style.vmin:g} to {style.vmax:g} "
+        f"{style.units}; {shown}"
+    )
+    caption = (
+        f"Group {style.bar_label}, weights 1/se² per participant and vertex, {shown}; "
+        f"the colour scale of the map beside it ({style.scale_note})."
+    )
+    return alt, caption
 
 
 def _section(output_dir: Path, fit: GroupFit, index: int) -> dict:

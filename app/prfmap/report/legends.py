@@ -28,6 +28,7 @@ TITLES = {
     "r2": "r²",
     "cvr2": "cross-validated r²",
     "status": "fit status",
+    "centrese": "standard error of the pRF centre",
 }
 UNIT_TEXT = {"deg": "deg", "1": "fraction", "%": "% signal change", "bits": "sum of bits"}
 PLAIN_MAPS = ("x", "y", "amplitude", "baseline", "mask")
@@ -168,6 +169,32 @@ def style_for(
     low, high = np.percentile(shown, [2, 98]) if shown.size else (0.0, 1.0)
     high = high if high > low else low + 1.0
     return MapStyle(label, title, unit, "cividis", float(low), float(high), False, "2nd to 98th percentile")
+
+
+def centre_se_style(values: np.ndarray, fov_deg: float | None) -> MapStyle:
+    """The colour scale of the centre's standard-error map (``max(se_x, se_y)``, degrees).
+
+    Parameters
+    ----------
+    values : ndarray
+        The standard errors that will be drawn (finite ones set the scale).
+    fov_deg : float, optional
+        Full width of the stimulated field: the scale stops at its radius.
+
+    Returns
+    -------
+    MapStyle
+        0 to the 95th percentile of the finite values (rounded up), at most the stimulated radius.
+    """
+    shown = np.asarray(values, dtype=np.float64)
+    shown = shown[np.isfinite(shown)]
+    top = nice_ceiling(float(np.percentile(shown, 95)) if shown.size else 1.0)
+    note = "0 to the 95th percentile of the units shown"
+    radius = fov_deg / 2 if fov_deg else None
+    if radius and top > radius:
+        top, note = radius, f"0 to the stimulated radius ({radius:g}°)"
+    note += "; larger and infinite standard errors (a singular information matrix) at its top"
+    return MapStyle("centrese", TITLES["centrese"], "deg", "magma", 0.0, top, False, note)
 
 
 def status_label(code: int) -> str:

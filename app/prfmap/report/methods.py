@@ -8,6 +8,7 @@ from typing import Any
 from prfmap import __version__
 from prfmap.engine import catalog
 from prfmap.engine.settings import FitSettings
+from prfmap.report.uncertainty import noise_model_text, uncertainty_methods
 
 REFERENCES = {
     "hrf": "Friston KJ, Fletcher P, Josephs O, Holmes A, Rugg MD, Turner R (1998). Event-related fMRI: "
@@ -105,6 +106,12 @@ def _search(settings: FitSettings | None, cite: Citations) -> str:
     return text + ". "
 
 
+def _noise(settings: FitSettings | None) -> str:
+    """``Noise model: ... .`` where the settings describe one (fits before noise models: nothing)."""
+    record = getattr(settings, "noise_model", None) or {}
+    return f"Noise model: {noise_model_text(settings)}. " if record.get("description") else ""
+
+
 def _software(settings: FitSettings | None, backend: Mapping[str, Any], cite: Citations) -> str:
     engine = backend.get("backend", settings.backend if settings else "an unrecorded backend")
     version = backend.get("version", settings.backend_version if settings else "")
@@ -113,7 +120,7 @@ def _software(settings: FitSettings | None, backend: Mapping[str, Any], cite: Ci
     return f"The fits ran with Keras {keras}{cite.cite('keras')} on {engine} {version} ({device}). "
 
 
-def methods_text(
+def methods_text(  # noqa: PLR0913 - keyword-only: each is the source of one of its sentences
     *,
     model: str,
     settings: FitSettings | None,
@@ -124,6 +131,7 @@ def methods_text(
     fov_deg: float | None,
     maps: list[str],
     atlas: bool = False,
+    uncertainty: bool = False,
 ) -> tuple[str, list[str]]:
     """The methods paragraph and its numbered references.
 
@@ -147,6 +155,10 @@ def methods_text(
         The map labels written (an r²-type label such as ``cvr2`` adds its definition).
     atlas : bool
         Visual-area borders were drawn (cites the atlas).
+    uncertainty : bool
+        The fit has standard-error maps: say how they were computed, under which noise model, and
+        what the ``uncertain`` status bit means. Without them the noise model is named only when
+        the settings describe it.
 
     Returns
     -------
@@ -159,6 +171,7 @@ def methods_text(
         + _preprocessing(preprocessing, dummy_scans, cite)
         + _model(model, settings, tr, fov_deg, cite)
         + _search(settings, cite)
+        + (uncertainty_methods(settings) if uncertainty else _noise(settings))
         + _software(settings, backend, cite)
         + "r² is the fraction of variance explained, 1 − Σ(y − ŷ)² / Σy², with data y and prediction ŷ "
         "both projected off the nuisance regressors; it is measured on the data that were fitted."

@@ -4,6 +4,8 @@ Everything the report shows is read back: the maps (GIFTI per hemisphere and par
 ``dscalar`` per fit, or NIfTI volumes), the sidecars (runs, TR, stimulus, preprocessing, fit settings,
 software, timings), the aperture, and the runs themselves (found again with the same query) for tSNR
 and framewise displacement. Saved time series (``--save-predictions``) give the example time courses.
+The uncertainty maps (``stat-se``, ``stat-ci95lower``, ``stat-ci95upper``) are read back into
+``ReportContext.stat_maps`` where the fit wrote them, never taken for the estimates they describe.
 """
 
 from __future__ import annotations
@@ -110,6 +112,37 @@ def _sidecar(path: Path) -> dict[str, Any]:
         return {}
 
 
+def _read_stat_maps(
+    files: list[tuple[Path, dict]], surface: SurfaceLayout | None, grid: _Grid | None
+) -> dict[tuple[str, str], np.ndarray]:
+    """The fit's uncertainty maps (``stat-se``, ``stat-ci95lower``, ``stat-ci95upper``) as (units,) arrays.
+
+    GIFTI maps are joined over the hemispheres as the parameter maps are (``surface``), CIFTI
+    ``dscalar`` maps are taken as written, volumes are read at the parameter maps' voxels
+    (``grid``); a map that does not line up with them is left out with a warning.
+    """
+    out: dict[tuple[str, str], np.ndarray] = {}
+    per: dict[tuple[str, str], dict[str, np.ndarray]] = defaultdict(dict)
+    for path, entities in files:
+        stat = str(entities["stat"])
+        if path.name.endswith(".dscalar.nii"):
+            maps, _ = read_dscalar(path)
+            out.update({(stat, label): np.asarray(v) for label, v in maps.items()})
+        elif path.name.endswith(".func.gii") and "param" in entities and "hemi" in entities:
+            per[(stat, entities["param"])][entities["hemi"]] = read_gifti(path, REMEDY)[:, 0]
+        elif path.name.endswith((".nii.gz", ".nii")) and "param" in entities and grid is not None:
+            data, _ = read_volume_map(path)
+            if data.shape == grid.mask.shape:
+                out[(stat, entities["param"])] = data[grid.mask]
+            else:
+                log.warning("%s does not match the parameter maps' grid; the report leaves it out", path.name)
+    hemis = list(surface.hemis) if surface is not None else []
+    for key, values in per.items():
+        if hemis and set(values) >= set(hemis):
+            out[key] = np.concatenate([values[h] for h in hemis])
+    return out
+
+
 def _read_surface(
     files: list[tuple[Path, dict]],
 ) -> tuple[dict[str, np.ndarray], SurfaceLayout | None, Any]:
@@ -203,10 +236,18 @@ def _context(
     command: list[str] | None,
 ) -> ReportContext:
     """The report context of one fit's files."""
-    path, entities = files[0]
+    stat_files = [(p, e) for p, e in files if e.get("stat")]
+    map_files = [(p, e) for p, e in files if not e.get("stat")]
+    if not map_files:
+        raise MissingInputError(
+            f"--reports-only: {files[0][0].parent} holds the uncertainty maps of a fit "
+            f"({files[0][0].name}) but not its parameter maps; {REMEDY}"
+        )
+    path, entities = map_files[0]
     volume = path.name.endswith((".nii.gz", ".nii")) and not path.name.endswith(".dscalar.nii")
-    maps, surface, grid = _read_volume(files) if volume else _read_surface(files)
-    _check_maps(maps, files)
+    maps, surface, grid = _read_volume(map_files) if volume else _read_surface(map_files)
+    _check_maps(maps, map_files)
+    stat_maps = _read_stat_maps(stat_files, surface, grid)
     meta = _sidecar(path)
     tr = meta.get("RepetitionTime")
     names = list(meta.get("Runs") or [])
@@ -247,6 +288,7 @@ def _context(
         preprocessing=pre,
         run_inputs=_runs(bids_dir, links, subject, entities, names),
         volume=grid,
+        stat_maps=stat_maps,
     )
 
 

@@ -16,7 +16,8 @@ from prfmap.report.html import Figure, dict_rows
 from prfmap.report.legends import is_r2
 from prfmap.report.methods import methods_text
 from prfmap.report.quality import fd_figure, run_quality
-from prfmap.report.section_maps import MapFigures
+from prfmap.report.section_maps import NOT_DRAWN, MapFigures
+from prfmap.report.uncertainty import UNCERTAIN_BIT, centre_standard_error, uncertain_units
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,19 @@ class FitSection(MapFigures):
         self.warnings = list(ctx.warnings)
         self.atlas_drawn = False
         self.quality = [run_quality(run, ctx.dummy_scans) for run in ctx.run_inputs]
+        self.centre_se = self._centre_se()
+        self.uncertain = uncertain_units(status, np.isfinite(self.r2)) if ctx.stat_maps else None
+
+    def _centre_se(self) -> np.ndarray | None:
+        """The centre's standard error of every unit, from the context's stat maps (None without)."""
+        values = centre_standard_error(self.ctx.stat_maps)
+        if values is not None and values.size != self._n_units():
+            self.warnings.append(
+                f"{NOT_DRAWN} the centre's standard error: its maps have {values.size} units, the "
+                f"parameter maps {self._n_units()}."
+            )
+            return None
+        return values
 
     def _n_units(self) -> int:
         return len(next(iter(self.ctx.maps.values()))) if self.ctx.maps else 0
@@ -247,8 +261,21 @@ class FitSection(MapFigures):
                 if other is not None:
                     text += f", median {label} {other:.2f}"
             text += ")"
+        if self.uncertain is not None:
+            text += f"; {self._uncertain_text()}"
         runs = ", ".join(ctx.runs) or "runs not recorded"
         return f"{text}. {ctx.model} model; {runs}" + (f"; TR {ctx.tr:g} s." if ctx.tr else ".")
+
+    def _uncertain_share(self) -> tuple[int, int, float]:
+        """Units flagged uncertain, units fitted, and the share in percent."""
+        fitted = int(np.isfinite(self.r2).sum())
+        flagged = self.uncertain or 0
+        return flagged, fitted, 100.0 * flagged / fitted if fitted else 0.0
+
+    def _uncertain_text(self) -> str:
+        """``k (p %) of the fitted units flagged uncertain (status bit 512)``."""
+        flagged, _, share = self._uncertain_share()
+        return f"{flagged} ({share:.1f} %) of the fitted units flagged uncertain (status bit {UNCERTAIN_BIT})"
 
     def details(self) -> dict[str, Any]:
         """The collapsed lists: inputs, settings, software, timings and outputs."""
@@ -270,6 +297,11 @@ class FitSection(MapFigures):
                 f"{np.median(self.r2[np.isfinite(self.r2)]):.3f}" if np.isfinite(self.r2).any() else "—",
             ),
         ]
+        if self.uncertain is not None:
+            flagged, fitted, share = self._uncertain_share()
+            rows.append(
+                (f"Units flagged uncertain (bit {UNCERTAIN_BIT})", f"{flagged} of {fitted} ({share:.1f} %)")
+            )
         stimulus = None
         if ctx.design is not None:
             path, src = self._fig("stimulus")
@@ -324,6 +356,7 @@ class FitSection(MapFigures):
             fov_deg=ctx.fov_deg,
             maps=list(self.maps),
             atlas=self.atlas_drawn,
+            uncertainty=bool(ctx.stat_maps),
         )
         view.update(self.details())
         view["lead"] = self.lead()

@@ -10,9 +10,10 @@ from nilearn import image
 from prfmap.engine import catalog
 from prfmap.report.atlas import visual_areas
 from prfmap.report.html import Figure
-from prfmap.report.legends import MapStyle, category_index, map_labels, style_for
+from prfmap.report.legends import MapStyle, category_index, centre_se_style, map_labels, style_for
 from prfmap.report.meshes import find_meshes
 from prfmap.report.surface import occipital_patch, patch_figure, views_figure
+from prfmap.report.uncertainty import CENTRE_SE
 from prfmap.report.volume import centre_of, find_anatomy, slices_figure, to_image
 
 NOT_DRAWN = "Could not draw"
@@ -22,8 +23,8 @@ NOT_DRAWN = "Could not draw"
 class MapFigures:
     """The map figures of :class:`prfmap.report.section.FitSection`, which it inherits.
 
-    Reads the section's ``ctx``, ``maps``, ``good``, ``doubtful``, ``r2``, ``warnings``,
-    ``threshold_text`` and ``_fig``; sets ``atlas_drawn``.
+    Reads the section's ``ctx``, ``maps``, ``good``, ``doubtful``, ``r2``, ``centre_se``,
+    ``warnings``, ``threshold_text`` and ``_fig``; sets ``atlas_drawn``.
     """
 
     def _styles(self) -> list[tuple[MapStyle, np.ndarray]]:
@@ -34,10 +35,15 @@ class MapFigures:
             shown = np.where(good, self.maps[label], np.nan)
             style = style_for(label, shown[good], self.ctx.fov_deg, self.r2[good])
             out.append((style, category_index(style, shown) if style.categories else shown))
+        if self.centre_se is not None:  # doubtful (uncertain) units included: where the centre is loose
+            good = self.good | self.doubtful
+            shown = np.where(good, self.centre_se, np.nan)
+            style = centre_se_style(shown[good], self.ctx.fov_deg)
+            out.append((style, np.where(shown > style.vmax, style.vmax, shown)))
         return out
 
     def _shown_text(self, style: MapStyle) -> str:
-        if style.categories:
+        if style.categories or style.label == CENTRE_SE:
             return f"shown: r² ≥ {self.ctx.r2_threshold:g}, doubtful estimates included"
         return self.threshold_text
 
@@ -59,6 +65,12 @@ class MapFigures:
             f"{style.vmax:g} {style.units}; {shown}"
         )
         caption = f"{style.bar_label} on the {view}, {shown}; colour scale {style.scale_note}."
+        if style.label == CENTRE_SE:
+            caption += (
+                " The larger of the standard errors of x and y at each unit (Laplace approximation, see "
+                "Methods): the number the uncertain status flag compares with a tenth of the stimulated "
+                "radius."
+            )
         if style.cyclic:
             caption += (
                 " Colour wheel: the visual field as the participant sees it (0° right horizontal meridian, "

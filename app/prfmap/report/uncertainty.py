@@ -1,0 +1,118 @@
+"""The participant report's account of a fit's uncertainty.
+
+The centre's standard-error map, the share of units flagged ``uncertain`` and the methods' sentences
+on how the standard errors were computed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from prfmap.engine import catalog
+from prfmap.engine.settings import FitSettings
+
+CENTRE_SE = "centrese"
+"""The label of the centre's standard-error map in figure names (``flat-centrese.png``)."""
+UNCERTAIN_BIT = catalog.STATUS_BITS["uncertain"]
+NOISE_MODELS = {"ols": "ordinary least squares (no prewhitening)"}
+"""Words for a noise model whose record carries no description."""
+
+
+def centre_standard_error(stat_maps: Mapping[tuple[str, str], np.ndarray]) -> np.ndarray | None:
+    """The standard error of each unit's pRF centre: the larger of x's and y's.
+
+    The larger of the two, not their mean, is the quantity the ``uncertain`` status bit tests
+    against a tenth of the stimulated radius, so the map and the flag speak of the same number.
+
+    Parameters
+    ----------
+    stat_maps : mapping
+        ``(stat, label)`` → (units,) values (``ReportContext.stat_maps``).
+
+    Returns
+    -------
+    ndarray or None
+        (units,) ``max(se_x, se_y)`` in degrees (NaN where a unit was not fitted, inf where its
+        information matrix is singular); None without both standard errors.
+    """
+    se_x, se_y = stat_maps.get(("se", "x")), stat_maps.get(("se", "y"))
+    if se_x is None or se_y is None:
+        return None
+    se_x, se_y = np.asarray(se_x, dtype=np.float64), np.asarray(se_y, dtype=np.float64)
+    return np.fmax(se_x, se_y) if se_x.shape == se_y.shape else None
+
+
+def uncertain_units(status: np.ndarray | None, fitted: np.ndarray) -> int | None:
+    """How many fitted units carry the ``uncertain`` status bit.
+
+    Parameters
+    ----------
+    status : ndarray or None
+        The status map.
+    fitted : ndarray of bool
+        The units fitted (finite r²).
+
+    Returns
+    -------
+    int or None
+        The count; None without a status map.
+    """
+    if status is None:
+        return None
+    codes = catalog.status_codes(np.asarray(status, dtype=np.float64))
+    return int(np.sum(fitted & ((codes & UNCERTAIN_BIT) != 0)))
+
+
+def noise_model_text(settings: FitSettings | None) -> str:
+    """The noise model a fit used, in words (its record's description and AR coefficients).
+
+    Parameters
+    ----------
+    settings : FitSettings or None
+        ``FitResult.settings``; its ``noise_model`` record (``option``, ``description``, for AR
+        models ``coefficients`` and ``units``).
+
+    Returns
+    -------
+    str
+        Empty when the settings record none.
+    """
+    record: Mapping[str, Any] = getattr(settings, "noise_model", None) or {}
+    if not record:
+        return ""
+    option = str(record.get("option", ""))
+    text = str(record.get("description") or NOISE_MODELS.get(option, option))
+    coefficients = record.get("coefficients")
+    if coefficients:
+        text += f" (coefficients {', '.join(f'{float(c):.3f}' for c in coefficients)})"
+    return text
+
+
+def uncertainty_methods(settings: FitSettings | None) -> str:
+    """The methods' account of the standard errors and of the ``uncertain`` status bit.
+
+    Parameters
+    ----------
+    settings : FitSettings or None
+        ``FitResult.settings`` (its ``noise_model``).
+
+    Returns
+    -------
+    str
+        Sentences, each ending with a full stop and a space.
+    """
+    noise = noise_model_text(settings) or NOISE_MODELS["ols"]
+    meaning = re.sub(r"\s*\(prfmap\.[\w.]+\)$", "", catalog.STATUS_FLAGS[UNCERTAIN_BIT][1])
+    return (
+        "Standard errors are Laplace (Gauss–Newton) approximations at each unit's final estimate: the "
+        "information matrix of all parameters (the linear weights included) from the Jacobian of the "
+        "prewhitened residual, times the residual variance (RSS over frames minus nuisance regressors "
+        "minus fitted parameters); derived parameters by the delta method; sigma's 95 % interval from "
+        f"the interval of log sigma. Noise model: {noise}. A unit is flagged uncertain (status bit "
+        f"{UNCERTAIN_BIT}) when {meaning}; such estimates count as doubtful and are left out of the "
+        "parameter maps. "
+    )

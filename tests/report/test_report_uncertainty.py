@@ -1,0 +1,232 @@
+"""The participant report's uncertainty: the centre's standard-error map, the uncertain share, methods."""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from helpers import fit_settings
+from page_checks import check_page
+from prfmap.engine import catalog
+from prfmap.report.context import ReportContext
+from prfmap.report.methods import methods_text
+from prfmap.report.participant import NOT_DRAWN, write_participant_report
+from prfmap.report.uncertainty import centre_standard_error, noise_model_text
+
+AR1 = {
+    "option": "ar1",
+    "description": (
+        "AR(1) noise pooled over 812 units, estimated from grid-fit residuals (corrected for the nuisance "
+        "projection); data and predictions prewhitened run by run (generalised least squares) in the "
+        "refinement and the standard errors"
+    ),
+    "coefficients": [0.3125],
+    "units": 812,
+}
+UNCERTAIN = catalog.STATUS_BITS["uncertain"]
+
+
+def stat_maps(context: ReportContext, rng: np.random.Generator) -> dict[tuple[str, str], np.ndarray]:
+    """Standard errors as ``FitResult.stat_maps()`` gives them: growing with eccentricity, NaN where
+    not fitted, some infinite (a singular information matrix)."""
+    ecc = context.maps["eccentricity"]
+    fitted = np.isfinite(context.maps["r2"])
+    se_x = np.where(fitted, 0.05 + 0.03 * ecc + rng.uniform(0, 0.05, ecc.size), np.nan)
+    se_y = np.where(fitted, 0.05 + 0.02 * ecc + rng.uniform(0, 0.05, ecc.size), np.nan)
+    se_x[np.flatnonzero(fitted)[:30]] = np.inf
+    sigma = context.maps["sigma"]
+    return {
+        ("se", "x"): se_x,
+        ("se", "y"): se_y,
+        ("se", "sigma"): np.where(fitted, 0.1 * sigma, np.nan),
+        ("ci95lower", "sigma"): np.where(fitted, 0.8 * sigma, np.nan),
+        ("ci95upper", "sigma"): np.where(fitted, 1.25 * sigma, np.nan),
+    }
+
+
+@pytest.fixture(scope="module")
+def uncertain_context(context: ReportContext) -> ReportContext:
+    """The session's context with standard errors, a status map with some uncertain units and AR(1) noise."""
+    rng = np.random.default_rng(7)
+    stats = stat_maps(context, rng)
+    fitted = np.isfinite(context.maps["r2"])
+    status = np.where(fitted, 0.0, 1.0)
+    loose = np.fmax(stats[("se", "x")], stats[("se", "y")]) > 0.3
+    status[fitted & loose] += UNCERTAIN
+    return dataclasses.replace(
+        context,
+        maps={**context.maps, "status": status},
+        stat_maps=stats,
+        settings=fit_settings(noise_model=AR1),
+        data=None,
+    )
+
+
+@pytest.fixture(scope="module")
+def uncertain_report(uncertain_context: ReportContext, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_participant_report(tmp_path_factory.mktemp("uncertain"), "01", uncertain_context)
+
+
+def figures(page: Path) -> dict[str, tuple[str, str]]:
+    """Figure kind (``flat-centrese``) → (src, alt)."""
+    found = re.findall(r'<img src="([^"]+)" alt="([^"]*)"', page.read_text())
+    return {Path(src).stem.rsplit("_", 1)[-1]: (src, html.unescape(alt)) for src, alt in found}
+
+
+def test_centre_standard_error_map_is_drawn_with_stat_maps(uncertain_report: Path) -> None:
+    check_page(uncertain_report)
+    shown = figures(uncertain_report)
+    assert {"flat-centrese", "views-centrese"} <= set(shown)
+    kinds = list(shown)
+    assert kinds.index("flat-centrese") > kinds.index("flat-r2")  # after the retinotopic maps
+    src, alt = shown["flat-centrese"]
+    assert alt.startswith("standard error of the pRF centre on the flattened occipital cortex")
+    assert "(deg) from 0 to" in alt and "doubtful estimates included" in alt
+    assert "(deg)" in Image.open(uncertain_report.parent / src).text["Title"]
+    text = html.unescape(uncertain_report.read_text())
+    assert "The larger of the standard errors of x and y" in text
+    assert NOT_DRAWN not in text
+
+
+def test_uncertain_share_is_in_the_summary(uncertain_report: Path, uncertain_context: ReportContext) -> None:
+    status = uncertain_context.maps["status"]
+    fitted = np.isfinite(uncertain_context.maps["r2"])
+    flagged = int(np.sum(fitted & ((status.astype(int) & UNCERTAIN) != 0)))
+    assert 0 < flagged < fitted.sum()
+    share = 100 * flagged / fitted.sum()
+    text = html.unescape(uncertain_report.read_text())
+    lead = re.search(r'<p class="lead">(.*?)</p>', text, re.S).group(1)
+    assert f"{flagged} ({share:.1f} %) of the fitted units flagged uncertain (status bit 512)" in lead
+    assert f"<th>Units flagged uncertain (bit 512)</th><td>{flagged} of {int(fitted.sum())}" in text
+
+
+def test_methods_say_how_uncertainty_was_computed(uncertain_report: Path) -> None:
+    text = html.unescape(uncertain_report.read_text())
+    methods = re.search(r'<p class="methods">(.*?)</p>', text, re.S).group(1)
+    for expected in (
+        "Standard errors are Laplace (Gauss–Newton) approximations at each unit's final estimate",
+        "the linear weights included",
+        "prewhitened residual",
+        "RSS over frames minus nuisance regressors minus fitted parameters",
+        "delta method",
+        "sigma's 95 % interval from the interval of log sigma",
+        "Noise model: AR(1) noise pooled over 812 units",
+        "(coefficients 0.312)",
+        "flagged uncertain (status bit 512) when the data do not pin the estimate down",
+    ):
+        assert expected in methods, expected
+
+
+def test_without_stat_maps_the_report_is_as_before(context: ReportContext, report: Path) -> None:
+    shown = figures(report)
+    assert not any("centrese" in kind for kind in shown)
+    text = html.unescape(report.read_text())
+    assert "flagged uncertain" not in text and "Laplace" not in text and "Noise model" not in text
+    # a status map alone (an older fit's) says nothing of uncertainty either
+    methods, _ = methods_text(
+        model="gauss",
+        settings=fit_settings(),
+        backend={},
+        preprocessing={},
+        dummy_scans=0,
+        tr=1.5,
+        fov_deg=20.0,
+        maps=["r2"],
+    )
+    assert "Laplace" not in methods and "Noise model" not in methods
+
+
+def test_methods_name_the_noise_model() -> None:
+    common = dict(backend={}, preprocessing={}, dummy_scans=0, tr=1.5, fov_deg=20.0, maps=["r2"])
+    text, _ = methods_text(model="gauss", settings=fit_settings(noise_model=AR1), uncertainty=True, **common)
+    assert "Noise model: AR(1) noise pooled over 812 units" in text
+    text, _ = methods_text(
+        model="gauss", settings=fit_settings(noise_model={"option": "ols"}), uncertainty=True, **common
+    )
+    assert "Noise model: ordinary least squares (no prewhitening)." in text
+    text, _ = methods_text(model="gauss", settings=fit_settings(noise_model=AR1), **common)
+    assert "Noise model: AR(1)" in text and "Laplace" not in text  # prewhitened fit, no standard errors
+    assert noise_model_text(None) == ""
+
+
+def test_centre_standard_error_is_the_larger_of_x_and_y() -> None:
+    se = centre_standard_error(
+        {("se", "x"): np.array([0.1, 0.5, np.nan, np.inf]), ("se", "y"): np.array([0.2, 0.3, np.nan, 1.0])}
+    )
+    np.testing.assert_array_equal(se, [0.2, 0.5, np.nan, np.inf])
+    assert centre_standard_error({("se", "sigma"): np.ones(3)}) is None
+    assert centre_standard_error({}) is None
+
+
+def test_volume_report_draws_the_centre_standard_error_as_slices(
+    uncertain_context: ReportContext, tmp_path: Path
+) -> None:
+    n = uncertain_context.maps["r2"].size
+    mask = np.zeros((64, 40, 16), bool)
+    mask.reshape(-1)[:n] = True
+    grid = SimpleNamespace(mask=mask, affine=np.diag([2.0, 2.0, 2.0, 1.0]))
+    ctx = dataclasses.replace(uncertain_context, space="T1w", surface=None, volume=grid)
+    page = write_participant_report(tmp_path, "01", ctx)
+    assert "slices-centrese" in figures(page)
+    check_page(page)
+
+
+def test_stat_maps_of_another_size_are_warned(uncertain_context: ReportContext, tmp_path: Path) -> None:
+    short = {k: v[:100] for k, v in uncertain_context.stat_maps.items()}
+    ctx = dataclasses.replace(uncertain_context, stat_maps=short, surface=None, volume=None)
+    text = write_participant_report(tmp_path, "01", ctx).read_text()
+    assert f"{NOT_DRAWN} the centre&#39;s standard error: its maps have 100 units" in text
+
+
+@pytest.mark.parametrize("kind", ["gifti", "volume"])
+def test_reports_only_reads_the_stat_se_maps_back(
+    uncertain_context: ReportContext, tmp_path: Path, kind: str
+) -> None:
+    """``--reports-only`` rebuilds the context from disk: the stat maps too, and never as estimates."""
+    import nibabel as nib
+
+    from prfmap.derivatives import OutputKey, write_map_files
+    from prfmap.io.geometry import GiftiGeometry, VolumeGeometry
+    from prfmap.report.rebuild import participant_contexts
+
+    ctx = uncertain_context
+    n = ctx.maps["r2"].size
+    if kind == "gifti":
+        key = OutputKey("01", None, "bar", "fsaverage5", None, None, "gauss")
+        geometry = GiftiGeometry(hemis={"L": n // 2, "R": n // 2})
+    else:
+        key = OutputKey("01", None, "bar", "T1w", None, None, "gauss")
+        mask = np.zeros((64, 40, 16), bool)
+        mask.reshape(-1)[:n] = True
+        geometry = VolumeGeometry(mask=mask, affine=np.eye(4), header=nib.Nifti1Header())
+    func = key.func_dir(tmp_path / "out")
+    maps = {k: np.asarray(v, np.float32) for k, v in ctx.maps.items()}
+    provenance = {"RepetitionTime": 1.5, "Runs": ["sub-01_task-bar_run-1"]}
+    write_map_files(func, key, geometry, maps, ctx.settings, provenance)
+    by_stat: dict[str, dict[str, np.ndarray]] = {}
+    for (stat, label), values in ctx.stat_maps.items():
+        by_stat.setdefault(stat, {})[label] = np.asarray(values, np.float32)
+    for stat, values in by_stat.items():
+        write_map_files(func, key, geometry, values, ctx.settings, provenance, stat=stat)
+    (tmp_path / "bids").mkdir()
+    (rebuilt,) = participant_contexts(
+        tmp_path / "out", "01", bids_dir=tmp_path / "bids", derivatives={}, r2_threshold=0.1
+    )
+    assert set(rebuilt.stat_maps) == set(ctx.stat_maps)
+    keep = np.isfinite(ctx.maps["r2"]) if kind == "volume" else slice(None)  # volumes: voxels with r²
+    for stat_label, values in ctx.stat_maps.items():
+        np.testing.assert_allclose(rebuilt.stat_maps[stat_label], values.astype(np.float32)[keep], rtol=1e-6)
+    for label in ("x", "y", "sigma"):  # the estimates are the estimates, not their standard errors
+        np.testing.assert_allclose(rebuilt.maps[label], maps[label][keep], rtol=1e-6)
+    assert rebuilt.settings is not None and dict(rebuilt.settings.noise_model) == AR1
+    assert any("_stat-se_desc-x_" in p for p in rebuilt.outputs)
+    page = write_participant_report(tmp_path / "out", "01", [rebuilt])
+    text = html.unescape(page.read_text())
+    assert "Noise model: AR(1) noise pooled over 812 units" in text and "flagged uncertain" in text
