@@ -111,6 +111,9 @@ def fit_prf(
     uncertainty, status = None, checked.status
     if opts.uncertainty:
         alternatives = hrf_alternatives(prob, stim, tr, nuisance, opts.slice_time_ref, whitening)
+        at_floor = (
+            catalog.status_codes(checked.status)[units.index] & catalog.STATUS_BITS["size_at_floor"]
+        ) > 0
         uncertainty = laplace_uncertainty(
             gls_prob,
             gls_units,
@@ -120,6 +123,7 @@ def fit_prf(
             mem_gb=mem_gb,
             hrf_alternatives=alternatives,
             which=~refined.flags["grid_only"],  # grid-only units: below --refine-r2-min, no signal
+            at_floor=at_floor,
         )
         uncertain = doubtful_uncertainty(uncertainty, checked.params, stim.scales["radius"])
         status = np.where(uncertain, status + catalog.STATUS_BITS["uncertain"], status)

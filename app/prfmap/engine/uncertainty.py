@@ -73,6 +73,7 @@ def laplace_uncertainty(
     mem_gb: float,
     hrf_alternatives: Sequence[tuple[np.ndarray, float]] = (),
     which: np.ndarray | None = None,
+    at_floor: np.ndarray | None = None,
 ) -> Uncertainty:
     """Laplace standard errors of every fitted unit at its final internal parameters ``u``.
 
@@ -101,11 +102,46 @@ def laplace_uncertainty(
         space, and their weights.
     which : ndarray of bool, shape (len(units.index),), optional
         The units to compute them for (the others get NaN); all by default.
+    at_floor : ndarray of bool, shape (len(units.index),), optional
+        Units whose σ ended at its floor. Their σ is an upper limit, and a pRF that small is
+        sharper than the unit's: the other parameters' standard errors at the floor are too small
+        (on synthetic participants their nominal 95 % intervals held x for 77–83 %). Theirs are the
+        larger of those at the floor and at the upper end of σ's interval.
 
     Returns
     -------
     Uncertainty
     """
+    t0 = time.perf_counter()
+    out = _laplace(prob, units, u, free, n_units, mem_gb, hrf_alternatives, which)
+    names = prob.model.names
+    floor = (
+        np.zeros(len(u), dtype=bool) if at_floor is None else at_floor & (True if which is None else which)
+    )
+    if floor.any() and "sigma" in names and "sigma" in out.upper:
+        k = names.index("sigma")
+        wider = u.copy()
+        upper = out.upper["sigma"][units.index]
+        wider[floor, k] = np.log(np.where(np.isfinite(upper[floor]), upper[floor], np.exp(u[floor, k])))
+        alt = _laplace(prob, units, wider, free, n_units, mem_gb, hrf_alternatives, floor)
+        rows = units.index[floor]
+        for key, values in out.se.items():
+            if key != "sigma":
+                values[rows] = np.fmax(values[rows], alt.se[key][rows])
+    return Uncertainty(out.se, out.lower, out.upper, out.dof, time.perf_counter() - t0)
+
+
+def _laplace(
+    prob: Problem,
+    units: Units,
+    u: np.ndarray,
+    free: np.ndarray,
+    n_units: int,
+    mem_gb: float,
+    hrf_alternatives: Sequence[tuple[np.ndarray, float]],
+    which: np.ndarray | None,
+) -> Uncertainty:
+    """:func:`laplace_uncertainty` at ``u`` of the units ``which`` (all when None)."""
     t0 = time.perf_counter()
     if which is not None:
         chosen = np.flatnonzero(which)
