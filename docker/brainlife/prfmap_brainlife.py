@@ -154,6 +154,8 @@ def _map_sets(output_dir: Path) -> dict[tuple, dict[str, dict[str | None, Path]]
     """
     sets: dict[tuple, dict[str, dict[str | None, Path]]] = {}
     for sidecar in sorted(output_dir.glob("sub-*/**/func/*_boldmap.json")):
+        if "_stat-" in sidecar.name:  # a statistic's maps (written by earlier versions with their own)
+            continue
         meta = json.loads(sidecar.read_text())
         stem = sidecar.name[: -len(".json")]
         data = next((p for p in sidecar.parent.glob(stem + ".*") if p.suffix != ".json"), None)

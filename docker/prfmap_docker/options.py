@@ -57,6 +57,7 @@ PRFMAP_OPTIONS: tuple[Option, ...] = (
     Option(("--refine",)),
     Option(("--refine-r2-min",)),
     Option(("--hrf",)),
+    Option(("--noise-model",)),
     Option(("--fit-hrf",), nargs=0),
     Option(("--slice-time-ref",)),
     Option(("--random-seed",)),

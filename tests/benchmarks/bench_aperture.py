@@ -77,7 +77,10 @@ def run(bids: Path, out: Path, mem_gb: float) -> dict[str, float]:
 def read(out: Path, label: str) -> np.ndarray:
     func = out / "sub-01" / "func"
     return np.concatenate(
-        [nib.load(next(func.glob(f"*hemi-{h}_*desc-{label}_boldmap.func.gii"))).darrays[0].data for h in "LR"]
+        [
+            nib.load(next(func.glob(f"*hemi-{h}_*model-gauss_desc-{label}_boldmap.func.gii"))).darrays[0].data
+            for h in "LR"
+        ]
     )
 
 

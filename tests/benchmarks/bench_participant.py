@@ -37,6 +37,7 @@ STAGES = (  # (stage, the log message that ends it), in the order the participan
     ("pybids query", re.compile(r": \d+ run\(s\) in \d+ fit")),
     ("load and preprocess", re.compile(r"units × \d+ frames")),
     ("participant HRF", re.compile(r"participant HRF from")),
+    ("noise model", re.compile(r"noise model from")),
     ("fit", re.compile(r"fitted \d+ units in")),
     ("cross-validation (fits of 2 folds)", re.compile(r"cvr2 from")),
     ("write and report", re.compile(r"published \d+ files")),

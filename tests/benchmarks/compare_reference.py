@@ -34,7 +34,7 @@ def read_maps(out: Path) -> dict[str, np.ndarray]:
     for label in LABELS:
         parts = []
         for hemi in ("L", "R"):
-            path = next(out.glob(f"sub-*/func/*hemi-{hemi}_*desc-{label}_boldmap.func.gii"))
+            path = next(out.glob(f"sub-*/func/*hemi-{hemi}_*model-gauss_desc-{label}_boldmap.func.gii"))
             parts.append(np.asarray(nib.load(path).darrays[0].data, dtype=np.float64))
         maps[label] = np.concatenate(parts)
     return maps

@@ -74,7 +74,7 @@ def measure(bids: Path, out: Path, wall: float) -> dict:
     has_cv = any(func.glob("*desc-cvr2_boldmap*"))
     maps = read_maps(bids, out, labels + (["cvr2"] if has_cv else []))
     ok = prf & np.isfinite(maps["sigma"])
-    sidecar = json.loads(next(func.glob("*hemi-L*desc-sigma_boldmap.json")).read_text())
+    sidecar = json.loads(next(func.glob("*hemi-L*model-gauss_desc-sigma_boldmap.json")).read_text())
     row = {
         "prf_vertices": int(prf.sum()),
         "fitted": int(ok.sum()),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from bids import BIDSLayout
+from bids.layout import Query
 
 from helpers import REPO, run_prfmap, synthesise
 from prfmap.derivatives import PYBIDS_CONFIG
@@ -75,18 +76,32 @@ def test_sidecars_use_relative_links_and_bids_uris(outputs):
         assert "file://" not in text and str(out.parent) not in text, sidecar.name
 
 
+def shared_sidecar(path: Path) -> Path:
+    """The sidecar that describes a map: its own, or (a statistic's map, ``stat-<s>``, has none) its
+    parameter's, the same name without the ``stat`` entity."""
+    stem = path.name.split(".")[0]
+    own = path.with_name(stem + ".json")
+    return own if own.is_file() else path.with_name(re.sub(r"_stat-[a-zA-Z0-9]+", "", stem) + ".json")
+
+
 def test_plain_pybids_gives_each_map_its_own_sidecar(outputs):
-    """Every map, participant and group: pybids' metadata is the map's own sidecar."""
+    """Every map, participant and group: pybids' metadata is the sidecar that describes the map (a
+    statistic's map: its parameter's, which names it under ``Statistics``), never another map's."""
     _, out = outputs
     layout = BIDSLayout(out, validate=False, is_derivative=True)
     maps = [f for f in layout.get(suffix="boldmap") if f.path.endswith(MAP_EXTENSIONS)]
-    assert maps
+    assert any("_stat-se" in f.filename for f in maps)
     for bids_file in maps:
         path = Path(bids_file.path)
-        own = json.loads(path.with_name(path.name.split(".")[0] + ".json").read_text())
+        sidecar = shared_sidecar(path)
+        expected = json.loads(sidecar.read_text())
         metadata = layout.get_metadata(bids_file.path)
-        for key in ("Parameter", "Units", "Statistic", "MapNames"):
-            assert metadata.get(key) == own.get(key), (path.name, key)
+        for key in ("Parameter", "Units", "Statistic", "MapNames", "Statistics"):
+            assert metadata.get(key) == expected.get(key), (path.name, key)
+        stat = re.search(r"_stat-([a-zA-Z0-9]+)_", path.name)
+        if stat and sidecar != path.with_name(path.name.split(".")[0] + ".json"):
+            described = expected["Statistics"][stat.group(1)]
+            assert path.name in (described.get("File"), *described.get("Files", ())), path.name
 
 
 def test_prfmaps_pybids_config_queries_by_parameter(outputs):
@@ -95,9 +110,13 @@ def test_prfmaps_pybids_config_queries_by_parameter(outputs):
         out, validate=False, is_derivative=True, config=["bids", "derivatives", PYBIDS_CONFIG]
     )
     if space == "fsLR":  # one dscalar holds every parameter
-        (dscalar,) = layout.get(subject="01", suffix="boldmap", extension=".dscalar.nii")
+        (dscalar,) = layout.get(subject="01", suffix="boldmap", extension=".dscalar.nii", stat=Query.NONE)
         assert "sigma" in layout.get_metadata(dscalar.path)["MapNames"]
+        (errors,) = layout.get(subject="01", suffix="boldmap", extension=".dscalar.nii", stat="se")
+        assert "sigma" in layout.get_metadata(errors.path)["Statistics"]["se"]["MapNames"]
         return
-    sigma = layout.get(subject="01", param="sigma", suffix="boldmap", extension=[".func.gii", ".nii.gz"])
+    sigma = layout.get(
+        subject="01", param="sigma", suffix="boldmap", extension=[".func.gii", ".nii.gz"], stat=Query.NONE
+    )
     assert len(sigma) == (2 if space == "fsaverage5" else 1)
     assert all(layout.get_metadata(f.path)["Parameter"] == "sigma" for f in sigma)

@@ -112,7 +112,12 @@ def test_pybids_indexes_outputs_as_a_derivative_dataset(demo) -> None:
     for stat in ("se", "ci95lower", "ci95upper"):
         (left,) = layout.get(param="sigma", stat=stat, hemi="L", suffix="boldmap", extension=".func.gii")
         meta = layout.get_metadata(left.path)
-        assert (meta["Parameter"], meta["Units"], meta["Statistic"]["Name"]) == ("sigma", "deg", stat)
+        # the parameter's sidecar, which describes its statistics
+        assert (meta["Parameter"], meta["Units"], meta["Statistics"][stat]["File"]) == (
+            "sigma",
+            "deg",
+            left.filename,
+        )
 
 
 def test_standard_errors_and_intervals_hold_the_truth(demo) -> None:
@@ -137,11 +142,12 @@ def test_standard_errors_and_intervals_hold_the_truth(demo) -> None:
         inside = np.abs(maps[key] - truth[key]) <= 1.96 * se[key]
         assert 0.85 <= inside[keep].mean() <= 0.99, (key, inside[keep].mean())
     sidecar = json.loads(
-        next((out / "sub-01" / "func").glob("*hemi-L*_stat-se_desc-x_boldmap.json")).read_text()
+        next((out / "sub-01" / "func").glob("*hemi-L*_model-gauss_desc-x_boldmap.json")).read_text()
     )
     noise = sidecar["FitSettings"]["noise_model"]
     assert noise["option"] == "ar1" and 0.0 < noise["coefficients"][0] < 0.6
-    assert "Laplace" in sidecar["Statistic"]["Description"]
+    assert "Laplace" in sidecar["Statistics"]["se"]["Description"]
+    assert not list((out / "sub-01" / "func").glob("*_stat-*.json"))  # a statistic's map has no own sidecar
 
 
 def test_report_written(demo) -> None:

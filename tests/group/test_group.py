@@ -15,7 +15,7 @@ from headless_chromium import render
 from page_checks import check_page
 from prfmap.derivatives import OutputKey
 from prfmap.errors import BadDataError, ExitCode, MissingInputError
-from prfmap.group import combine, find_participant_maps, run_group
+from prfmap.group import combine, find_participant_maps, run_group, statistic_metadata
 from prfmap.io.geometry import GiftiGeometry
 
 N = 10242
@@ -105,10 +105,18 @@ def test_group_maps_sidecars_and_report(grouped: tuple[Path, list]) -> None:
         ):
             path = group / f"{stem.format(h=hemi)}_stat-{stat}_desc-{param}_boldmap.func.gii"
             assert path.is_file(), path
-            sidecar = json.loads(path.with_name(path.name.replace(".func.gii", ".json")).read_text())
+            assert not path.with_name(path.name.replace(".func.gii", ".json")).exists()
+            shared = json.loads((group / f"{stem.format(h=hemi)}_desc-{param}_boldmap.json").read_text())
+            assert list(shared["Statistics"]) == [stat]  # no standard errors: one statistic
+            assert shared["Parameter"] == param and shared["Units"] == ("1" if param == "r2" else "deg")
+            sidecar = statistic_metadata(shared, stat)
             assert sidecar["Statistic"] == stat and sidecar["Participants"] == ["sub-01", "sub-02"]
-            assert sidecar["R2Threshold"] == 0.1
+            assert sidecar["R2Threshold"] == 0.1 and sidecar["Files"] == [path.name]
+            assert sidecar["SpatialReference"].endswith(f"_hemi-{hemi}_den-10k_sphere.surf.gii")
         assert (group / f"{stem.format(h=hemi)}_stat-count_desc-count_boldmap.func.gii").is_file()
+        count = json.loads((group / f"{stem.format(h=hemi)}_desc-count_boldmap.json").read_text())
+        assert "contributing" in statistic_metadata(count, "count")["Description"]
+    assert not list(group.glob("*_stat-*.json"))  # one sidecar per parameter, none per statistic
     polar = nib.load(group / f"{stem.format(h='L')}_stat-circmean_desc-polarangle_boldmap.func.gii")
     values = polar.agg_data()
     assert values.shape == (N,)

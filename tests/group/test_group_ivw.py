@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import nibabel as nib
 import numpy as np
 import pytest
+from bids import BIDSLayout
 
 from page_checks import check_page
 from prfmap.derivatives import OutputKey
 from prfmap.engine import catalog
-from prfmap.group import find_participant_maps, run_group
+from prfmap.group import find_participant_maps, run_group, statistic_metadata
 from prfmap.group.combine import ivw_mean
 from prfmap.group.maps import stat_map_name
 from prfmap.io.geometry import GiftiGeometry
@@ -23,6 +25,11 @@ SE_SCALES = (0.15, 0.3, 0.6, 1.2, 2.0, 3.0)
 UNCERTAIN = slice(0, 50)
 """Vertices where the most precise participant's estimate is wild and flagged ``uncertain`` (512)."""
 STEM = "task-bar_hemi-{h}_space-fsaverage5_model-gauss"
+
+
+def parameter_sidecar(folder: Path, hemi: str, label: str) -> dict:
+    """The one sidecar of a parameter's group maps (every statistic) in a hemisphere."""
+    return json.loads((folder / f"{STEM.format(h=hemi)}_desc-{label}_boldmap.json").read_text())
 
 
 def write_fit(
@@ -156,19 +163,29 @@ def test_ivw_files_sidecars_and_report(group: dict) -> None:
             for stat in ("ivwmean", "ivwcount"):
                 path = folder / f"{stem}_stat-{stat}_desc-{label}_boldmap.func.gii"
                 assert path.is_file(), path
-                sidecar = json.loads(path.with_name(path.name.replace(".func.gii", ".json")).read_text())
+                sidecar = statistic_metadata(parameter_sidecar(folder, hemi, label), stat)
                 assert sidecar["Statistic"] == stat and sidecar["Parameter"] == label
                 assert sidecar["Participants"] == [f"sub-{i + 1:02d}" for i in range(len(SE_SCALES))]
                 assert any("_stat-se_desc-x_" in s for s in sidecar["Sources"])
-                assert "uncertain" in sidecar["Description"]
-        polar = folder / f"{stem}_stat-ivwmean_desc-polarangle_boldmap.func.gii"
-        sidecar = json.loads(polar.with_name(polar.name.replace(".func.gii", ".json")).read_text())
-        assert "atan2(y, x) of the stat-ivwmean x and y" in sidecar["Description"]
+                assert "uncertain" in sidecar["Description"] and sidecar["Files"] == [path.name]
+        polar = parameter_sidecar(folder, hemi, "polarangle")
+        assert list(polar["Statistics"]) == ["circmean", "ivwmean"] and polar["Units"] == "deg"
+        assert "atan2(y, x) of the stat-ivwmean x and y" in polar["Statistics"]["ivwmean"]["Description"]
+        assert not any("_stat-se_" in s for s in polar["Statistics"]["circmean"]["Sources"])
         assert not (folder / f"{stem}_stat-ivwcount_desc-polarangle_boldmap.func.gii").exists()
-        ecc = folder / f"{stem}_stat-ivwmean_desc-eccentricity_boldmap.json"
-        assert "hypot(x, y) of the stat-ivwmean x" in json.loads(ecc.read_text())["Description"]
-    sigma = json.loads((folder / f"{STEM.format(h='L')}_stat-ivwmean_desc-sigma_boldmap.json").read_text())
-    assert "w = 1 / se^2" in sigma["Description"] and sigma["Units"] == "deg"
+        ecc = statistic_metadata(parameter_sidecar(folder, hemi, "eccentricity"), "ivwmean")
+        assert "hypot(x, y) of the stat-ivwmean x" in ecc["Description"]
+    assert not list(folder.glob("*_stat-*.json"))  # one sidecar per parameter, none per statistic
+    sigma = parameter_sidecar(folder, "L", "sigma")
+    assert sigma["Parameter"] == "sigma" and "Units" not in sigma  # the count's differ: per statistic
+    assert sigma["Description"] == catalog.parameter_by_label("sigma").description
+    assert list(sigma["Statistics"]) == ["median", "ivwmean", "ivwcount"]
+    assert {s: e["Units"] for s, e in sigma["Statistics"].items()} == {
+        "median": "deg",
+        "ivwmean": "deg",
+        "ivwcount": "1",
+    }
+    assert "w = 1 / se^2" in sigma["Statistics"]["ivwmean"]["Description"]
     values = nib.load(folder / f"{STEM.format(h='L')}_stat-ivwmean_desc-x_boldmap.func.gii").agg_data()
     np.testing.assert_allclose(values, result.ivw["L"]["x"], rtol=1e-6, atol=1e-6)
     angle = result.ivw["R"]["polarangle"]
@@ -183,6 +200,27 @@ def test_ivw_files_sidecars_and_report(group: dict) -> None:
     assert "polar angle of the weighted mean centre (deg)" in html
     src = html.index("flat-sigma.png")
     assert src < html.index("flat-ivwmean-sigma.png") < html.index("flat-r2.png")  # beside the median
+
+
+def test_plain_pybids_gives_each_group_map_its_parameters_sidecar(group: dict) -> None:
+    """Plain pybids does not know ``stat``: each map gets its parameter's sidecar, describing it."""
+    out = group["out"]
+    description = {
+        "Name": "prfmap group maps",
+        "BIDSVersion": "1.10.0",
+        "DatasetType": "derivative",
+        "GeneratedBy": [{"Name": "prfmap"}],
+    }
+    (out / "dataset_description.json").write_text(json.dumps(description))
+    layout = BIDSLayout(out, validate=False, is_derivative=True)
+    maps = [Path(f.path) for f in layout.get(suffix="boldmap", extension=".func.gii") if "group" in f.path]
+    assert sorted(maps) == sorted((out / "group").glob("*_stat-*_boldmap.func.gii"))
+    for path in maps:
+        hemi, stat, label = re.search(r"_hemi-(\w)_.*_stat-(\w+)_desc-(\w+)_", path.name).groups()
+        metadata = layout.get_metadata(str(path))
+        shared = parameter_sidecar(out / "group", hemi, label)
+        assert metadata == {k: v for k, v in shared.items() if v is not None}, path.name  # pybids drops nulls
+        assert path.name in metadata["Statistics"][stat]["Files"]
 
 
 def test_without_stat_se_maps_no_ivw_is_written(tmp_path: Path, caplog) -> None:

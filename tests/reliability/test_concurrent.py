@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from helpers import map_files, start_participant
@@ -42,8 +43,9 @@ def test_participants_in_parallel_share_one_output_dir(tmp_path: Path) -> None:
     maps = [str(p) for p in map_files(out)]
     for s in SUBJECTS:
         mine = [m for m in maps if m.startswith(f"sub-{s}/func/sub-{s}_")]
-        assert len(mine) == 9, maps  # 8 parameter maps and the status
-        assert all((out / m).with_name(Path(m).name.split(".")[0] + ".json").is_file() for m in mine)
+        assert len(mine) == 9 + 8, maps  # 8 parameter maps and the status; 8 maps of their statistics
+        sidecars = [re.sub(r"_stat-[a-zA-Z0-9]+", "", Path(m).name.split(".")[0]) + ".json" for m in mine]
+        assert all((out / m).with_name(name).is_file() for m, name in zip(mine, sidecars, strict=True))
     leftovers = [p.name for p in out.rglob("*") if p.name.startswith((".tmp", ".prfmap-"))]
     assert leftovers == []
     assert sorted(p.name for p in (out / "logs").glob("sub-*.log"))[0].startswith("sub-01_")

@@ -383,9 +383,9 @@ def build_parser() -> argparse.ArgumentParser:
         choices=catalog.NOISE_OPTIONS,
         default=catalog.DEFAULT_NOISE,
         help="ols: ordinary least squares (white noise); ar1, ar2, ar3: an autoregressive noise model "
-        "pooled over the units, estimated once per fit (in each cross-validation fold from the "
-        "training runs) from grid-fit residuals; the refinement and the standard errors prewhiten "
-        "data and predictions with it (generalised least squares) (default: %(default)s)",
+        "pooled over the units the stimulus does not drive, estimated once per fit (in each "
+        "cross-validation fold from the training runs); the refinement and the standard errors "
+        "prewhiten data and predictions with it (generalised least squares) (default: %(default)s)",
     )
     g_model.add_argument(
         "--fit-hrf",

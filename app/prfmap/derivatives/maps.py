@@ -41,12 +41,15 @@ def write_map_files(
     settings: FitSettings | None,
     provenance: Mapping[str, Any],
     reference_dir: Path | None = None,
-    stat: str | None = None,
+    statistics: Mapping[str, Mapping[str, np.ndarray]] | None = None,
 ) -> list[Path]:
-    """Write a fit's parameter maps (or one statistic of them) and their sidecars into ``folder``.
+    """Write a fit's parameter maps, their statistics' maps and the sidecars into ``folder``.
 
     GIFTI and NIfTI: one file per parameter (and hemisphere); CIFTI: one ``dscalar`` holding
-    every parameter.
+    every parameter (and one per statistic). A statistic's map (the ``stat`` entity) has no sidecar
+    of its own: its parameter's describes it under ``Statistics``. pybids hands it that sidecar,
+    the only one whose entities it has, since plain pybids does not know ``stat`` and would see a
+    statistic's own sidecar as its parameter's.
 
     Parameters
     ----------
@@ -64,9 +67,9 @@ def write_map_files(
         Added to every sidecar (:func:`map_sidecar`).
     reference_dir : Path, optional
         The fMRIPrep dataset, where the ``SpatialReference`` of native spaces is looked up.
-    stat : str, optional
-        The maps are this statistic of the parameters (:data:`STATISTICS`: ``se``,
-        ``ci95lower``, ``ci95upper``): the ``stat`` entity, and the sidecars say what it is.
+    statistics : mapping, optional
+        Statistic (:data:`STATISTICS`: ``se``, ``ci95lower``, ``ci95upper``) → parameter label →
+        (units,) values.
 
     Returns
     -------
@@ -74,32 +77,63 @@ def write_map_files(
         The data files and sidecars written.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    if stat is not None:
-        provenance = {**provenance, "Statistic": {"Name": stat, "Description": STATISTICS[stat]}}
+    statistics = statistics or {}
     written: list[Path] = []
     if geometry.kind == "cifti":
-        path = folder / f"{key.stem(stat=stat)}_{MAP_SUFFIX}.dscalar.nii"
+        described: dict[str, Any] = {}
+        for stat, stat_maps in statistics.items():
+            stat_path = folder / f"{key.stem(stat=stat)}_{MAP_SUFFIX}.dscalar.nii"
+            written += geometry.write_maps(stat_maps, lambda hemi, p=stat_path: p, {"Model": key.model})
+            described[stat] = {
+                "Description": STATISTICS[stat],
+                "File": stat_path.name,
+                "MapNames": list(stat_maps),
+            }
+        path = folder / f"{key.stem()}_{MAP_SUFFIX}.dscalar.nii"
         written += geometry.write_maps(maps, lambda hemi: path, {"Model": key.model})
         sidecar = map_sidecar(None, key.model, settings, {**provenance, "MapNames": list(maps)})
         sidecar["MapNames"] = list(maps)
+        if described:
+            sidecar["Statistics"] = described
         sidecar = with_reference(sidecar, key, None, reference_dir)
         return written + [write_json_atomic(sidecar_of(path), sidecar)]
     extension = ".func.gii" if geometry.kind == "gifti" else ".nii.gz"
-    hemis: dict[Path, str | None] = {}
     for label, values in maps.items():
+        hemis: dict[Path, str | None] = {}
 
-        def path_for(hemi: str | None, label: str = label) -> Path:
+        def path_for(hemi: str | None, label: str = label, stat: str | None = None, hemis=hemis) -> Path:
             path = folder / f"{key.stem(hemi=hemi, param=label, stat=stat)}_{MAP_SUFFIX}{extension}"
-            hemis[path] = hemi
+            if stat is None:
+                hemis[path] = hemi
             return path
 
         files = geometry.write_maps({label: values}, path_for, {"Model": key.model, "Parameter": label})
         written += files
+        described = {}
+        for stat, stat_maps in statistics.items():
+            if label in stat_maps:
+                stat_files = geometry.write_maps(
+                    {label: stat_maps[label]},
+                    lambda hemi, stat=stat: path_for(hemi, stat=stat),
+                    {"Model": key.model, "Parameter": label, "Statistic": stat},
+                )
+                written += stat_files
+                described[stat] = stat_files
         sidecar = map_sidecar(label, key.model, settings, provenance)
-        written += [
-            write_json_atomic(sidecar_of(path), with_reference(sidecar, key, hemis.get(path), reference_dir))
-            for path in files
-        ]
+        for path in files:
+            own = dict(sidecar)
+            if described:  # the statistics' files of this map's hemisphere
+                hemi = hemis.get(path)
+                own["Statistics"] = {
+                    stat: {
+                        "Description": STATISTICS[stat],
+                        "File": next(p.name for p in paths if hemi is None or f"_hemi-{hemi}_" in p.name),
+                    }
+                    for stat, paths in described.items()
+                }
+            written.append(
+                write_json_atomic(sidecar_of(path), with_reference(own, key, hemis.get(path), reference_dir))
+            )
     return written
 
 

@@ -39,6 +39,7 @@ from prfmap.group.maps import (
     find_participant_maps,
     volume_map_spaces,
 )
+from prfmap.group.sidecars import parameter_sidecar
 from prfmap.io.atomic import write_json_atomic
 from prfmap.io.geometry import GiftiGeometry
 from prfmap.io.naming import bids_name
@@ -73,7 +74,9 @@ def _volume_message(output_dir: Path, volume: dict[str, set[str]], subjects: Seq
     )
 
 
-def _group_name(key: OutputKey, hemi: str, param: str | None, stat: str) -> str:
+def _group_name(
+    key: OutputKey, hemi: str, param: str | None, stat: str | None, extension: str = ".func.gii"
+) -> str:
     entities = {
         "task": key.task,
         "hemi": hemi,
@@ -84,7 +87,7 @@ def _group_name(key: OutputKey, hemi: str, param: str | None, stat: str) -> str:
         "stat": stat,
         "desc": param,
     }
-    return bids_name(entities, MAP_SUFFIX, ".func.gii")
+    return bids_name(entities, MAP_SUFFIX, extension)
 
 
 @dataclass
@@ -328,31 +331,71 @@ def _write_fit(
         if label in averaged:
             counted = IVW_COUNT_DESCRIPTION.format(on=threshold_on)
             outputs.append((ivw_count, label, IVW_COUNT_STAT, "1", counted, sources + se_sources))
+    by_param: dict[str, list[tuple]] = defaultdict(list)
+    for maps, label, *rest in outputs:
+        by_param[label].append((maps, *rest))
     written: list[Path] = []
-    for maps, label, stat, units, description, used in outputs:
-        values = np.concatenate([maps[h][label] for h in HEMIS])
-        sidecar = {"Parameter": label, "Statistic": stat, "Units": units, "Description": description}
-        sidecar.update(common, Sources=used)
-        written += _write_group_map(output_dir / "group", key, geometry, values, sidecar)
+    for label, stats in by_param.items():
+        written += _write_parameter(output_dir / "group", key, geometry, label, stats, common)
     logger.info("group maps of %s written for %d participants", fit, len(subjects))
     return GroupResult(fit, subjects, per_hemi, written, r2_threshold, fov, threshold_on, ivw, ivw_count)
 
 
-def _write_group_map(
-    group_dir: Path, key: OutputKey, geometry: GiftiGeometry, values: np.ndarray, sidecar: dict
+def _write_parameter(
+    group_dir: Path,
+    key: OutputKey,
+    geometry: GiftiGeometry,
+    label: str,
+    stats: list[tuple[dict[str, dict[str, np.ndarray]], str, str, str, list[str]]],
+    common: dict,
 ) -> list[Path]:
-    """One group map (both hemispheres) and its sidecars; ``sidecar`` names its parameter and statistic."""
-    param, stat = sidecar["Parameter"], sidecar["Statistic"]
-    names = {h: _group_name(key, h, param, stat) for h in HEMIS}
-    paths = geometry.write_maps(
-        {param: values}, lambda h, n=names: group_dir / n[h], {"Statistic": stat, "Parameter": param}
-    )
-    for path in paths:
-        hemi = "L" if "_hemi-L_" in path.name else "R"
+    """A parameter's group maps (every statistic, both hemispheres) and one sidecar per hemisphere.
+
+    Parameters
+    ----------
+    group_dir : Path
+        ``<output_dir>/group``.
+    key : OutputKey
+        The fit's entities (its density that of the mesh for CIFTI inputs).
+    geometry : GiftiGeometry
+        Both hemispheres' vertex counts.
+    label : str
+        The parameter (``desc``).
+    stats : list of tuple
+        One per statistic: (hemisphere → label → values, statistic, units, description of the
+        statistic, sources).
+    common : dict
+        The keys every group sidecar of the fit has (task, threshold, participants...).
+
+    Returns
+    -------
+    list of Path
+        The maps written (not their sidecar: :func:`~prfmap.group.sidecars.parameter_sidecar`,
+        named without ``stat``, which pybids hands every statistic's map of the parameter).
+    """
+    paths: list[Path] = []
+    described: dict[str, dict[str, dict]] = {h: {} for h in HEMIS}
+    for maps, stat, units, description, sources in stats:
+        values = np.concatenate([maps[h][label] for h in HEMIS])
+        names = {h: _group_name(key, h, label, stat) for h in HEMIS}
+        paths += geometry.write_maps(
+            {label: values}, lambda h, n=names: group_dir / n[h], {"Statistic": stat, "Parameter": label}
+        )
+        for hemi, name in names.items():
+            stale = group_dir / name.replace(".func.gii", ".json")
+            stale.unlink(missing_ok=True)  # a per-statistic sidecar of an older prfmap
+            described[hemi][stat] = {
+                "Description": description,
+                "Units": units,
+                "Sources": sources,
+                "Files": [name],
+            }
+    for hemi in HEMIS:
         own = {
-            **sidecar,
+            **common,
             "SpatialReference": spatial_reference(key.space, hemi=hemi, den=key.den),
             "GeneratedBy": {"Name": "prfmap", "Version": __version__},
         }
-        write_json_atomic(path.with_name(path.name.replace(".func.gii", ".json")), own)
+        sidecar = parameter_sidecar(label, described[hemi], own)
+        write_json_atomic(group_dir / _group_name(key, hemi, label, None, ".json"), sidecar)
     return paths

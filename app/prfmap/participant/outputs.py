@@ -48,14 +48,12 @@ def write_outcome(fitted: FitOutcome, config: Config, folder: Path) -> tuple[Pat
     provenance = provenance_of(fitted, config)
     func = key.func_dir(folder)
     reference_dir = config.inputs.fmriprep_dir
-    written = write_map_files(func, key, geometry, maps, result.settings, provenance, reference_dir)
     by_stat: dict[str, dict[str, np.ndarray]] = {}
     for (stat, label), values in result.stat_maps().items():
         by_stat.setdefault(stat, {})[label] = np.asarray(values, dtype=np.float32)
-    for stat, stat_maps in by_stat.items():
-        written += write_map_files(
-            func, key, geometry, stat_maps, result.settings, provenance, reference_dir, stat=stat
-        )
+    written = write_map_files(
+        func, key, geometry, maps, result.settings, provenance, reference_dir, statistics=by_stat
+    )
     if config.outputs.save_predictions and result.predictions is not None:
         series = {
             f"{key.model}prediction": (result.predictions, "fitted model time series"),
