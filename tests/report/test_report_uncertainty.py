@@ -209,12 +209,10 @@ def test_reports_only_reads_the_stat_se_maps_back(
     func = key.func_dir(tmp_path / "out")
     maps = {k: np.asarray(v, np.float32) for k, v in ctx.maps.items()}
     provenance = {"RepetitionTime": 1.5, "Runs": ["sub-01_task-bar_run-1"]}
-    write_map_files(func, key, geometry, maps, ctx.settings, provenance)
     by_stat: dict[str, dict[str, np.ndarray]] = {}
     for (stat, label), values in ctx.stat_maps.items():
         by_stat.setdefault(stat, {})[label] = np.asarray(values, np.float32)
-    for stat, values in by_stat.items():
-        write_map_files(func, key, geometry, values, ctx.settings, provenance, stat=stat)
+    write_map_files(func, key, geometry, maps, ctx.settings, provenance, statistics=by_stat)
     (tmp_path / "bids").mkdir()
     (rebuilt,) = participant_contexts(
         tmp_path / "out", "01", bids_dir=tmp_path / "bids", derivatives={}, r2_threshold=0.1
