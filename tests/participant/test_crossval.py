@@ -14,7 +14,7 @@ from prfmap.cli.parser import build_parser
 from prfmap.derivatives import OutputKey
 from prfmap.engine import FitResult, catalog
 from prfmap.errors import BadDataError
-from prfmap.group import combine, run_group
+from prfmap.group import combine, run_group, statistic_metadata
 from prfmap.io.bids import find_runs
 from prfmap.io.geometry import GiftiGeometry
 from prfmap.participant.crossval import Fold, cross_validate, leave_one_run_out, reproducible
@@ -275,7 +275,8 @@ def test_the_group_level_can_threshold_on_cvr2(tmp_path):
     (result,) = run_group(tmp_path, participant_labels=["01"], threshold_on="cvr2", report=False)
     assert result.threshold_on == "cvr2" and np.all(result.maps["L"]["count"] == 0)
     count = next(p for p in result.files if "desc-count" in p.name and "hemi-L" in p.name)
-    sidecar = json.loads(count.with_name(count.name.replace(".func.gii", ".json")).read_text())
+    shared = count.with_name(count.name.replace("_stat-count", "").replace(".func.gii", ".json"))
+    sidecar = statistic_metadata(json.loads(shared.read_text()), "count")  # one sidecar per parameter
     assert sidecar["ThresholdOn"] == "cvr2" and "cvr2 >= threshold" in sidecar["Description"]
     assert any("desc-cvr2" in p.name for p in result.files)
 
