@@ -102,8 +102,10 @@ def nuisance_basis(n_frames: int, nuisance: np.ndarray | None) -> np.ndarray:
 
 
 _RECENT: list[tuple[tuple, Stimulus, np.ndarray | None, Problem]] = []
-RECENT_PROBLEMS = 4
-"""Problems kept for a stimulus and nuisance met again (the chunks of one fit, a fold's predictions)."""
+RECENT_PROBLEMS = 8
+"""Problems kept for a stimulus and nuisance met again (the chunks of one fit, a fold's predictions);
+a fit with standard errors builds four more, its HRF's sigma points (``fit.hrf_alternatives``), which
+with four kept pushed the fit's own problem out before its next chunk."""
 
 
 def make_problem(
