@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -220,6 +221,22 @@ def start_participant(
         stderr=err.open("w"),
         text=True,
     )
+
+
+def stdout_of(out: Path, tag: str = "") -> str:
+    """What a run started by :func:`start_participant` printed (its ``<out><tag>.stdout``)."""
+    path = out.parent / f"{out.name}{tag}.stdout"
+    return path.read_text() if path.exists() else ""
+
+
+def catches_stop_signals(pid: int) -> bool:
+    """True once process ``pid`` has handlers of its own for SIGTERM and SIGINT (Linux's ``SigCgt``)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = int(re.search(r"^SigCgt:\s*([0-9a-f]+)$", status, re.MULTILINE).group(1), 16)
+    return all(caught >> (s - 1) & 1 for s in (signal.SIGTERM, signal.SIGINT))
 
 
 def wait_for(

@@ -26,6 +26,7 @@ from helpers import (
     participant_command,
     run_participant,
     start_participant,
+    stdout_of,
     wait_for,
 )
 
@@ -243,17 +244,13 @@ def test_two_identical_runs_started_together(t1w_dataset: Path, tmp_path: Path) 
 
 
 STAGES = {
-    "loading": lambda out, work: "run(s) in 1 fit(s)" in _stdout(out),
+    "loading": lambda out, work: "run(s) in 1 fit(s)" in stdout_of(out),
     "fitting": lambda out, work: len(chunk_files(work)) >= 1,
-    "report": lambda out, work: "wrote" in _stdout(out) or "report" in _stdout(out),
+    "report": lambda out, work: "wrote" in stdout_of(out) or "report" in stdout_of(out),
 }
 
 
-def _stdout(out: Path) -> str:
-    path = out.parent / f"{out.name}.stdout"
-    return path.read_text() if path.exists() else ""
-
-
+@pytest.mark.xdist_group("serial")
 @pytest.mark.parametrize("stage", list(STAGES))
 def test_sigterm_is_honoured_within_2_s_in_every_stage(t1w_dataset: Path, tmp_path: Path, stage: str) -> None:
     """Point 7: SIGTERM while loading, fitting or writing the report ends the run within 2 s with

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 
 import pytest
 
 from helpers import chunked_env
+
+pytestmark = pytest.mark.xdist_group("serial")  # signals timed against the program's states
 
 IN_A_FINALIZER = """
 import gc, logging, os, signal, time
@@ -84,3 +87,113 @@ def test_a_nested_block_changes_only_the_message() -> None:
         "stopped by SIGTERM while running; the chunks saved so far are kept; inner",
         "True",
     ]
+
+
+MAIN_THREAD_AND_WATCHDOG = """
+import logging, os, signal, sys, time
+from prfmap.runtime.signals import ERROR_LINE, StopRequested, stop_on_signal
+
+logging.getLogger("prfmap").addHandler(logging.NullHandler())  # as the command line's handlers
+
+with stop_on_signal("try again", exit_deadline=True):
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    except StopRequested as err:
+        if ERROR_LINE.claim():  # as the command line prints its error line
+            print(f"prfmap: error: {err}", file=sys.stderr, flush=True)
+        time.sleep(30)  # a slow exit: the watchdog ends the process at its deadline
+"""
+
+
+def test_the_main_thread_and_the_watchdog_write_one_line_between_them() -> None:
+    """The line the main thread printed is not written again by the watchdog (CI saw two lines)."""
+    proc = _python(MAIN_THREAD_AND_WATCHDOG)
+    assert proc.returncode == 143, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "prfmap: error: stopped by SIGTERM while running; the chunks saved so far are kept; try again"
+    ]
+
+
+WHILE_LOGGING = """
+import io, logging, os, signal, sys, time
+from prfmap.io.logs import Console
+from prfmap.runtime.signals import StopRequested, stop_on_signal
+
+
+class Stream(io.StringIO):
+    def write(self, text):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # the handler raises here, inside the handler's emit
+        return super().write(text)
+
+
+logging.getLogger("prfmap").addHandler(logging.NullHandler())  # as the command line's handlers
+logger = logging.getLogger("prfmap.test")
+logger.addHandler({handler}(Stream()))
+with stop_on_signal("try again"):
+    try:
+        logger.warning("a record")
+        print("carried on")
+    except StopRequested as err:
+        print(err)
+"""
+
+
+def test_a_stop_while_a_record_is_written_reaches_the_code_that_logged() -> None:
+    """logging's own handlers print a traceback and swallow what ``emit`` raises; prfmap's let it through."""
+    proc = _python(WHILE_LOGGING.format(handler="Console"))
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.splitlines() == [
+        "stopped by SIGINT while running; the chunks saved so far are kept; try again"
+    ]
+    swallowed = _python(WHILE_LOGGING.format(handler="logging.StreamHandler"))
+    assert "--- Logging error ---" in swallowed.stderr and swallowed.stdout.splitlines() == ["carried on"]
+
+
+DEFERRED = """
+import os, signal, time
+from prfmap.runtime.signals import StopRequested, deferred_stop, stop_on_signal
+
+with stop_on_signal("try again"):
+    try:
+        with deferred_stop():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.1)
+            print("not raised inside the block")
+    except StopRequested as err:
+        print(err)
+"""
+
+
+def test_a_deferred_stop_is_raised_when_its_block_ends() -> None:
+    """As while the framework's C++ extensions initialise, where a stop raised inside crashed JAX."""
+    proc = _python(DEFERRED)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "not raised inside the block",
+        "stopped by SIGTERM while running; the chunks saved so far are kept; try again",
+    ]
+
+
+AT_TEARDOWN = """
+import os, signal, sys, time
+from prfmap.runtime.signals import end_process
+
+
+class TornDown:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)
+
+
+kept = TornDown()  # a module's global: deleted in the teardown, after Python resets SIGTERM's action
+{end}(0)
+"""
+
+
+def test_the_process_ends_before_the_teardown_that_resets_the_stop_signals() -> None:
+    """A SIGTERM in Python's teardown of the modules killed the process silently (-15, no line)."""
+    assert _python(AT_TEARDOWN.format(end="sys.exit")).returncode == -signal.SIGTERM
+    proc = _python(AT_TEARDOWN.format(end="end_process"))
+    assert proc.returncode == 0 and proc.stderr == ""

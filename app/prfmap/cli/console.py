@@ -5,14 +5,13 @@ participant level imports a framework a few seconds later; Python's own handlers
 ``KeyboardInterrupt`` traceback or die silently of SIGTERM there, and a framework interrupted half-way
 through its import can crash the interpreter on its way out. So SIGTERM and SIGINT end this process at
 once, with one line and exit code 143/130 (:func:`prfmap.runtime.signals.exit_on_signal`), until
-:func:`prfmap.cli.run.main` takes over, and again once it has returned.
+:func:`prfmap.cli.run.main` takes over, and again once it has returned, to the process's last instant
+(:func:`prfmap.runtime.signals.end_process`).
 """
 
 from __future__ import annotations
 
-import sys
-
-from prfmap.runtime.signals import ENDED, STARTING, exit_on_signal
+from prfmap.runtime.signals import STARTING, end_process, exit_on_signal
 
 
 def main() -> None:
@@ -21,9 +20,7 @@ def main() -> None:
     # Imported here: the handlers above must be in place while the command line's modules load.
     from prfmap.cli.run import main as run
 
-    code = run()
-    exit_on_signal(ENDED.format(code=code))
-    sys.exit(code)
+    end_process(run())
 
 
 if __name__ == "__main__":

@@ -24,15 +24,21 @@ from prfmap.config import Config, ExecutionConfig
 from prfmap.engine.backend import select_backend
 from prfmap.errors import ExitCode, OutputError, PrfmapError, UsageError, one_line, output_error
 from prfmap.io.atomic import write_json_atomic
-from prfmap.io.logs import LOG_FORMAT, Forward, LogFile
+from prfmap.io.logs import LOG_FORMAT, Console, Forward, LogFile
 from prfmap.io.validator import check_bids_dir
-from prfmap.runtime.signals import ENDED, STARTING, StopRequested, exit_on_signal, stop_on_signal
+from prfmap.runtime.signals import (
+    ERROR_LINE,
+    STARTING,
+    StopRequested,
+    deferred_stop,
+    end_process,
+    exit_on_signal,
+    stop_on_signal,
+)
 
 logger = logging.getLogger("prfmap.cli.run")  # not __name__: "__main__" under python -m
 PACKAGE_LOGGER = logging.getLogger("prfmap")
 """Where the console and run-log handlers go: every module's logger is below it."""
-_printed: list[str] = []
-"""The error line this command printed, if any (a stop arriving after it prints no second line)."""
 LIBRARY_LOGGERS = (imageglobals.logger,)
 """Libraries' loggers that print on stderr through handlers of their own; a run forwards them to
 prfmap's handlers instead (``io.logs.Forward``) and restores them when it ends."""
@@ -59,8 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with stop_on_signal(exit_deadline=argv is None):
             return _command(argv)
     except StopRequested as err:  # outside the command's own handling: parsing, the last clean-up
-        if not _printed:
-            _print_error(str(err))
+        _print_error(str(err))
         if argv is None:
             _leave_now(int(err.exit_code))
         return int(err.exit_code)
@@ -68,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _command(argv: Sequence[str] | None) -> int:
     """:func:`main` within its stop-signal handling."""
-    _printed.clear()
+    ERROR_LINE.reset()
     parser = build_parser()
     try:
         opts = parser.parse_args(argv)
@@ -171,9 +176,10 @@ def _validated_and_imported(config: Config) -> Callable[[Config, list[str]], lis
     with ThreadPoolExecutor(max_workers=1) as pool:
         validation = pool.submit(check_bids_dir, config.inputs.bids_dir) if config.inputs.validate else None
         try:
-            _select_backend(config.execution)
-            # Imported here: it imports Keras, which must not load before the backend is selected.
-            from prfmap.participant.level import run_participant_level
+            with deferred_stop():  # a stop raised inside the framework's C++ initialisation crashes it
+                _select_backend(config.execution)
+                # Imported here: it imports Keras, which must not load before the backend is selected.
+                from prfmap.participant.level import run_participant_level
         except BaseException:
             if validation is not None:
                 validation.result()
@@ -208,15 +214,16 @@ def _write_config(config: Config, log_file: Path, command: list[str]) -> Path:
 
 
 def _print_error(message: str) -> None:
-    sys.stderr.write(f"prfmap: error: {one_line(message)}\n")
-    sys.stderr.flush()
-    _printed.append(message)
+    """Print the command's one error line, unless it (or the stop watchdog) printed it already."""
+    if ERROR_LINE.claim():
+        sys.stderr.write(f"prfmap: error: {one_line(message)}\n")
+        sys.stderr.flush()
 
 
 def _configure_console(verbose: int) -> None:
     PACKAGE_LOGGER.setLevel(logging.DEBUG)
     PACKAGE_LOGGER.propagate = False
-    handler = logging.StreamHandler(sys.stdout)
+    handler = Console(sys.stdout)
     handler.setLevel(logging.DEBUG if verbose else logging.INFO)
     handler.setFormatter(logging.Formatter(LOG_FORMAT, "%H:%M:%S"))
     handler.set_name("prfmap-console")
@@ -284,6 +291,4 @@ def _select_backend(execution: ExecutionConfig) -> None:
 
 if __name__ == "__main__":
     exit_on_signal(STARTING)
-    code = main()
-    exit_on_signal(ENDED.format(code=code))
-    sys.exit(code)
+    end_process(main())

@@ -5,6 +5,10 @@ it cannot write (a full disk, a quota, a folder made read-only) and carries on. 
 of its outputs: the first record the disk refuses closes the file and raises an ``OutputError``
 (exit 73, one line naming the file) in the main thread, as a stop signal would; the records of
 other threads are dropped. Later records are not written, so the error is raised once.
+
+A prfmap error raised while a record is written (a stop signal's, raised between two bytecodes of
+``emit``) is no logging error: every handler here lets it through to the code that logged, where
+:class:`logging.Handler` would print a traceback and swallow it.
 """
 
 from __future__ import annotations
@@ -15,10 +19,30 @@ import os
 import sys
 import threading
 
-from prfmap.errors import OutputError, output_error
+from prfmap.errors import OutputError, PrfmapError, output_error
 
 LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s: %(message)s"
 """The format of every prfmap log line (the run log, the participant logs, the console)."""
+
+
+class PassesStops(logging.Handler):
+    """A handler that lets a :class:`~prfmap.errors.PrfmapError` raised during ``emit`` through."""
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        """Re-raise a prfmap error (a stop signal's), report the rest as logging does.
+
+        Parameters
+        ----------
+        record : logging.LogRecord
+            The record that could not be written.
+        """
+        if isinstance(sys.exc_info()[1], PrfmapError):
+            raise  # noqa: PLE0704 - handleError runs inside emit's except block
+        super().handleError(record)
+
+
+class Console(PassesStops, logging.StreamHandler):
+    """The console's handler: a :class:`logging.StreamHandler` that lets stop signals through."""
 
 
 class Forward(logging.Handler):
@@ -46,7 +70,7 @@ class Forward(logging.Handler):
         self.target.handle(record)
 
 
-class LogFile(logging.FileHandler):
+class LogFile(PassesStops, logging.FileHandler):
     """A log file (UTF-8, every level, :data:`LOG_FORMAT`) whose write errors are output errors.
 
     Parameters
@@ -95,7 +119,7 @@ class LogFile(logging.FileHandler):
             In the main thread, for the first record a full disk or a permission refused.
         """
         err = sys.exc_info()[1]
-        if not isinstance(err, OSError) or not self._fail(err):
+        if not isinstance(err, OSError) or not self._fail(err):  # a stop, or logging's own error
             super().handleError(record)
             return
         if threading.current_thread() is threading.main_thread():

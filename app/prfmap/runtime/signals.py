@@ -15,10 +15,16 @@ line and exit code, and ``prfmap.cli.run.main`` runs inside :func:`stop_on_signa
 in another only changes the stop message. A stop that arrives where Python cannot raise it (a
 garbage-collector callback, a ``__del__``) is not printed as "Exception ignored": the watchdog ends the
 run ``GRACE_S`` seconds later.
+
+The main thread, unwinding, and the watchdog, at its deadline, may both want to write the stop's line;
+:data:`ERROR_LINE` lets exactly one of them write it. The process ends with :func:`end_process`, not
+through Python's finalisation, which gives SIGTERM and SIGINT back their default action before it tears
+the frameworks down: a signal in those tenths of a second killed the process with no line at all.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -27,7 +33,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 from prfmap.errors import PrfmapError
 
@@ -40,8 +46,30 @@ STARTING = "while starting; nothing was written; run the same command again"
 """:func:`exit_on_signal`'s ``where`` before a command line's command runs."""
 ENDED = "while exiting, after the command had ended with exit code {code}"
 """:func:`exit_on_signal`'s ``where`` after it returned ``code``."""
+ENDING = "while exiting, after the command had ended"
+""":func:`exit_on_signal`'s ``where`` from the end of a command line's :func:`stop_on_signal` block."""
 _requested: list[int] = []
-_state: dict[str, object] = {"resume": DEFAULT_RESUME, "unwound": False, "active": False}
+_state: dict[str, object] = {"resume": DEFAULT_RESUME, "active": False, "where": STARTING, "deferred": False}
+
+
+class ErrorLine:
+    """The command's one error line on stderr: claimed by exactly one thread, whichever comes first."""
+
+    def __init__(self) -> None:
+        self._written = threading.Lock()
+
+    def claim(self) -> bool:
+        """True for the first caller since :meth:`reset` (who then writes the line), False after."""
+        return self._written.acquire(blocking=False)
+
+    def reset(self) -> None:
+        """A new command: its error line is not written yet."""
+        if self._written.locked():
+            self._written.release()
+
+
+ERROR_LINE = ErrorLine()
+"""Claimed by the command line when it prints its error line and by the watchdog before it writes one."""
 
 
 class StopRequested(PrfmapError):
@@ -76,16 +104,16 @@ def _message(signum: int, where: str, how_to_resume: str) -> str:
     return f"stopped by {signal.Signals(signum).name} {where}; {how_to_resume}"
 
 
-def _force_exit(signum: int, message: str, always_say: bool = False) -> None:
-    """Leave now, saying why unless the main thread already unwound and the command line printed the line.
+def _force_exit(signum: int, message: str, always_say: bool = False) -> NoReturn:
+    """Leave now, saying why unless the command line already printed its error line.
 
     The watchdog calls it when the process is still alive at the deadline, :func:`exit_on_signal`'s
-    handler at once.
+    handler at once (``always_say``: outside a command, whatever it printed).
     """
     for handler in logging.getLogger("prfmap").handlers:
         with contextlib.suppress(Exception):
             handler.flush()
-    if always_say or not _state["unwound"]:
+    if ERROR_LINE.claim() or always_say:
         with contextlib.suppress(OSError):
             os.write(2, f"prfmap: error: {message}\n".encode())
     os._exit(128 + signum)
@@ -109,19 +137,62 @@ def exit_on_signal(where: str) -> None:
     where : str
         What the process was doing, e.g. ``"while starting; nothing was written"``.
     """
-
-    def leave(signum: int, frame: FrameType | None) -> None:
-        _force_exit(signum, f"stopped by {signal.Signals(signum).name} {where}", always_say=True)
-
+    _state["where"] = where
     for s in STOP_SIGNALS:
-        signal.signal(s, leave)
+        signal.signal(s, _leave)
+
+
+def _leave(signum: int, frame: FrameType | None) -> None:
+    """:func:`exit_on_signal`'s handler."""
+    _force_exit(signum, f"stopped by {signal.Signals(signum).name} {_state['where']}", always_say=True)
+
+
+def end_process(code: int) -> NoReturn:
+    """End a command-line process with exit code ``code``, stop signals answered to its last instant.
+
+    What Python's finalisation would do that matters runs here, with :func:`exit_on_signal`'s handler in
+    place: the ``atexit`` functions (logging's flush, the frameworks' clean-up) and the flush of the
+    standard streams. The rest of the finalisation (tearing down the modules, a few tenths of a second
+    with JAX loaded) runs with SIGTERM's default action, so the process leaves without it.
+
+    Parameters
+    ----------
+    code : int
+        The command's exit code.
+    """
+    exit_on_signal(ENDED.format(code=code))
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
     if not _requested:
         logger.warning("%s received: stopping now", signal.Signals(signum).name)
     _requested.append(signum)
-    raise StopRequested(_stop_message(signum), signum)
+    if not _state["deferred"]:
+        raise StopRequested(_stop_message(signum), signum)
+
+
+@contextlib.contextmanager
+def deferred_stop() -> Iterator[None]:
+    """Within the block a stop signal is noted, not raised; it is raised when the block ends.
+
+    For the import of a framework: an exception raised while a C++ extension initialises (jaxlib's
+    nanobind modules) aborts the interpreter (SIGABRT or SIGSEGV) instead of unwinding. The watchdog
+    still ends the process ``GRACE_S`` seconds after the signal if the block lasts longer. Outside
+    :func:`stop_on_signal` it changes nothing.
+    """
+    outer = _state["deferred"]
+    _state["deferred"] = True
+    try:
+        yield
+    finally:
+        _state["deferred"] = outer
+    if _requested and not outer:
+        raise StopRequested(_stop_message(_requested[0]), _requested[0])
 
 
 def _watch(read_fd: int, cancelled: threading.Event) -> None:
@@ -153,7 +224,8 @@ def stop_on_signal(how_to_resume: str = DEFAULT_RESUME, exit_deadline: bool = Fa
     exit_deadline : bool
         Keep the watchdog running after the block: the process ends ``GRACE_S`` after the signal
         even if unwinding and the interpreter's shutdown (joining the frameworks' threads) take
-        longer. For the command line; a caller that goes on after the stop must leave it off.
+        longer; and a stop that something inside caught and carried on from is raised when the block
+        ends. For the command line; a caller that goes on after the stop must leave it off.
 
     Outside the main thread nothing is installed; inside another block only the message changes.
     """
@@ -166,7 +238,7 @@ def stop_on_signal(how_to_resume: str = DEFAULT_RESUME, exit_deadline: bool = Fa
         return
     previous = {s: signal.signal(s, _handler) for s in STOP_SIGNALS}
     _requested.clear()
-    _state.update(resume=how_to_resume, unwound=False, active=True)
+    _state.update(resume=how_to_resume, active=True)
     previous_hook = sys.unraisablehook
     sys.unraisablehook = _unraisable(previous_hook)
     read_fd, write_fd = os.pipe()
@@ -179,12 +251,15 @@ def stop_on_signal(how_to_resume: str = DEFAULT_RESUME, exit_deadline: bool = Fa
     watchdog.start()
     try:
         yield
+        if _requested and exit_deadline:  # a library caught it on its way up and carried on
+            raise StopRequested(_stop_message(_requested[0]), _requested[0])
     except Exception as err:
         if _requested and not isinstance(err, StopRequested):  # wrapped by a library on its way up
-            signum = _requested[0]
-            raise StopRequested(_message(signum, WHILE_RUNNING, str(_state["resume"])), signum) from err
+            raise StopRequested(_stop_message(_requested[0]), _requested[0]) from err
         raise
     finally:
+        if exit_deadline:  # a command line's command has ended: a signal from here on says so
+            _state["where"] = ENDING
         for s, handler in previous.items():
             signal.signal(s, handler)
         signal.set_wakeup_fd(previous_fd)
@@ -194,7 +269,7 @@ def stop_on_signal(how_to_resume: str = DEFAULT_RESUME, exit_deadline: bool = Fa
             os.close(write_fd)  # the watchdog reads the end of the pipe and returns
             watchdog.join()
             os.close(read_fd)
-        _state.update(resume=DEFAULT_RESUME, unwound=True, active=False)
+        _state.update(resume=DEFAULT_RESUME, active=False)
         _requested.clear()
         sys.stderr.flush()
 
