@@ -5,14 +5,13 @@ for nobody: it exits 75 while the first holds the lock."""
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from helpers import chunked_env
@@ -28,7 +27,6 @@ from prfmap.io.publish import (
 SUBJECT = "01"
 N_FILES = 400
 KILLS = 24
-MAX_KILLS = 72
 
 
 def write_set(root: Path, tag: str, tasks=("a",), n: int = N_FILES) -> dict[str, str]:
@@ -78,63 +76,70 @@ def test_a_rerun_replaces_its_fits_and_keeps_the_others(tmp_path: Path) -> None:
 
 
 CHILD = textwrap.dedent("""
-    import sys, time
+    import os, signal, sys
     from pathlib import Path
     from prfmap.io.publish import publish_participant
-    stage, out = Path(sys.argv[1]), Path(sys.argv[2])
-    print("go", flush=True)
-    t0 = time.perf_counter()
+    stage, out, kill_at = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+    calls = 0
+
+    def counted(call):
+        def counting(*args, **kwargs):
+            global calls
+            if calls == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+            calls += 1
+            return call(*args, **kwargs)
+        return counting
+
+    for name in FILE_SYSTEM_CALLS:
+        setattr(os, name, counted(getattr(os, name)))
     publish_participant(stage, out, "01")
-    print(time.perf_counter() - t0, flush=True)
-""")
+    print(calls, flush=True)
+""").replace(
+    "FILE_SYSTEM_CALLS", repr(("open", "mkdir", "link", "rename", "replace", "unlink", "rmdir", "fsync"))
+)
+"""A publish that SIGKILLs itself just before its ``kill_at``-th file-system call (none when -1) and
+otherwise prints how many it made."""
 
 
-def start_publish(stage: Path, out: Path) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(stage), str(out)],
+def run_publish(stage: Path, out: Path, kill_at: int = -1) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", CHILD, str(stage), str(out), str(kill_at)],
         env=chunked_env(None),
-        stdout=subprocess.PIPE,
+        capture_output=True,
         text=True,
+        timeout=120,
+        check=False,
     )
-    assert proc.stdout.readline().strip() == "go"
-    return proc
 
 
-def test_sigkill_at_random_moments_of_publishing_never_tears_the_set(tmp_path: Path) -> None:
-    """24 (up to 72) SIGKILLs spread over the publish step: after each, the folder holds no maps or one whole
-    set; the next run (recovery) leaves one whole set, the new one if the kill came after the commit,
-    and no staging folder."""
-    rng = random.Random(12)
+def test_sigkill_at_every_step_of_publishing_never_tears_the_set(tmp_path: Path) -> None:
+    """24 SIGKILLs over the publish step, each just before one of its file-system calls (every one of the
+    first 12, which reach past the commit, then 12 spread over the rest): after each, the folder holds
+    no maps or one whole set; the next run (recovery) leaves one whole set, the new one if the kill came
+    after the commit, and no staging folder."""
     out = tmp_path / "out"
     sets = {"set-0": write_set(out, "set-0")}
     stage = new_staging(out, SUBJECT)
     sets["set-1"] = write_set(stage, "set-1")
-    proc = start_publish(stage, out)
-    duration = float(proc.stdout.readline())
-    assert proc.wait() == 0 and published(out) == sets["set-1"]
+    whole = run_publish(stage, out)
+    assert whole.returncode == 0 and published(out) == sets["set-1"], whole.stderr
+    calls = int(whole.stdout)
+    moments = sorted(set(range(12)) | {int(k) for k in np.linspace(12, calls - 1, KILLS - 12)})
     current, outcomes = "set-1", {"old": 0, "new": 0, "none": 0}
-    window = duration
-    for i in range(MAX_KILLS):
-        if i >= KILLS and outcomes["old"] and outcomes["new"]:
-            break
-        if i >= KILLS:
-            # A loaded machine publishes slower or faster than the first, timed run: widen or narrow
-            # the window of kill moments until the kills land on both sides of the commit.
-            window *= 1.5 if not outcomes["new"] else 1 / 1.5
+    for i, kill_at in enumerate(moments):
         tag = f"set-{i + 2}"
         stage = new_staging(out, SUBJECT)
         sets[tag] = write_set(stage, tag)
-        proc = start_publish(stage, out)
-        time.sleep(rng.uniform(0, window))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        assert run_publish(stage, out, kill_at).returncode == -signal.SIGKILL
         seen = maps_only(published(out))
         if not seen:
             outcomes["none"] += 1
         else:
             assert seen in (maps_only(sets[current]), maps_only(sets[tag])), f"kill {i}: a torn set"
             outcomes["old" if seen == maps_only(sets[current]) else "new"] += 1
-        committed = (stage / "COMMIT").exists() or not stage.exists()
+        # the staging folder's removal, the last step, deletes the commit mark before the folder
+        committed = (stage / "COMMIT").exists() or not stage.exists() or seen == maps_only(sets[tag])
         recover_staging(out)
         assert not list(out.glob(f"{STAGING_PREFIX}*")), f"kill {i}: a staging folder was left"
         current = tag if committed else current
