@@ -12,9 +12,10 @@ TF_SPEC ?= tensorflow-cpu
 DEMO_DIR ?= demo
 DIST_DIR ?= dist
 BACKENDS := jax torch tensorflow
+TEST_WORKERS ?= 2
 PIP_PINNED = $(BIN)/pip install --quiet --no-build-isolation --constraint
 
-.PHONY: demo test lint docs dist engine-tests app-tests bench clean lock docker-lock
+.PHONY: demo test lint docs dist engine-tests app-tests slowest bench clean lock docker-lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -63,19 +64,40 @@ dist: $(VENV)/.test-installed
 	$(BIN)/python -m build --no-isolation --sdist --wheel --outdir $(DIST_DIR) .
 	$(BIN)/twine check --strict $(DIST_DIR)/*
 
-# Engine tests run once per backend (Keras picks its backend at import time). torch.compile costs
-# minutes of C++ compilation per shape on a CPU, so the torch session runs eagerly; one test per backend
-# (test_compiled_and_eager_fits_agree) runs the compiled path and checks it against the eager one.
+# Engine tests: the whole engine suite on JAX; on PyTorch and TensorFlow (Keras picks its backend at
+# import time, so one session each) the tests marked `backend`, which check that backend's own behaviour
+# (its compiler and eager path, autodiff, float64, the TensorFlow oneDNN workaround; agreement with JAX
+# is checked from the JAX session). torch.compile costs minutes of C++ compilation per shape on a CPU,
+# so the torch session runs eagerly; test_compiled_and_eager_fits_agree runs its compiled path.
+# Each session writes a JUnit report to $(REPORTS); `make slowest` lists the slowest tests from them.
+REPORTS ?= .test-reports
+PYTEST = $(BIN)/python -m pytest -q -p no:cacheprovider
 engine-tests: $(VENV)/.test-installed
+	mkdir -p $(REPORTS)
 	set -e; for b in $(BACKENDS); do \
 	  echo "== engine tests on $$b"; \
-	  KERAS_BACKEND=$$b PRFMAP_COMPILE=$$( [ $$b = torch ] && echo 0 || echo 1 ) $(BIN)/python -m pytest -q tests/engine; \
+	  KERAS_BACKEND=$$b PRFMAP_COMPILE=$$( [ $$b = torch ] && echo 0 || echo 1 ) $(PYTEST) \
+	    $$( [ $$b = jax ] || echo "-m backend" ) --junitxml=$(REPORTS)/engine-$$b.xml tests/engine; \
 	done
 
+# The app tests on two workers (pytest-xdist): a module at a time, the tests marked
+# xdist_group("serial") one after another on one worker (tests/conftest.py).
 app-tests: $(VENV)/.test-installed
-	KERAS_BACKEND=jax $(BIN)/python -m pytest -q tests --ignore=tests/engine --ignore=tests/benchmarks
+	mkdir -p $(REPORTS)
+	KERAS_BACKEND=jax $(PYTEST) -n $(TEST_WORKERS) --dist loadgroup --junitxml=$(REPORTS)/app.xml \
+	  tests --ignore=tests/engine --ignore=tests/benchmarks
 
-test: lint engine-tests app-tests
+slowest:
+	$(BIN)/python .ci/slowest_tests.py $(REPORTS) 15
+
+# The engine sessions (one process at a time) run beside the two app-test workers, so both cores are
+# busy until the end; each line of output is whole, the sessions' lines interleave. Each process
+# computes on one thread (XLA, Eigen, OpenMP, TensorFlow's pools): three processes on two cores
+# with a thread pool each lose more to contention than the pools gain.
+ONE_THREAD = OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 \
+  XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+test: lint
+	$(ONE_THREAD) $(MAKE) --no-print-directory -j2 --output-sync=line engine-tests app-tests
 
 bench: $(VENV)/.test-installed
 	KERAS_BACKEND=jax $(BIN)/python tests/benchmarks/bench_engine.py
@@ -90,4 +112,4 @@ docker-lock:
 	PYTHON=$(PYTHON) bash docker/requirements/lock.sh
 
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) $(DIST_DIR) docs/_build .pytest_cache
+	rm -rf $(VENV) $(DEMO_DIR) $(DIST_DIR) docs/_build .pytest_cache $(REPORTS)

@@ -19,7 +19,7 @@ import pytest
 
 from helpers import subprocess_env, synthesise
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serial")]  # a terminal of its own
 ROWS, COLUMNS = 40, 120
 ANY_BAR = re.compile(r"\d+%\|")  # a tqdm bar of any format
 BAR = re.compile(r"fit (\d+)/(\d+) · .*?(\d+)%\|[^|]*\| (\d\d:\d\d) elapsed, (\S+) left")

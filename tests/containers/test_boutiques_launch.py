@@ -17,7 +17,7 @@ import pytest
 
 from helpers import REPO
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.xdist_group("serial")]
 BIN = Path(sys.executable).parent
 
 

@@ -17,7 +17,7 @@ import pytest
 from helpers import image_script, project_version
 from prfmap_docker.cli import main as launcher
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.xdist_group("serial")]
 
 
 def run(client, image, command, **kwargs) -> tuple[int, str]:

@@ -28,7 +28,7 @@ from prfmap.engine import catalog
 from prfmap.io.bold import read_dscalar
 from prfmap.synth import SynthConfig, make_synthetic_dataset
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serial")]  # a cluster of its own
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "scontrol", "squeue", "scancel", "sinfo")
 MARK = "# PRFMAP-COMMAND"
 """The end of the line of each script that names prfmap's container."""

@@ -35,12 +35,14 @@ def test_missing_backend_names_the_extra(monkeypatch):
     assert "prfmap[torch]'" not in str(err.value)  # PyPI cannot serve prfmap yet
 
 
+@pytest.mark.backend
 def test_switching_backend_after_keras_import_is_refused(backend):
     other = "torch" if backend != "torch" else "jax"
     with pytest.raises(UsageError, match="already runs"):
         select_backend(other)
 
 
+@pytest.mark.backend
 def test_backend_info_names_backend_and_device(backend):
     info = backend_info()
     assert info["backend"] == backend
@@ -61,6 +63,7 @@ def test_engine_imports_no_other_backend(name):
     assert set(out.stdout.split()) & (others - {"jax"}) == set()
 
 
+@pytest.mark.backend
 def test_compiled_and_eager_fits_agree(tmp_path, backend):
     """The backend's compiler (jax.jit / torch.compile / tf.function+XLA) gives the eager result."""
     code = (
@@ -97,6 +100,7 @@ BROADCAST_PRODUCTS = [
 ]
 
 
+@pytest.mark.backend
 @pytest.mark.parametrize("compiled", ["0", "1"])
 def test_broadcast_matmul_runs_and_matches_numpy(tmp_path, backend, compiled):
     """core_ops.matmul on broadcast shapes, in a subprocess so that a crash fails only this test."""
@@ -118,6 +122,7 @@ def test_broadcast_matmul_runs_and_matches_numpy(tmp_path, backend, compiled):
     assert out.returncode == 0, f"exit {out.returncode}: {out.stderr[-2000:]}"
 
 
+@pytest.mark.backend
 def test_eager_lm_fit_survives_on_every_backend(tmp_path, backend):
     """The eager fit that crashed TensorFlow 2.21 (issue 9) exits 0 in a subprocess, for every model."""
     code = (
@@ -161,6 +166,7 @@ def test_no_module_outside_the_backend_folder_imports_a_framework():
     assert _framework_imports(backend_dir / "torch.py") == {"torch"}  # the grep sees what it looks for
 
 
+@pytest.mark.backend
 def test_select_backend_sets_threads_and_devices_before_import(backend, monkeypatch):
     for name in (
         "OMP_NUM_THREADS",

@@ -4,8 +4,8 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import FOV, TR, bar_design, random_params
 
+from conftest import FOV, TR, bar_design, random_params
 from prfmap.engine import Stimulus, cartesian_grid, fit_prf, predict
 from prfmap.engine.problem import nuisance_basis
 
@@ -30,6 +30,7 @@ def test_noiseless_gauss_recovered_within_a_hundredth_of_a_degree(stim):
     assert set(res.timings) >= {"grid", "refine", "linear", "total"}
 
 
+@pytest.mark.backend
 @pytest.mark.parametrize("model", ["css", "dog", "dn"])
 def test_noiseless_extended_models_recover_positions(model, stim):
     p = random_params(model, 100, np.random.default_rng(11))
@@ -47,6 +48,7 @@ def test_noiseless_extended_models_recover_positions(model, stim):
         assert np.all(np.isfinite(res.params[key])), key
 
 
+@pytest.mark.backend
 @pytest.mark.parametrize("refine", ["lm", "sgd"])
 def test_noisy_recovery_matches_the_truth(refine, stim):
     rng = np.random.default_rng(12)
@@ -113,6 +115,7 @@ def test_per_unit_hrf_derivative_weights_are_fitted(stim):
     np.testing.assert_allclose(res.predictions, data, atol=1e-2 * np.abs(data).max())
 
 
+@pytest.mark.backend
 def test_float64_concatenated_runs_and_cartesian_grid():
     design = np.concatenate([bar_design(40), bar_design(40)[::-1]])
     stim = Stimulus(design, FOV, run_lengths=(40, 40))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FOV, TR, bar_design, random_params
 
+from conftest import FOV, TR, bar_design, random_params
 from prfmap.engine import Stimulus, catalog, predict
 from prfmap.engine.backend import get_backend
 from prfmap.engine.hrf import hrf_kernels
@@ -47,6 +47,7 @@ def reference_prediction(model: str, p: dict, stim: Stimulus) -> np.ndarray:
     return np.array(out)
 
 
+@pytest.mark.backend
 @pytest.mark.parametrize("model", MODEL_NAMES)
 def test_predictions_match_numpy_reference(model, stim):
     p = random_params(model, 12, np.random.default_rng(1))
@@ -108,6 +109,7 @@ def test_predictions_agree_across_backends(tmp_path, backend):
             )
 
 
+@pytest.mark.backend
 @pytest.mark.parametrize("model", MODEL_NAMES)
 def test_autodiff_gradients_of_every_parameter_are_finite_and_nonzero(model, stim):
     from keras import ops

@@ -3,12 +3,14 @@ around its Gaussian fit, recovered on noiseless data, kept in range, and a vanis
 
 import numpy as np
 import pytest
-from conftest import FOV, TR, bar_design, random_params
 
+from conftest import FOV, TR, bar_design, random_params
 from prfmap.engine import Stimulus, cartesian_grid, fit_prf, predict
 from prfmap.engine.models import get_model
 from prfmap.engine.problem import make_problem, nuisance_basis
 from prfmap.engine.search import seed_search
+
+pytestmark = pytest.mark.backend  # docs/validation.md: the seeding is checked on every backend
 
 
 def _centres(n: int, rng: np.random.Generator) -> dict:

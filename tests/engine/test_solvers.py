@@ -47,6 +47,7 @@ class Halving:
         return Solution(state.x, state.active, ())
 
 
+@pytest.mark.backend
 @pytest.mark.parametrize("compiled", ["0", "1"])
 def test_iterate_carries_a_named_state_compiled_and_in_python(compiled, backend, monkeypatch):
     if backend == "torch" and compiled == "1":
@@ -62,6 +63,7 @@ def test_iterate_carries_a_named_state_compiled_and_in_python(compiled, backend,
     assert steps == 2 and to_numpy(state.active).tolist() == [False, True, False, True]
 
 
+@pytest.mark.backend
 def test_adam_update_is_keras_adam_step_by_step(backend):
     rng = np.random.default_rng(0)
     start = rng.normal(size=(6, 3)).astype(np.float32)

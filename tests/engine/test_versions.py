@@ -40,6 +40,7 @@ def test_every_pin_is_installed_at_its_version():
     assert not wrong, f"the environment differs from {PINS.name} (make clean test reinstalls it): {wrong}"
 
 
+@pytest.mark.backend
 def test_backend_framework_and_keras_are_pinned(backend):
     pins = _pins()
     for name in ("keras", "numpy", *FRAMEWORKS[backend]):

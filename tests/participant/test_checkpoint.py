@@ -125,6 +125,7 @@ with stop_on_signal("try again"):
 """
 
 
+@pytest.mark.xdist_group("serial")
 def test_a_run_that_does_not_unwind_is_ended_within_the_grace_time() -> None:
     proc = subprocess.run(
         [sys.executable, "-c", STUCK], env=chunked_env(None), capture_output=True, text=True, timeout=60

@@ -55,6 +55,7 @@ def test_changed_argument_ignores_old_checkpoints(t1w_dataset: Path, tmp_path: P
     assert f"{N_CHUNKS} chunk(s) fitted, 0 reused" in changed.stdout
 
 
+@pytest.mark.xdist_group("serial")
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signal_stops_at_once_and_says_how_to_resume(
     t1w_dataset: Path, reference: tuple[Path, Path], tmp_path: Path, signum: int, code: int
