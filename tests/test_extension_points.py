@@ -85,17 +85,16 @@ def test_the_command_line_and_the_descriptor_accept_the_toys(tmp_path: Path) -> 
             [str(bids), "out", "participant", "--model", "toysat", "--refine", "toygd"]
         )
         descriptor = descriptor_choices(shipped)
-    assert (parsed.model, parsed.refine) == ("toysat", "toygd")
+    assert (parsed.model, parsed.refine) == (["toysat"], "toygd")
     inputs = {i["id"]: i for i in descriptor["inputs"]}
-    assert (
-        inputs["model"]["value-choices"][-1] == "toysat" and inputs["refine"]["value-choices"][-1] == "toygd"
-    )
+    assert inputs["model"]["value-choices"][-2:] == ["toysat", "all"]  # "all" of them, the toy included
+    assert inputs["refine"]["value-choices"][-1] == "toygd"
     (tmp_path / "descriptor.json").write_text(json.dumps(descriptor))
     invocation = {
         "bids_dir": str(bids),
         "output_dir": str(tmp_path / "out"),
         "analysis_level": "participant",
-        "model": "toysat",
+        "model": ["toysat"],
         "refine": "toygd",
     }
     (tmp_path / "invocation.json").write_text(json.dumps(invocation))

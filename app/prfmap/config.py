@@ -124,6 +124,10 @@ class FitConfig:
     ----------
     model : str
         pRF model (``gauss``, ``css``, ``dog``, ``dn``).
+    compared : tuple of str
+        With two or more models (``--model gauss css ...``), all of them, the Gaussian first: each is
+        fitted (``model`` is the one of this configuration, :meth:`for_model`) and they are compared
+        per vertex; empty for one model.
     refine : str
         Refinement after the grid search (``lm``, ``sgd``, ``none``).
     refine_r2_min : float
@@ -144,6 +148,7 @@ class FitConfig:
     """
 
     model: str = "gauss"
+    compared: tuple[str, ...] = ()
     refine: str = "lm"
     refine_r2_min: float = 0.1
     hrf: str = "participant"
@@ -258,6 +263,25 @@ class Config:
     fit: FitConfig
     outputs: OutputsConfig
     execution: ExecutionConfig
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """Every model the run fits: ``fit.compared``, or ``fit.model`` alone."""
+        return self.fit.compared or (self.fit.model,)
+
+    def for_model(self, model: str) -> Config:
+        """The configuration fitting ``model`` alone, as ``--model <model>`` would.
+
+        Parameters
+        ----------
+        model : str
+            One of :attr:`models`.
+
+        Returns
+        -------
+        Config
+        """
+        return dataclasses.replace(self, fit=dataclasses.replace(self.fit, model=model, compared=()))
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """The configuration as JSON-able sections (paths as strings, tuples as lists)."""

@@ -52,7 +52,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "session_label": ("--session-label", "list"),
     "task": ("--task", "list"),
     "space": ("--space", "value"),
-    "model": ("--model", "value"),
+    "model": ("--model", "list"),
     "refine": ("--refine", "value"),
     "refine_r2_min": ("--refine-r2-min", "value"),
     "fit_hrf": ("--fit-hrf", "flag"),
@@ -157,6 +157,8 @@ def _map_sets(output_dir: Path) -> dict[tuple, dict[str, dict[str | None, Path]]
         if "_stat-" in sidecar.name:  # a statistic's maps (written by earlier versions with their own)
             continue
         meta = json.loads(sidecar.read_text())
+        if meta.get("Model") == "best":  # a comparison of models: winners, not a pRF fit
+            continue
         stem = sidecar.name[: -len(".json")]
         data = next((p for p in sidecar.parent.glob(stem + ".*") if p.suffix != ".json"), None)
         if data is None:

@@ -53,7 +53,7 @@ PRFMAP_OPTIONS: tuple[Option, ...] = (
     Option(("--dummy-scans",)),
     Option(("--high-pass-hz",)),
     Option(("--confounds",), nargs="+"),
-    Option(("--model",)),
+    Option(("--model",), nargs="+"),
     Option(("--refine",)),
     Option(("--refine-r2-min",)),
     Option(("--hrf",)),

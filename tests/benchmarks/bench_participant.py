@@ -9,6 +9,7 @@ matrix-multiply speed of JAX measured before and after (the faster is the refere
 given in TFLOP-equivalents (seconds × that speed), which is what to compare on a shared, noisy machine.
 
     KERAS_BACKEND=jax python tests/benchmarks/bench_participant.py [--dataset DIR] [--json FILE]
+        [--model M ...]
 """
 
 from __future__ import annotations
@@ -62,8 +63,10 @@ def stage_seconds(log: Path, started: datetime, ended: datetime) -> dict[str, fl
     return out
 
 
-def run_participant(bids: Path, out: Path, work: Path) -> tuple[float, float, dict[str, float]]:
-    """Run the participant level with the defaults; its wall time, CPU seconds and stage seconds."""
+def run_participant(
+    bids: Path, out: Path, work: Path, models: list[str] | None = None
+) -> tuple[float, float, dict[str, float]]:
+    """Run the participant level with the defaults (and ``--model models``); wall, CPU and stage seconds."""
     shutil.rmtree(out, ignore_errors=True)
     command = [
         str(BIN / "prfmap"),
@@ -74,6 +77,7 @@ def run_participant(bids: Path, out: Path, work: Path) -> tuple[float, float, di
         "jax",
         "--work-dir",
         str(work),
+        *(["--model", *models] if models else []),
     ]
     started = datetime.now()
     t0, cpu0 = time.perf_counter(), _children_cpu()
@@ -93,6 +97,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, help="a prfmap-synth dataset to reuse (written if absent)")
     parser.add_argument("--json", type=Path, help="also write the records to this file")
+    parser.add_argument("--model", nargs="+", help="the models fitted (default: prfmap's, the Gaussian)")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="prfmap-bench-participant-"))
     bids = args.dataset or scratch / "bids"
@@ -106,10 +111,11 @@ def main() -> None:
     records: list[dict[str, Any]] = []
     work = scratch / "work"
     for label in ("cold", "warm"):
-        wall, cpu, stages = run_participant(bids, scratch / f"out-{label}", work)
+        wall, cpu, stages = run_participant(bids, scratch / f"out-{label}", work, args.model)
         records.append(
             {
                 "run": label,
+                "models": args.model or ["gauss"],
                 "seconds": round(wall, 1),
                 "cpu_seconds": round(cpu, 1),
                 "stages": {k: round(v, 2) for k, v in stages.items()},

@@ -202,7 +202,7 @@ def test_unexpected_failure_exits_1_with_the_traceback_in_the_log(
     def broken_fit(loaded, config, progress) -> None:
         raise RuntimeError("injected fault")
 
-    monkeypatch.setattr(prfmap.participant.level, "fit_loaded", broken_fit)
+    monkeypatch.setattr(prfmap.participant.level, "fit_models", broken_fit)
     out = tmp_path / "out"
     assert run(bids_copy, out) == 1
     line = error_line(capsys)

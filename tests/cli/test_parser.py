@@ -56,7 +56,7 @@ def test_choices() -> None:
     parser = build_parser()
     choices = {a.dest: a.choices for a in parser._actions if a.choices}
     assert list(choices["analysis_level"]) == ["participant", "group"]
-    assert list(choices["model"]) == ["gauss", "css", "dog", "dn"]
+    assert list(choices["model"]) == ["gauss", "css", "dog", "dn", "all"]
     assert list(choices["refine"]) == ["lm", "sgd", "none"]
     assert list(choices["hrf"]) == ["canonical", "participant", "vertex"]
     assert list(choices["backend"]) == ["jax", "torch", "tensorflow"]
@@ -66,7 +66,7 @@ def test_defaults() -> None:
     opts = parse()
     assert opts.bids_dir == Path("bids") and opts.output_dir == Path("out")
     assert opts.analysis_level == "participant"
-    assert (opts.model, opts.refine, opts.backend) == ("gauss", "lm", None)
+    assert (opts.model, opts.refine, opts.backend) == (["gauss"], "lm", None)
     assert opts.high_pass_hz == 0.01
     assert opts.dummy_scans is None and opts.confounds is None
     assert opts.participant_label is None and opts.space is None

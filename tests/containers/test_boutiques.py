@@ -234,7 +234,10 @@ def test_option_in_step_with_parser(descriptor, probe_file, action):
         assert item.get("min-list-entries") == 1
     assert item.get("value-choices") == (list(action.choices) if action.choices else None)
     if not isinstance(action, FLAG_ACTIONS) and action.default is not None:
-        assert f"(default: {action.default})" in item["description"]
+        default = action.default
+        if isinstance(default, (list, tuple)):
+            default = " ".join(str(value) for value in default)
+        assert f"(default: {default})" in item["description"]
     if kind == "Number":
         _check_bounds(item, action.type, integer)
 
@@ -327,7 +330,7 @@ def _participant_invocation(tmp_path: Path) -> dict:
         "dummy_scans": 4,
         "high_pass_hz": 0.02,
         "confounds": ["trans_x", "rot_z"],
-        "model": "css",
+        "model": ["css", "dog"],
         "refine": "sgd",
         "refine_r2_min": 0.2,
         "hrf": "participant",

@@ -117,7 +117,7 @@ def test_a_fifth_model_needs_only_a_model_class_and_a_catalogue_entry(toy_model,
     bids.mkdir()
     (bids / "dataset_description.json").write_text(json.dumps({"Name": "x", "BIDSVersion": "1.9.0"}))
     opts = build_parser().parse_args([str(bids), str(tmp_path / "out"), "participant", "--model", "toysat"])
-    assert opts.model == "toysat"
+    assert opts.model == ["toysat"]
 
     rng = np.random.default_rng(3)
     p = random_params("gauss", 40, rng) | {"saturation": rng.uniform(0.5, 2.0, 40)}

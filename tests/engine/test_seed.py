@@ -125,3 +125,24 @@ def test_a_grid_naming_a_models_extras_is_searched_with_that_model(stim):
     assert seeded.settings.seed_candidates > 0 and "seed" in seeded.timings
     with pytest.raises(ValueError, match="cannot name"):
         fit_prf(data, stim, TR, model="gauss", grid=cartesian_grid(axes | {"n": [0.5]}))
+
+
+@pytest.mark.parametrize("model", ["css", "dog"])
+def test_a_shared_gaussian_start_recovers_as_the_models_own(model, stim):
+    """Seeded from an earlier Gaussian fit of the same data (what a comparison of models shares), the
+    model skips its own grid search and reaches the same fit as when it searches itself."""
+    rng = np.random.default_rng(23)
+    n = 120
+    p = random_params(model, n, rng)
+    data = predict(p, stim, TR, model) + rng.normal(0, 0.05, (n, stim.n_frames))
+    data[-1] = np.nan
+    gauss = fit_prf(data, stim, TR, model="gauss")
+    own = fit_prf(data, stim, TR, model=model)
+    shared = fit_prf(data, stim, TR, model=model, gauss_start=gauss.params)
+    assert shared.settings.grid_points == 0 and own.settings.grid_points > 0
+    assert "grid" not in shared.timings and "refine_gauss" not in shared.timings
+    fitted = np.isfinite(own.r2)
+    assert np.array_equal(fitted, np.isfinite(shared.r2))
+    assert np.median(shared.r2[fitted]) >= np.median(own.r2[fitted]) - 0.005
+    close = np.hypot(shared.params["x"] - own.params["x"], shared.params["y"] - own.params["y"]) < 0.2
+    assert close[fitted].mean() >= 0.9, close[fitted].mean()

@@ -36,3 +36,14 @@ def test_synthetic_datasets_pass_the_validator(tmp_path, space):
         assert not undocumented, f"{dataset.name}: warnings not in docs/outputs.md: {undocumented}"
     raw_bold = sorted((root / "sub-01" / "func").glob("*_bold.nii.gz"))
     assert len(raw_bold) == 2 and all(p.stat().st_size < 20_000 for p in raw_bold)
+
+
+@pytest.mark.parametrize("space", ["fsaverage5", "fsLR", "T1w"])
+def test_ground_truth_of_several_prf_models_passes_the_validator(tmp_path, space):
+    root = make_synthetic_dataset(
+        tmp_path / "bids", SynthConfig(runs=1, space=space, small=True, prf_models=("gauss", "css", "dog"))
+    )
+    result = validate_dataset(root / "derivatives" / "prfsynth")
+    assert result.exit_code == 0, result.summary()
+    undocumented = {i.code for i in result.warnings} - documented_warnings()
+    assert not undocumented, f"warnings not in docs/outputs.md: {undocumented}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from argparse import Namespace
+from collections.abc import Sequence
 from pathlib import Path
 
 from prfmap.config import (
@@ -22,6 +23,7 @@ from prfmap.config import (
     OutputsConfig,
     PreprocessingConfig,
 )
+from prfmap.engine import catalog
 from prfmap.errors import UsageError
 from prfmap.io.datasets import bids_root, derivative_roots, read_bids_filter
 from prfmap.runtime.memory import default_mem_gb
@@ -107,8 +109,10 @@ def build_config(opts: Namespace) -> Config:
 
 
 def _fit_section(opts: Namespace) -> FitConfig:
+    models = fitted_models(opts.model)
     return FitConfig(
-        model=opts.model,
+        model=models[0],
+        compared=models if len(models) > 1 else (),
         refine=opts.refine,
         refine_r2_min=opts.refine_r2_min,
         hrf="vertex" if opts.fit_hrf else opts.hrf,
@@ -116,6 +120,28 @@ def _fit_section(opts: Namespace) -> FitConfig:
         random_seed=opts.random_seed,
         slice_time_ref=opts.slice_time_ref,
     )
+
+
+def fitted_models(asked: str | Sequence[str]) -> tuple[str, ...]:
+    """The models ``--model`` asks for, in the catalogue's order, the Gaussian first among several.
+
+    ``all`` is every model of the catalogue; a comparison of several models always includes the
+    Gaussian, which the others seed from and are compared with.
+
+    Parameters
+    ----------
+    asked : str or sequence of str
+        ``--model``'s values.
+
+    Returns
+    -------
+    tuple of str
+    """
+    names = [asked] if isinstance(asked, str) else list(asked)
+    chosen = set(catalog.MODELS) if "all" in names else set(names)
+    if len(chosen) > 1:
+        chosen.add("gauss")
+    return tuple(m for m in catalog.MODELS if m in chosen)
 
 
 def _outputs(opts: Namespace, output_dir: Path) -> OutputsConfig:

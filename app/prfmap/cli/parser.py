@@ -30,7 +30,12 @@ class _HelpFormatter(argparse.HelpFormatter):
             and "default" not in text
             and action.option_strings
         ):
-            text += " (default: %(default)s)"
+            if isinstance(action.default, (list, tuple)):
+                # as it is written on the command line: "gauss css", not "['gauss', 'css']"
+                shown = " ".join(str(value) for value in action.default).replace("%", "%%")
+                text += f" (default: {shown})"
+            else:
+                text += " (default: %(default)s)"
         return text
 
 
@@ -349,10 +354,16 @@ def build_parser() -> argparse.ArgumentParser:
     g_model = parser.add_argument_group("Model fitting")
     g_model.add_argument(
         "--model",
-        choices=tuple(catalog.MODELS),
-        default="gauss",
-        help="pRF model: isotropic Gaussian, compressive spatial summation, difference of "
-        "Gaussians, or divisive normalisation",
+        nargs="+",
+        choices=(*catalog.MODELS, "all"),
+        default=["gauss"],
+        metavar="MODEL",
+        help="pRF model(s): gauss (isotropic Gaussian), css (compressive spatial summation), dog "
+        "(difference of Gaussians), dn (divisive normalisation), or all of them. With two or more, "
+        "each is fitted from one loading of the runs and one participant HRF (the Gaussian always "
+        "among them: the others seed from its fit), and with two or more runs compared per vertex "
+        "on the same held-out runs (model-best maps: the winner, its cvr2 and its gain over the "
+        "Gaussian)",
     )
     g_model.add_argument(
         "--refine",

@@ -16,7 +16,7 @@ from prfmap.cli.parser import (
     positive_float,
     positive_int,
 )
-from prfmap.synth.config import CLEAN, DEFAULT_NOISE, SLICE_TIMINGS, SPACES, SynthConfig
+from prfmap.synth.config import CLEAN, DEFAULT_NOISE, PRF_MODELS, SLICE_TIMINGS, SPACES, SynthConfig
 from prfmap.synth.dataset import make_synthetic_dataset
 from prfmap.synth.model import NOISE_MODELS
 
@@ -161,6 +161,31 @@ def build_parser() -> argparse.ArgumentParser:
         "be); --clean keeps it",
     )
     parser.add_argument(
+        "--prf-models",
+        nargs="+",
+        choices=PRF_MODELS,
+        default="gauss",
+        metavar="MODEL",
+        help="pRF models (gauss, css, dog): each pRF unit follows one of those listed, drawn "
+        "uniformly at random; its x, y, sigma, drawn amplitude and HRF, and the noise, stay those of "
+        "the Gaussian-only dataset. css: the Gaussian's overlap with the aperture to the power n ~ "
+        "U(0.2, 0.5); dog: the overlap less ratio ~ U(0.1, 0.3) times that of a unit-integral "
+        "surround Gaussian of size sigma × U(2, 4). Beyond gauss alone the ground truth adds "
+        "desc-truemodel (0 gauss, 1 css, 2 dog, as its sidecar's Levels say), desc-n, "
+        "desc-sigmasurround and desc-amplitudesurround (ratio × amplitude)",
+    )
+    parser.add_argument(
+        "--bar-widths",
+        nargs="+",
+        type=positive_float,
+        default=[SynthConfig().bar_width],
+        metavar="W",
+        help="bar widths in degrees, each at most the 20° field of view: the eight-sweep "
+        "sequence (blank periods included) is repeated once per width, in the order given, so "
+        "runs get longer by that factor (several widths tell compressive and surround pRFs "
+        "from a Gaussian)",
+    )
+    parser.add_argument(
         "--small",
         action="store_true",
         help="a quick test-size dataset (smaller aperture, shorter runs, few "
@@ -191,6 +216,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"OUT_DIR {out} exists and is not a folder; choose another path")
     if args.noise_runs > args.runs:
         parser.error(f"--noise-runs {args.noise_runs} exceeds --runs {args.runs}")
+    fov = SynthConfig().fov_deg
+    too_wide = [w for w in args.bar_widths if w > fov]
+    if too_wide:
+        parser.error(f"--bar-widths {too_wide[0]:g} exceeds the {fov:g}° field of view")
     if out.is_dir() and any(out.iterdir()) and not args.overwrite:
         parser.error(f"OUT_DIR {out} is not empty; choose a new folder or pass --overwrite")
     realism = {
@@ -213,6 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         drift=args.drift,
         noise_runs=args.noise_runs,
         hrf_delay_shift=args.hrf_delay_shift,
+        prf_models=args.prf_models,  # a list, or the default's one name
+        bar_widths=tuple(args.bar_widths),
         **(CLEAN if args.clean else realism),
     )
     make_synthetic_dataset(out, config)

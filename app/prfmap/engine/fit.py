@@ -94,7 +94,14 @@ def fit_prf(
     plan = stages.RefinePlan(
         refiner, mem_gb, opts.max_iter, opts.tol, opts.refine_options, opts.refine_r2_min
     )
-    begun = stages.start(prob, plan, grid, fixed_values, units.y, stim, progress)
+    gauss_start = None
+    if opts.gauss_start is not None:
+        gauss_start = {
+            k: np.asarray(v)[units.index]
+            for k, v in opts.gauss_start.items()
+            if k in ("x", "y", "sigma", "r2")
+        }
+    begun = stages.start(prob, plan, grid, fixed_values, units.y, stim, progress, gauss_start)
     bounds = prob.model.bounds(stim.scales)
     noise = resolve_noise(opts.noise)
     gls_prob, gls_units = prob, units

@@ -64,6 +64,11 @@ class FitOptions:
     uncertainty : bool
         Compute every fitted unit's standard errors (``FitResult.uncertainty``) and the
         ``uncertain`` status bit.
+    gauss_start : mapping, optional
+        ``x``, ``y``, ``sigma`` ((units,) each, degrees) and optionally ``r2`` of a Gaussian fit of
+        the same data: a model seeded from its Gaussian fit (CSS, DoG, DN) seeds from these instead of
+        its own Gaussian grid search and refinement (what a comparison of several models shares);
+        with ``r2``, only the units it explains well enough to be refined are seeded.
     """
 
     model: str = "gauss"
@@ -83,6 +88,7 @@ class FitOptions:
     return_predictions: bool = False
     noise: str | NoiseModel = "ols"
     uncertainty: bool = True
+    gauss_start: Mapping[str, np.ndarray] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "refine_options", MappingProxyType(dict(self.refine_options)))

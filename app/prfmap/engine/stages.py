@@ -18,7 +18,7 @@ from prfmap.engine import catalog, frames, streaming
 from prfmap.engine.batching import ProgressFn
 from prfmap.engine.grid import grid_theta
 from prfmap.engine.levenberg_marquardt import LevenbergMarquardt
-from prfmap.engine.models import Bounds, free_mask, get_model
+from prfmap.engine.models import Bounds, PRFModel, free_mask, get_model
 from prfmap.engine.problem import Problem
 from prfmap.engine.search import grid_search, seed_search
 from prfmap.engine.solvers import Solver, refine_units, solver_class
@@ -132,11 +132,14 @@ def start(
     y: np.ndarray,
     stim: Stimulus,
     progress: ProgressFn | None,
+    gauss_start: Mapping[str, np.ndarray] | None = None,
 ) -> Start:
     """Each unit's starting internal parameters and their correlation with its data.
 
     The grid search; for a model with extras to seed (and a grid of x, y, sigma alone), the grid
     search and refinement of the Gaussian, then each unit's best candidate of the model's extras.
+    With ``gauss_start`` (``x``, ``y``, ``sigma`` of a Gaussian fit of the same units) a seeded
+    model seeds from it instead, without a grid search or Gaussian refinement of its own.
 
     Parameters
     ----------
@@ -161,18 +164,38 @@ def start(
     """
     seeded = bool(prob.model.seed_grid) and set(grid) <= {"x", "y", "sigma"}
     first = replace(prob, model=get_model("gauss")) if seeded else prob
+    sigma_floor = float(np.min(grid["sigma"]))
+    if seeded and gauss_start is not None:
+        theta = np.column_stack([_finite(gauss_start[k], first.model, k) for k in first.model.names[:3]])
+        r2 = np.asarray(gauss_start.get("r2", np.ones(len(theta))), dtype=np.float64)
+        corr = np.sqrt(np.maximum(np.nan_to_num(r2), 0.0))
+        u, corr, candidates, seconds = _seed_start(
+            prob, first.model.internal(theta), corr, sigma_floor, fixed, y, plan, progress, share=1.0
+        )
+        return Start(u, corr, 0, candidates, {"seed": seconds})
     u, corr, grid_points, timings = _grid_start(first, grid, fixed, y, plan.mem_gb, progress)
     if not seeded:
         return Start(u, corr, grid_points, 0, timings)
     first_fixed = {k: v for k, v in fixed.items() if k in first.model.names}
     free = free_mask(first.model, first_fixed)[0]
     gauss = refine(first, plan, u, y, corr, free, first.model.bounds(stim.scales), progress)
-    u, corr, candidates, seconds = _seed_start(
-        prob, first, gauss.u, float(np.min(grid["sigma"])), fixed, y, plan.mem_gb, progress
-    )
+    u, corr, candidates, seconds = _seed_start(prob, gauss.u, corr, sigma_floor, fixed, y, plan, progress)
     return Start(
         u, corr, grid_points, candidates, {**timings, "refine_gauss": gauss.seconds, "seed": seconds}
     )
+
+
+SEED_R2_SHARE = 0.5
+"""A seeded model seeds the units whose Gaussian fit explains at least this share of
+``refine_r2_min``: a seed raises the correlation a little, never to the refinement's threshold from
+far below it, and the search is most of a seeded model's cost."""
+
+
+def _finite(values: np.ndarray, model: PRFModel, name: str) -> np.ndarray:
+    """A Gaussian start's parameter, its default where the start has none (a unit it did not fit)."""
+    values = np.asarray(values, dtype=np.float64)
+    default = next(p.default for p in model.params if p.name == name)
+    return np.where(np.isfinite(values), values, default)
 
 
 def _grid_start(
@@ -200,20 +223,25 @@ def _grid_start(
 
 def _seed_start(
     prob: Problem,
-    gauss: Problem,
     u_gauss: np.ndarray,
+    gauss_corr: np.ndarray,
     sigma_floor: float,
     fixed: Mapping[str, float],
     y: np.ndarray,
-    mem_gb: float,
+    plan: RefinePlan,
     progress: ProgressFn | None,
+    share: float = SEED_R2_SHARE,
 ) -> tuple[np.ndarray, np.ndarray, int, float]:
     """The seed search, as prfpy seeds its extended models from its Gaussian fit.
 
-    Around each unit's Gaussian fit ``u_gauss`` (internal parameters of ``gauss.model``), the model's
+    Around each unit's Gaussian fit ``u_gauss`` (internal parameters of the Gaussian), the model's
     ``seed_grid`` of extras is scored as the grid is; the best candidate starts the refinement. A
     Gaussian size below the grid's smallest (``sigma_floor``), which the data cannot resolve, is seeded
-    from that smallest size.
+    from that smallest size. Only units whose Gaussian fit explains at least ``share`` of
+    ``plan.refine_r2_min`` (``gauss_corr`` squared) are seeded: the others are not refined and keep
+    the Gaussian fit with the extras' defaults (and its correlation). ``share`` is
+    :data:`SEED_R2_SHARE` for the grid's correlation, which the Gaussian's refinement raises, and 1
+    for a refined Gaussian fit's r² (a shared ``gauss_start``).
 
     Returns
     -------
@@ -225,14 +253,17 @@ def _seed_start(
         Time the seed search took.
     """
     t0 = time.perf_counter()
-    model = prob.model
-    theta = natural_values(gauss.model.params, u_gauss)
+    model, gauss = prob.model, get_model("gauss")
+    theta = natural_values(gauss.params, u_gauss)
     theta[:, 2] = np.maximum(theta[:, 2], sigma_floor)
-    start = model.from_report({**{k: theta[:, i] for i, k in enumerate(gauss.model.names)}, **fixed})
-    candidates = model.seed_candidates(start, keep=set(fixed))
+    start = model.from_report({**{k: theta[:, i] for i, k in enumerate(gauss.names)}, **fixed})
+    chosen = np.flatnonzero(np.maximum(gauss_corr, 0.0) ** 2 >= share * plan.refine_r2_min)
+    candidates = model.seed_candidates(start[chosen], keep=set(fixed))
     for name, value in fixed.items():
         candidates[:, :, model.names.index(name)] = value
-    theta0, corr = seed_search(prob, y, candidates, mem_gb, progress)
+    theta0, corr = start.copy(), np.asarray(gauss_corr, dtype=np.float64).copy()
+    if chosen.size:
+        theta0[chosen], corr[chosen] = seed_search(prob, y[chosen], candidates, plan.mem_gb, progress)
     return model.internal(theta0), corr, int(candidates.shape[1]), time.perf_counter() - t0
 
 

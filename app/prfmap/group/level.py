@@ -31,6 +31,7 @@ from prfmap.group.combine import (
     stack,
     statistics_for,
 )
+from prfmap.group.comparison import run_group_comparisons
 from prfmap.group.maps import (
     HEMIS,
     TEMPLATE_SPACES,
@@ -196,9 +197,10 @@ def run_group(
         )
         for fit, members in sorted(shared.items(), key=lambda item: str(item[0]))
     ]
+    comparisons = run_group_comparisons(output_dir, participant_labels, subjects)
     if report:
         fits = [_report_fit(output_dir, r, by_fit[r.fit]) for r in results]
-        write_group_report(output_dir, fits)
+        write_group_report(output_dir, fits, comparisons)
     return results
 
 
@@ -220,12 +222,10 @@ def _log_skipped(
                 ", ".join(f"sub-{s}" for s in have),
                 ", ".join(f"sub-{s}" for s in subjects if s not in have),
             )
-    others = sorted({s.key.space for s in sets if s.key.space not in TEMPLATE_SPACES})
+    others = ", ".join(sorted({s.key.space for s in sets if s.key.space not in TEMPLATE_SPACES}))
     if others:
         logger.info(
-            "maps in %s left out of the group: not a template space (%s)",
-            ", ".join(others),
-            ", ".join(TEMPLATE_SPACES),
+            "maps in %s left out of the group: not a template space (%s)", others, ", ".join(TEMPLATE_SPACES)
         )
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from bids.layout import parse_file_entities
 
 from prfmap.derivatives import MAP_SUFFIX, PYBIDS_CONFIG, OutputKey
+from prfmap.derivatives.comparison import COMPARISON_MODEL
 from prfmap.errors import BadDataError
 from prfmap.io.bold import read_dscalar, read_gifti
 
@@ -86,8 +87,8 @@ def output_key(entities: dict[str, str]) -> OutputKey | None:
     OutputKey or None
     """
     required = ("subject", "task", "space", "model")
-    if any(k not in entities for k in required):
-        return None
+    if any(k not in entities for k in required) or entities["model"] == COMPARISON_MODEL:
+        return None  # not a map of a prfmap fit (model-best: a comparison's winners, not a pRF)
     return OutputKey(
         subject=entities["subject"],
         session=entities.get("session"),

@@ -318,6 +318,9 @@ def _fit_chunk(
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Fit units ``start:stop`` and save them atomically; returns the saved arrays and metadata."""
     t0 = time.perf_counter()
+    kwargs = dict(kwargs)
+    if kwargs.get("gauss_start") is not None:  # per unit, as the data
+        kwargs["gauss_start"] = {k: np.asarray(v)[start:stop] for k, v in kwargs["gauss_start"].items()}
     result = fit_prf(data[start:stop], stim, tr, progress=progress, **kwargs)
     meta = {"units": [start, stop], "settings": result.settings.to_dict(), "timings": result.timings}
     meta = json.loads(json.dumps(meta, default=str))

@@ -91,6 +91,11 @@ class CrossValidation:
         The folds, in order.
     seconds : list of float
         Seconds per fold (fit and prediction).
+    fold_sums : ndarray, shape (folds, 5, units), optional
+        Each fold's sums of the scores (``<y,p>``, ``|y|²``, ``|p|²``, ``|y-p|²``, null variance).
+    held_out : list of (ndarray, ndarray), optional
+        Each fold's projected held-out data and prediction, float32 (units, frames), where
+        :func:`cross_validate` was asked to keep them (a comparison of models tests on them).
     """
 
     cvr2: np.ndarray
@@ -98,6 +103,25 @@ class CrossValidation:
     z: np.ndarray
     folds: list[Fold]
     seconds: list[float] = field(default_factory=list)
+    fold_sums: np.ndarray | None = None
+    held_out: list[tuple[np.ndarray, np.ndarray]] | None = None
+
+    def fold_cvr2(self, folds: Sequence[int]) -> np.ndarray:
+        """``cvr2`` over some of the folds only, e.g. one held-out run's.
+
+        Parameters
+        ----------
+        folds : sequence of int
+            Indices into :attr:`folds`.
+
+        Returns
+        -------
+        ndarray, shape (units,)
+        """
+        if self.fold_sums is None:
+            raise ValueError("this cross-validation kept no per-fold sums")
+        cvr2 = _scores(self.fold_sums[list(folds)].sum(axis=0))[0]
+        return np.where(np.isfinite(self.cvr2), cvr2, np.nan)
 
 
 def reproducible(z: np.ndarray, alpha: float = FAMILY_ALPHA) -> np.ndarray:
@@ -168,6 +192,7 @@ def cross_validate(
     fov_deg: float,
     fit: FitFn,
     predict: PredictFn,
+    keep_held_out: bool = False,
 ) -> CrossValidation:
     """Leave-one-run-out ``cvr2`` of every unit.
 
@@ -188,6 +213,8 @@ def cross_validate(
     predict : callable
         ``predict(result, stimulus) -> (units, frames)``: the fold fit's time courses for a
         held-out aperture (:func:`engine_predictor`).
+    keep_held_out : bool
+        Keep each fold's projected held-out data and prediction (``CrossValidation.held_out``).
 
     Returns
     -------
@@ -195,9 +222,10 @@ def cross_validate(
         Empty folds and NaN maps for fewer than two runs.
     """
     n_units = runs[0].data.shape[0] if runs else 0
-    sums = np.zeros((5, n_units))  # <y,p>, |y|², |p|², |y-p|², null variance of <y,p>
     folds = leave_one_run_out(len(runs))
-    seconds = []
+    sums = np.zeros((len(folds), 5, n_units))  # <y,p>, |y|², |p|², |y-p|², null variance of <y,p>
+    seconds: list[float] = []
+    held_out: list[tuple[np.ndarray, np.ndarray]] = []
     for fold in folds:
         start = time.perf_counter()
         training = combine_runs(
@@ -208,21 +236,28 @@ def cross_validate(
         held = runs[fold.held_out]
         design = designs[stimulus_keys[fold.held_out]]
         prediction = predict(result, Stimulus(design, fov_deg=fov_deg))
-        _accumulate(sums, held, prediction)
+        y, p = _accumulate(sums[len(seconds)], held, prediction)
+        if keep_held_out:
+            held_out.append((y.astype(np.float32), p.astype(np.float32)))
         seconds.append(time.perf_counter() - start)
-    return CrossValidation(*_scores(sums), folds, seconds)
+    kept = held_out if keep_held_out else None
+    return CrossValidation(*_scores(sums.sum(axis=0)), folds, seconds, sums, kept)
 
 
-def _accumulate(sums: np.ndarray, held: PreprocessedRun, prediction: np.ndarray) -> None:
+def _accumulate(
+    sums: np.ndarray, held: PreprocessedRun, prediction: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Add a fold's scores to ``sums``; returns its projected data and prediction (0 where not finite)."""
     basis = held_out_projection(held)
-    y = _project(np.nan_to_num(held.data), basis)
-    p = _project(np.nan_to_num(prediction), basis)
     ok = np.isfinite(held.data).all(axis=1) & np.isfinite(prediction).all(axis=1)
+    y = _project(np.where(ok[:, None], np.nan_to_num(held.data), 0.0), basis)
+    p = _project(np.where(ok[:, None], np.nan_to_num(prediction), 0.0), basis)
     sums[0, ok] += np.sum(y * p, axis=1)[ok]
     sums[1, ok] += np.sum(y * y, axis=1)[ok]
     sums[2, ok] += np.sum(p * p, axis=1)[ok]
     sums[3, ok] += np.sum((y - p) ** 2, axis=1)[ok]
     sums[4, ok] += null_variance(y[ok], p[ok])
+    return y, p
 
 
 def null_variance(y: np.ndarray, p: np.ndarray) -> np.ndarray:

@@ -6,6 +6,7 @@ Its value is a :class:`FitOutcome`.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import time
 from dataclasses import dataclass
@@ -127,10 +128,36 @@ def mark_not_reproducible(status: np.ndarray, z: np.ndarray) -> np.ndarray:
     return codes.astype(np.float64)
 
 
-def fit_loaded(loaded: LoadedFit, config: Config, progress: ProgressFn) -> FitOutcome:
-    """Fit the combined data chunk by chunk, reusing the checkpoints of an interrupted run.
+@dataclass
+class SharedWork:
+    """What the fits of several models of the same data share, per fit and per fold.
 
-    Then, with two or more runs, the leave-one-run-out folds of ``cvr2`` the same way.
+    Keyed by the held-out run's name (None: the fit of all runs).
+
+    Attributes
+    ----------
+    hrf : dict
+        The participant HRF estimated for that data.
+    noise : dict
+        The noise model estimated for that data.
+    gauss : dict
+        The Gaussian fit of that data, which the other models seed from.
+    keep_held_out : bool
+        Keep the folds' held-out series (a comparison of models tests on them).
+    """
+
+    hrf: dict[str | None, HRF] = dataclasses.field(default_factory=dict)
+    noise: dict[str | None, NoiseModel] = dataclasses.field(default_factory=dict)
+    gauss: dict[str | None, FitResult] = dataclasses.field(default_factory=dict)
+    keep_held_out: bool = False
+
+
+def fit_models(loaded: LoadedFit, config: Config, progress: ProgressFn) -> list[FitOutcome]:
+    """Fit every model of ``config`` (:attr:`Config.models`) to one plan's data, the Gaussian first.
+
+    One loading, and per fit and per fold one participant HRF and one noise model, serve every model;
+    the others seed from the Gaussian's fit of the same data (``FitOptions.gauss_start``). Each
+    model's fit is what ``--model <model>`` alone would give but for its start.
 
     Parameters
     ----------
@@ -143,6 +170,41 @@ def fit_loaded(loaded: LoadedFit, config: Config, progress: ProgressFn) -> FitOu
 
     Returns
     -------
+    list of FitOutcome
+        One per model, in :attr:`Config.models`'s order.
+    """
+    models = config.models
+    if len(models) == 1:
+        return [fit_loaded(loaded, config, progress)]
+    shared = SharedWork(keep_held_out=True)
+    outcomes = []
+    for model in models:
+        plan = dataclasses.replace(loaded.plan, key=dataclasses.replace(loaded.plan.key, model=model))
+        mine = dataclasses.replace(loaded, plan=plan)
+        outcomes.append(fit_loaded(mine, config.for_model(model), progress, shared=shared))
+    return outcomes
+
+
+def fit_loaded(
+    loaded: LoadedFit, config: Config, progress: ProgressFn, shared: SharedWork | None = None
+) -> FitOutcome:
+    """Fit the combined data chunk by chunk, reusing the checkpoints of an interrupted run.
+
+    Then, with two or more runs, the leave-one-run-out folds of ``cvr2`` the same way.
+
+    Parameters
+    ----------
+    loaded : LoadedFit
+        The preprocessed data of a plan.
+    config : Config
+        The run's configuration.
+    progress : callable
+        ``progress(stage, done, total)``.
+    shared : SharedWork, optional
+        What the fits of other models of the same data estimated (:func:`fit_models`).
+
+    Returns
+    -------
     FitOutcome
     """
     plan, combined = loaded.plan, loaded.combined
@@ -150,7 +212,9 @@ def fit_loaded(loaded: LoadedFit, config: Config, progress: ProgressFn) -> FitOu
     keep = config.outputs.keep_predictions
     start = time.perf_counter()
     owned: list[Path] = []
-    result = _checkpointed_fit(loaded, config, combined, stim, plan.name, progress, keep=keep, owned=owned)
+    result = _checkpointed_fit(
+        loaded, config, combined, stim, plan.name, progress, keep=keep, owned=owned, shared=shared
+    )
     seconds = time.perf_counter() - start
     r2 = np.asarray(result.r2)
     fitted = np.isfinite(np.asarray(result.params["x"]))
@@ -168,7 +232,7 @@ def fit_loaded(loaded: LoadedFit, config: Config, progress: ProgressFn) -> FitOu
         seconds,
         float(np.nanmedian(r2[fitted])) if fitted.any() else float("nan"),
     )
-    cv = without_unfitted(cross_validate_fit(loaded, config, progress, owned=owned), result)
+    cv = without_unfitted(cross_validate_fit(loaded, config, progress, owned=owned, shared=shared), result)
     return FitOutcome(loaded, result, seconds, warnings, cv, tuple(owned))
 
 
@@ -209,16 +273,21 @@ def _checkpointed_fit(
     progress: ProgressFn,
     *,
     keep: bool,
-    uncertainty: bool = True,
     owned: list[Path] | None = None,
+    shared: SharedWork | None = None,
     **identity: Any,
 ) -> FitResult:
     """``fit_chunked`` of combined runs with the configuration's fit options.
 
     ``identity`` adds what else tells this fit's checkpoints apart (a fold's held-out run); the
-    checkpoint folder is appended to ``owned``; ``uncertainty`` computes the standard errors (the
-    fit of all runs; a fold's fit only predicts its held-out run).
+    checkpoint folder is appended to ``owned``; the standard errors are computed for the fit of all
+    runs (a fold's fit, with a ``held_out_run``, only predicts its held-out run); ``shared`` holds
+    (and receives) the HRF, noise model and Gaussian fit of the same data that other models' fits
+    estimated.
     """
+    shared = shared if shared is not None else SharedWork()
+    data_key = identity.get("held_out_run")
+    uncertainty = data_key is None
     execution = config.execution
     fit_kwargs = {
         **config.fit.engine_kwargs(),
@@ -235,12 +304,23 @@ def _checkpointed_fit(
         **identity,
     }
     if fit_kwargs["hrf"] == "participant":
-        hrf = participant_hrf(loaded, data, stim, fit_kwargs, name, progress, spread=uncertainty)
+        if data_key not in shared.hrf:
+            shared.hrf[data_key] = participant_hrf(
+                loaded, data, stim, fit_kwargs, name, progress, spread=uncertainty
+            )
+        hrf = shared.hrf[data_key]
         fit_kwargs["hrf"], settings["hrf_model"] = hrf, hrf.describe()
     if fit_kwargs["noise"] != "ols":
-        noise = participant_noise(loaded, data, stim, fit_kwargs, name, progress)
+        if data_key not in shared.noise:
+            shared.noise[data_key] = participant_noise(loaded, data, stim, fit_kwargs, name, progress)
+        noise = shared.noise[data_key]
         fit_kwargs["noise"], settings["noise_model"] = noise, noise.describe()
-    return fit_chunked(
+    gauss = shared.gauss.get(data_key)
+    if gauss is not None and fit_kwargs["model"] != "gauss":
+        start = {**{k: np.asarray(gauss.params[k]) for k in ("x", "y", "sigma")}, "r2": np.asarray(gauss.r2)}
+        fit_kwargs["gauss_start"] = start
+        settings["gauss_start"] = _digest(start)
+    result = fit_chunked(
         data.data,
         stim,
         loaded.tr,
@@ -255,6 +335,18 @@ def _checkpointed_fit(
         budget="auto" if execution.mem_gb_auto else None,
         owned=owned,
     )
+    if fit_kwargs["model"] == "gauss":
+        shared.gauss[data_key] = result
+    return result
+
+
+def _digest(arrays: dict[str, np.ndarray]) -> str:
+    """A short hash of per-unit arrays: what tells checkpoints seeded from different starts apart."""
+    digest = hashlib.sha256()
+    for key in sorted(arrays):
+        digest.update(key.encode())
+        digest.update(np.ascontiguousarray(arrays[key], dtype=np.float64).tobytes())
+    return digest.hexdigest()[:16]
 
 
 def participant_hrf(
@@ -373,7 +465,11 @@ def participant_noise(
 
 
 def cross_validate_fit(
-    loaded: LoadedFit, config: Config, progress: ProgressFn, owned: list[Path] | None = None
+    loaded: LoadedFit,
+    config: Config,
+    progress: ProgressFn,
+    owned: list[Path] | None = None,
+    shared: SharedWork | None = None,
 ) -> CrossValidation | None:
     """``cvr2`` of every unit (:mod:`prfmap.participant.crossval`).
 
@@ -389,6 +485,8 @@ def cross_validate_fit(
         ``progress(stage, done, total)``.
     owned : list of Path, optional
         The folds' checkpoint folders are appended to it.
+    shared : SharedWork, optional
+        What the folds of other models' fits estimated from the same training runs.
 
     Returns
     -------
@@ -411,8 +509,8 @@ def cross_validate_fit(
             name,
             progress,
             keep=False,
-            uncertainty=False,  # a fold's fit only predicts its held-out run
             owned=owned,
+            shared=shared,
             held_out_run=names[fold.held_out],
         )
 
@@ -423,6 +521,7 @@ def cross_validate_fit(
         fov_deg=loaded.fov_deg,
         fit=fit_fold,
         predict=engine_predictor(loaded.tr, config.fit.model, slice_time_ref=loaded.slice_time.fraction),
+        keep_held_out=shared is not None and shared.keep_held_out,
     )
     logger.info(
         "%s: cvr2 from %d leave-one-run-out folds in %.1f s, median %.3f",

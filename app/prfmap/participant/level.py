@@ -18,6 +18,7 @@ Each stage takes and returns frozen values, so a stage can be run (and tested) o
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import shutil
 import tempfile
@@ -31,15 +32,17 @@ from prfmap.derivatives import (
     source_datasets,
     write_dataset_files,
 )
+from prfmap.derivatives.comparison import COMPARISON_MODEL
 from prfmap.errors import PrfmapError
 from prfmap.io.bids import find_runs
 from prfmap.io.logs import LogFile
 from prfmap.io.publish import COMMIT, new_staging, participant_lock, publish_participant, recover_staging
 from prfmap.io.runs import RunInput
 from prfmap.participant.checkpoint import remove_checkpoints
-from prfmap.participant.fit import FitOutcome, fit_loaded
+from prfmap.participant.comparison import ComparedFit, compare_outcomes, log_comparison
+from prfmap.participant.fit import FitOutcome, fit_models
 from prfmap.participant.load import load_fit
-from prfmap.participant.outputs import report_context, write_outcome
+from prfmap.participant.outputs import comparison_context, report_context, write_comparison, write_outcome
 from prfmap.participant.plan import checkpoint_dir, how_to_resume, plan_fits, replaced_by
 from prfmap.report.participant import write_participant_report
 from prfmap.runtime.progress import make_progress
@@ -113,15 +116,28 @@ def run_participant(
         len(plans),
         ", ".join(p.name for p in plans),
     )
-    fits = sum(1 + (len(p.runs) if config.outputs.cvr2 and len(p.runs) > 1 else 0) for p in plans)
+    models = len(config.models)
+    fits = sum(models * (1 + (len(p.runs) if config.outputs.cvr2 and len(p.runs) > 1 else 0)) for p in plans)
+    fitted: list[FitOutcome] = []
+    compared: list[ComparedFit] = []
     with make_progress(title=f"sub-{subject}", fits=fits) as progress:
-        fitted = [fit_loaded(load_fit(plan, config, progress), config, progress) for plan in plans]
+        for plan in plans:
+            outcomes = fit_models(load_fit(plan, config, progress), config, progress)
+            fitted += outcomes
+            comparison = compare_outcomes(outcomes)
+            if comparison is not None:
+                log_comparison(plan.name, comparison)
+                compared.append(comparison)
+            elif models > 1:
+                logger.info(
+                    "%s: the models are not compared: that needs two or more runs and cvr2", plan.name
+                )
     check_stop("after fitting every chunk, before writing outputs", how_to_resume(config))
     output_dir = config.outputs.output_dir
     logger.info("sub-%s: writing the outputs%s", subject, " and the report" if config.outputs.report else "")
     stage = new_staging(output_dir, subject)
     try:
-        published = _stage_and_publish(fitted, config, subject, stage, command)
+        published = _stage_and_publish(fitted, compared, config, subject, stage, command)
     except BaseException:
         if not (stage / COMMIT).exists():  # nothing was published: the earlier set stands
             shutil.rmtree(stage, ignore_errors=True)
@@ -135,23 +151,42 @@ def run_participant(
 
 
 def _stage_and_publish(
-    fitted: list[FitOutcome], config: Config, subject: str, stage: Path, command: Sequence[str]
+    fitted: list[FitOutcome],
+    compared: list[ComparedFit],
+    config: Config,
+    subject: str,
+    stage: Path,
+    command: Sequence[str],
 ) -> list[Path]:
     """Write every output and the report into ``stage``, then publish them as the participant's set."""
     output_dir = config.outputs.output_dir
     start = time.perf_counter()
-    staged = [write_outcome(group, config, stage) for group in fitted]
+    staged = [write_outcome(group, config.for_model(group.result.model), stage) for group in fitted]
+    compared_files = [write_comparison(comparison, config, stage) for comparison in compared]
     write_seconds = time.perf_counter() - start
     if config.outputs.report:
         contexts = [
             report_context(
-                group, [output_dir / p.relative_to(stage) for p in files], write_seconds, config, command
+                group,
+                [output_dir / p.relative_to(stage) for p in files],
+                write_seconds,
+                config.for_model(group.result.model),
+                command,
             )
             for group, files in zip(fitted, staged, strict=True)
         ]
-        path = write_participant_report(stage, subject, contexts)
+        published_as = [[output_dir / p.relative_to(stage) for p in files] for files in compared_files]
+        comparisons = [
+            comparison_context(
+                c, next(x for g, x in zip(fitted, contexts, strict=True) if g is c.gauss), files, config
+            )
+            for c, files in zip(compared, published_as, strict=True)
+        ]
+        path = write_participant_report(stage, subject, contexts, comparisons)
         logger.info("sub-%s: report %s", subject, output_dir / path.relative_to(stage))
-    replaced = replaced_by([group.loaded.plan.key for group in fitted])
+    keys = [group.loaded.plan.key for group in fitted]
+    keys += [dataclasses.replace(c.gauss.loaded.plan.key, model=COMPARISON_MODEL) for c in compared]
+    replaced = replaced_by(keys)
     return publish_participant(stage, output_dir, subject, replaced=replaced, remove_page=True)
 
 

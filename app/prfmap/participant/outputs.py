@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,13 +16,16 @@ from prfmap.derivatives import (
     write_map_files,
     write_series_files,
 )
+from prfmap.derivatives.comparison import COMPARISON_MODEL, write_comparison_files
 from prfmap.engine import backend_info
 from prfmap.io.geometry import VolumeGeometry
+from prfmap.participant import comparison as compare
 from prfmap.participant.crossval import (
     DEFINITION,
 )
 from prfmap.participant.fit import FitOutcome
 from prfmap.participant.load import LoadedFit
+from prfmap.report.comparison import ComparisonContext
 from prfmap.report.participant import ReportContext
 
 
@@ -61,6 +65,108 @@ def write_outcome(fitted: FitOutcome, config: Config, folder: Path) -> tuple[Pat
         }
         written += write_series_files(func, key, geometry, series, loaded.tr, provenance, reference_dir)
     return tuple(written)
+
+
+def comparison_described(compared: compare.ComparedFit, config: Config) -> dict[str, Any]:
+    """What a comparison's sidecars record: ``Levels``, the models, the ``Comparison``, provenance.
+
+    Parameters
+    ----------
+    compared : ComparedFit
+        A plan's models and their comparison.
+    config : Config
+        The run's configuration.
+
+    Returns
+    -------
+    dict
+    """
+    gauss, comparison = compared.gauss, compared.comparison
+    provenance = provenance_of(gauss, config)
+    provenance.pop("Timings", None)
+    provenance.pop("VarianceExplained", None)
+    return {
+        "Levels": comparison.levels(),
+        "ModelsCompared": list(comparison.models),
+        "Comparison": {
+            "Definition": compare.DEFINITION,
+            "Alpha": compare.ALPHA,
+            "ZLimit": round(comparison.z_limit, 4),
+            "CSSGaussianExponent": compare.CSS_GAUSSIAN_N,
+            "cvr2": DEFINITION,
+            "Folds": variance_explained(gauss, config).get("Folds", []),
+            "Shares": {m: round(v, 4) for m, v in comparison.shares().items()},
+        },
+        "ComparedMaps": [outcome.loaded.plan.key.stem(param="cvr2") for outcome in compared.outcomes],
+        **provenance,
+    }
+
+
+def write_comparison(compared: compare.ComparedFit, config: Config, folder: Path) -> tuple[Path, ...]:
+    """Write the ``model-best`` maps of a comparison of models under ``folder``.
+
+    Parameters
+    ----------
+    compared : ComparedFit
+        A plan's models and their comparison.
+    config : Config
+        The run's configuration.
+    folder : Path
+        The staging folder.
+
+    Returns
+    -------
+    tuple of Path
+        Data files and sidecars.
+    """
+    gauss, comparison = compared.gauss, compared.comparison
+    loaded = gauss.loaded
+    key = dataclasses.replace(loaded.plan.key, model=COMPARISON_MODEL)
+    described = comparison_described(compared, config)
+    maps = {"winner": comparison.winner, "cvr2": comparison.cvr2, "deltacvr2": comparison.delta_cvr2}
+    return tuple(
+        write_comparison_files(
+            key.func_dir(folder),
+            key,
+            loaded.geometry,
+            maps,
+            comparison.winner_z(),
+            described,
+            config.inputs.fmriprep_dir,
+        )
+    )
+
+
+def comparison_context(
+    compared: compare.ComparedFit, gauss: ReportContext, outputs: Sequence[Path], config: Config
+) -> ComparisonContext:
+    """What the participant report shows of a comparison of models.
+
+    Parameters
+    ----------
+    compared : ComparedFit
+        A plan's models and their comparison.
+    gauss : ReportContext
+        The report context of its Gaussian fit.
+    outputs : sequence of Path
+        The comparison's published files.
+    config : Config
+        The run's configuration.
+
+    Returns
+    -------
+    ComparisonContext
+    """
+    comparison = compared.comparison
+    return ComparisonContext(
+        fit=gauss,
+        winner=comparison.winner,
+        cvr2=comparison.cvr2,
+        delta_cvr2=comparison.delta_cvr2,
+        levels=comparison.levels(),
+        described=comparison_described(compared, config)["Comparison"],
+        outputs=[str(p.relative_to(config.outputs.output_dir)) for p in outputs],
+    )
 
 
 def provenance_of(fitted: FitOutcome, config: Config) -> dict[str, Any]:

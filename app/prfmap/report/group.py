@@ -204,6 +204,72 @@ class GroupFit:
         return f"task-{self.task} space-{self.space}{den} model-{self.model}"
 
 
+@dataclass(frozen=True)
+class GroupComparison:
+    """One model comparison's group shares, as the group report takes them (plain data).
+
+    Parameters
+    ----------
+    task, space : str
+        The comparison the participants share.
+    den : str or None
+        Density of the space.
+    subjects : list of str
+        Participant labels without ``sub-``.
+    models : list of str
+        The models compared, in the order of each row's ``shares``.
+    rows : list of dict
+        The shares table's rows: ``region``, ``participant`` (``sub-<l>`` or ``group``),
+        ``participants``, ``vertices`` and ``shares`` (one per model).
+    files : list of Path
+        The group maps and the table written.
+    atlas_note : str
+        Which atlas gave the regions, or why there are none.
+    definition : str
+        What the shares are.
+    """
+
+    task: str
+    space: str
+    den: str | None
+    subjects: list[str]
+    models: list[str]
+    rows: list[dict]
+    files: list[Path]
+    atlas_note: str
+    definition: str
+
+    def __str__(self) -> str:
+        den = f" den-{self.den}" if self.den else ""
+        return f"task-{self.task} space-{self.space}{den} model-best"
+
+
+def _comparison_section(output_dir: Path, comparison: GroupComparison, index: int) -> dict:
+    """The group report's section of one model comparison: the group's shares per region."""
+    header = ["region", "participants", "vertices compared"]
+    header += [f"{m} wins (% of vertices)" for m in comparison.models]
+    rows = []
+    for row in comparison.rows:
+        if row["participant"] != "group":
+            continue
+        shares = [f"{100 * s:.1f}" if np.isfinite(s) else "—" for s in row["shares"]]
+        rows.append([row["region"], str(row["participants"]), str(row["vertices"]), *shares])
+    n = len(comparison.subjects)
+    return {
+        "anchor": f"comparison{index}",
+        "title": f"{comparison}: model comparison",
+        "lead": (
+            f"The share of vertices each model wins, per region: the mean over the {n} participants "
+            f"({', '.join('sub-' + s for s in comparison.subjects)}) of their shares."
+        ),
+        "definition": comparison.definition,
+        "atlas_note": comparison.atlas_note,
+        "header": header,
+        "rows": rows,
+        "files": [p.relative_to(output_dir).as_posix() for p in comparison.files],
+    }
+
+
 def _count_histogram(count: np.ndarray, n_subjects: int, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(5, 3.2), layout="constrained")
     ax.hist(count, bins=np.arange(-0.5, n_subjects + 1.5, 1.0), color="steelblue")
@@ -367,7 +433,9 @@ def _section(output_dir: Path, fit: GroupFit, index: int) -> dict:
     }
 
 
-def write_group_report(output_dir: str | Path, results: Sequence[GroupFit]) -> Path:
+def write_group_report(
+    output_dir: str | Path, results: Sequence[GroupFit], comparisons: Sequence[GroupComparison] = ()
+) -> Path:
     """Write ``<output_dir>/group.html`` for the group maps of the group level.
 
     Parameters
@@ -376,6 +444,8 @@ def write_group_report(output_dir: str | Path, results: Sequence[GroupFit]) -> P
         The BIDS-App output folder.
     results : sequence of GroupFit
         One per shared fit.
+    comparisons : sequence of GroupComparison
+        One per shared model comparison (``model-best`` maps): a section of shares per region.
 
     Returns
     -------
@@ -388,7 +458,8 @@ def write_group_report(output_dir: str | Path, results: Sequence[GroupFit]) -> P
         ("prfmap", __version__),
         ("Generated", datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
     ]
-    nav = [(s["anchor"], s["title"]) for s in sections] + [("about", "About")]
+    compared = [_comparison_section(output_dir, c, i) for i, c in enumerate(comparisons)]
+    nav = [(s["anchor"], s["title"]) for s in sections + compared] + [("about", "About")]
     return render_page(
         "group.html.j2",
         output_dir / "group.html",
@@ -396,5 +467,6 @@ def write_group_report(output_dir: str | Path, results: Sequence[GroupFit]) -> P
         subtitle="group maps and a summary of every participant",
         nav=nav,
         sections=sections,
+        comparisons=compared,
         about=about,
     )

@@ -17,6 +17,7 @@ import numpy as np  # noqa: E402
 from matplotlib import colormaps  # noqa: E402
 from matplotlib.colors import Colormap, ListedColormap, Normalize  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import FormatStrFormatter, MaxNLocator  # noqa: E402
 
 from prfmap.engine import catalog  # noqa: E402
 
@@ -30,7 +31,13 @@ TITLES = {
     "status": "fit status",
     "centrese": "standard error of the pRF centre",
 }
-UNIT_TEXT = {"deg": "deg", "1": "fraction", "%": "% signal change", "bits": "sum of bits"}
+UNIT_TEXT = {
+    "deg": "deg",
+    "1": "fraction",
+    "%": "% signal change",
+    "bits": "sum of bits",
+    "code": "model code",
+}
 PLAIN_MAPS = ("x", "y", "amplitude", "baseline", "mask")
 POLAR_CMAP = "hsv"
 CATEGORY_CMAPS = ((10, "tab10"), (20, "tab20"))
@@ -312,6 +319,9 @@ def draw_colour_bar(cax: plt.Axes, style: MapStyle, threshold_text: str = "") ->
     bar = plt.colorbar(mappable, cax=cax, orientation="horizontal")
     label = style.bar_label + (f"\n{threshold_text}" if threshold_text else "")
     bar.set_label(label, fontsize=9)
+    bar.locator = MaxNLocator(nbins=4)  # small scales (0.0025 steps) must not run their labels together
+    bar.formatter = FormatStrFormatter("%g")
+    bar.update_ticks()
     bar.ax.tick_params(labelsize=8)
 
 

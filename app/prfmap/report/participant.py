@@ -1,8 +1,10 @@
 """The per-participant HTML report: ``<output_dir>/sub-<label>.html`` and its figures.
 
-The page opens with the retinotopic maps (polar angle, eccentricity, σ and every r²-type map, on
-the occipital cortex up close), then the visual field, the model fit, data quality and a methods
-paragraph; inputs, settings and file lists close each section, collapsed.
+The page opens with the comparison of the models where several were fitted (the winner and its gain
+per unit, winners per eccentricity band and visual area, links to each model's section), then one
+section per fit: the retinotopic maps (polar angle, eccentricity, σ and every r²-type map, on the
+occipital cortex up close), the visual field, the model fit, data quality and a methods paragraph;
+inputs, settings and file lists close each section, collapsed.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from prfmap import __version__
+from prfmap.report.comparison import ComparisonContext, ComparisonSection, comparison_links
 from prfmap.report.context import ReportContext
 from prfmap.report.html import render_page
 from prfmap.report.section import FitSection, relative_path
@@ -24,7 +27,10 @@ log = logging.getLogger(__name__)
 
 
 def write_participant_report(
-    output_dir: str | Path, subject: str, context: ReportContext | Sequence[ReportContext]
+    output_dir: str | Path,
+    subject: str,
+    context: ReportContext | Sequence[ReportContext],
+    comparisons: Sequence[ComparisonContext] = (),
 ) -> Path:
     """Write ``<output_dir>/sub-<label>.html`` with its figures under ``sub-<label>/figures/``.
 
@@ -35,7 +41,10 @@ def write_participant_report(
     subject : str
         Participant label, with or without ``sub-``.
     context : ReportContext or sequence of ReportContext
-        One per fit (space, task, session) of this participant; each gets a section.
+        One per fit (space, task, session, model) of this participant; each gets a section.
+    comparisons : sequence of ComparisonContext
+        The comparisons of the models fitted to the same data; each gets a section before the
+        fits', linking to the sections of the models it compares.
 
     Returns
     -------
@@ -53,19 +62,30 @@ def write_participant_report(
         FitSection(ctx, fig_dir, f"sub-{label}/figures", key).build()
         for ctx, key in zip(contexts, unique, strict=True)
     ]
+    compared = [
+        ComparisonSection(
+            comparison,
+            fig_dir,
+            f"sub-{label}/figures",
+            comparison.key,
+            comparison_links(comparison, contexts, unique),
+        ).build()
+        for comparison in comparisons
+    ]
     command = next((ctx.command for ctx in contexts if ctx.command), None)
     about = [
         ("prfmap", __version__),
         ("Command", " ".join(command) if command else "not recorded"),
         ("Generated", datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
     ]
-    nav = [(s["anchor"], s["title"]) for s in sections] + [("about", "About")]
+    nav = [(s["anchor"], s["title"]) for s in compared + sections] + [("about", "About")]
     path = render_page(
         "participant.html.j2",
         output_dir / f"sub-{label}.html",
         title=f"prfmap: sub-{label}",
         subtitle="pRF maps, visual field, model fit, data quality and methods",
         nav=nav,
+        comparisons=compared,
         sections=sections,
         about=about,
     )

@@ -23,6 +23,7 @@ from bids.layout import parse_file_entities
 
 from prfmap.config import Config
 from prfmap.derivatives import MAP_SUFFIX, PYBIDS_CONFIG
+from prfmap.derivatives.comparison import COMPARISON_MODEL
 from prfmap.engine import catalog
 from prfmap.engine.settings import FitSettings
 from prfmap.errors import MissingInputError, PrfmapError
@@ -31,14 +32,16 @@ from prfmap.io.bids import find_inputs
 from prfmap.io.bold import read_dscalar, read_gifti, read_volume_map
 from prfmap.io.geometry import SurfaceLayout
 from prfmap.io.publish import COMMIT, new_staging, participant_lock, publish_participant, recover_staging
+from prfmap.report.comparison import ComparisonContext, read_comparisons
 from prfmap.report.context import ReportContext
 from prfmap.report.participant import write_participant_report
+from prfmap.report.readback import READ_REMEDY, read_unit_maps
 
 log = logging.getLogger(__name__)
 FIT_ENTITIES = ("session", "task", "space", "density", "resolution", "model")
 CONFIG = ["bids", "derivatives", PYBIDS_CONFIG]
 MAP_EXTENSIONS = (".func.gii", ".dscalar.nii", ".nii.gz", ".nii")
-REMEDY = "run the participant level again (without --reports-only) to re-create it"
+REMEDY = READ_REMEDY
 
 
 def resolve_uri(uri: str, links: Mapping[str, Path], output_dir: Path) -> Path:
@@ -115,32 +118,9 @@ def _sidecar(path: Path) -> dict[str, Any]:
 def _read_stat_maps(
     files: list[tuple[Path, dict]], surface: SurfaceLayout | None, grid: _Grid | None
 ) -> dict[tuple[str, str], np.ndarray]:
-    """The fit's uncertainty maps (``stat-se``, ``stat-ci95lower``, ``stat-ci95upper``) as (units,) arrays.
-
-    GIFTI maps are joined over the hemispheres as the parameter maps are (``surface``), CIFTI
-    ``dscalar`` maps are taken as written, volumes are read at the parameter maps' voxels
-    (``grid``); a map that does not line up with them is left out with a warning.
-    """
-    out: dict[tuple[str, str], np.ndarray] = {}
-    per: dict[tuple[str, str], dict[str, np.ndarray]] = defaultdict(dict)
-    for path, entities in files:
-        stat = str(entities["stat"])
-        if path.name.endswith(".dscalar.nii"):
-            maps, _ = read_dscalar(path)
-            out.update({(stat, label): np.asarray(v) for label, v in maps.items()})
-        elif path.name.endswith(".func.gii") and "param" in entities and "hemi" in entities:
-            per[(stat, entities["param"])][entities["hemi"]] = read_gifti(path, REMEDY)[:, 0]
-        elif path.name.endswith((".nii.gz", ".nii")) and "param" in entities and grid is not None:
-            data, _ = read_volume_map(path)
-            if data.shape == grid.mask.shape:
-                out[(stat, entities["param"])] = data[grid.mask]
-            else:
-                log.warning("%s does not match the parameter maps' grid; the report leaves it out", path.name)
-    hemis = list(surface.hemis) if surface is not None else []
-    for key, values in per.items():
-        if hemis and set(values) >= set(hemis):
-            out[key] = np.concatenate([values[h] for h in hemis])
-    return out
+    """The uncertainty maps (``stat-se``, ``stat-ci95*``) by (stat, parameter): :func:`read_unit_maps`."""
+    mask = grid.mask if grid is not None else None
+    return read_unit_maps(files, surface, mask, lambda entities, label: (str(entities["stat"]), label))
 
 
 def _read_surface(
@@ -334,7 +314,11 @@ def participant_contexts(
             f"no maps of sub-{subject} under {output_dir}; "
             "run the participant level without --reports-only first"
         )
-    return [_context(files, subject, links, output_dir, r2_threshold, command) for files in fits.values()]
+    return [
+        _context(files, subject, links, output_dir, r2_threshold, command)
+        for key, files in fits.items()
+        if key[-1] != COMPARISON_MODEL  # a comparison is shown with its models (read_comparisons)
+    ]
 
 
 def rebuild_reports(config: Config, command: list[str] | None = None) -> list[Path]:
@@ -376,19 +360,22 @@ def rebuild_reports(config: Config, command: list[str] | None = None) -> list[Pa
                 r2_threshold=config.outputs.r2_threshold,
                 command=command,
             )
-            written.append(_publish_report(output_dir, subject, contexts))
+            comparisons = read_comparisons(output_dir, subject, contexts)
+            written.append(_publish_report(output_dir, subject, contexts, comparisons))
         log.info("sub-%s: report rebuilt from the maps on disk: %s", subject, written[-1])
     return written
 
 
-def _publish_report(output_dir: Path, subject: str, contexts: list[ReportContext]) -> Path:
+def _publish_report(
+    output_dir: Path, subject: str, contexts: list[ReportContext], comparisons: list[ComparisonContext]
+) -> Path:
     """Write the page and figures into a staging folder and publish them with the participant's files.
 
     Figures the new page does not draw go with the earlier set (``io.publish``).
     """
     stage = new_staging(output_dir, subject)
     try:
-        write_participant_report(stage, subject, contexts)
+        write_participant_report(stage, subject, contexts, comparisons)
         publish_participant(stage, output_dir, subject, replaced=lambda rel: rel.parts[1:2] == ("figures",))
     except BaseException:
         if not (stage / COMMIT).exists():  # nothing was published: the earlier report stands

@@ -80,6 +80,7 @@ class FitSection(MapFigures):
         self.anchor = key
         self.warnings = list(ctx.warnings)
         self.atlas_drawn = False
+        self.atlas = None
         self.quality = [run_quality(run, ctx.dummy_scans) for run in ctx.run_inputs]
         self.centre_se = self._centre_se()
         self.uncertain = uncertain_units(status, np.isfinite(self.r2)) if ctx.stat_maps else None

@@ -24,7 +24,8 @@ class MapFigures:
     """The map figures of :class:`prfmap.report.section.FitSection`, which it inherits.
 
     Reads the section's ``ctx``, ``maps``, ``good``, ``doubtful``, ``r2``, ``centre_se``,
-    ``warnings``, ``threshold_text`` and ``_fig``; sets ``atlas_drawn``.
+    ``warnings``, ``threshold_text`` and ``_fig``; sets ``atlas_drawn`` and ``atlas`` (the
+    visual areas the surface maps were drawn with, or None).
     """
 
     def _styles(self) -> list[tuple[MapStyle, np.ndarray]]:
@@ -109,6 +110,7 @@ class MapFigures:
         if atlas is None:
             notes[0] += " No visual-area borders are drawn."
         self.atlas_drawn = atlas is not None
+        self.atlas = atlas
         flat, views = [], []
         for style, values in self._styles():
             per_hemi = surface.split(values)

@@ -34,6 +34,16 @@ CLEAN = {
     "noise_fraction": 0.0,
 }
 """``SynthConfig(**CLEAN)`` (``prfmap-synth --clean``): the earlier, idealised data."""
+PRF_MODELS = ("gauss", "css", "dog")
+"""The pRF models a synthetic pRF unit can follow (``SynthConfig.prf_models``), in the order of their
+codes in the ground truth's ``desc-truemodel`` map (0 gauss, 1 css, 2 dog)."""
+MODEL_SEED = 21
+"""The units' models and model parameters come from ``np.random.default_rng([seed, MODEL_SEED])``,
+a generator of their own, so the Gaussian parameters, HRFs and noise stay those of the default
+dataset whatever models are listed."""
+MODEL_FIELDS = ("prf_models", "css_exponent", "dog_surround_scale", "dog_surround_ratio")
+"""The settings of the pRF models (left out of ``truth.json`` for the default, Gaussian-only data,
+whose files stay byte-identical to those written before the option existed)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,25 @@ class SynthConfig:
     noise_runs : int
         The last ``noise_runs`` runs carry no pRF responses (drifts and noise only): a
         validation case for cross-validated r².
+    prf_models : tuple of str
+        The models of the pRF units (:data:`PRF_MODELS`; stored in that order, without
+        repeats): each pRF unit follows one of them, drawn uniformly at random. ``gauss``: the
+        aperture's overlap ``g`` with a unit-integral Gaussian; ``css``: ``g ** n`` (compressive
+        spatial summation, Kay et al. 2013); ``dog``: ``g(sigma) - ratio * g(sigma_surround)``
+        (difference of unit-integral Gaussians, Zuiderbaan et al. 2012); then the amplitude and
+        the HRF.
+    css_exponent : tuple of float
+        Range ``(low, high)`` of the uniform draw of a CSS unit's exponent ``n``, in (0, 1].
+    dog_surround_scale : tuple of float
+        Range of a DoG unit's ``sigma_surround / sigma`` (> 1).
+    dog_surround_ratio : tuple of float
+        Range of a DoG unit's surround integral over its centre's (``amplitude_surround /
+        amplitude``), in [0, 1).
+    bar_widths : tuple of float
+        Bar widths in degrees, each positive and at most ``fov_deg``: the eight-sweep sequence
+        (blank periods included) is repeated once per width, in the order given, so runs get
+        longer by that factor. Empty (the default; also what a single width equal to
+        :attr:`bar_width` becomes): one sequence of :attr:`bar_width`.
     """
 
     subjects: int = 1
@@ -110,6 +139,11 @@ class SynthConfig:
     noise_fraction: float = 0.1
     drift: float = 1.0
     noise_runs: int = 0
+    prf_models: tuple[str, ...] = ("gauss",)
+    css_exponent: tuple[float, float] = (0.2, 0.5)
+    dog_surround_scale: tuple[float, float] = (2.0, 4.0)
+    dog_surround_ratio: tuple[float, float] = (0.1, 0.3)
+    bar_widths: tuple[float, ...] = ()
 
     n_pixels: int = 0
     n_steps: int = 0
@@ -130,6 +164,42 @@ class SynthConfig:
             raise ValueError("hrf_delay_jitter and drift must be >= 0, hrf_dispersion_jitter in [0, 1)")
         if HRF_DELAY + self.hrf_delay_shift - self.hrf_delay_jitter <= 1.0:
             raise ValueError("hrf_delay_shift - hrf_delay_jitter must leave every HRF delay above 1 s")
+        models = (self.prf_models,) if isinstance(self.prf_models, str) else tuple(self.prf_models)
+        unknown = [m for m in models if m not in PRF_MODELS]
+        if not models or unknown:
+            raise ValueError(f"prf_models must be one or more of {PRF_MODELS}, got {self.prf_models!r}")
+        object.__setattr__(self, "prf_models", tuple(m for m in PRF_MODELS if m in models))
+        for name, valid, bounds in (
+            ("css_exponent", lambda lo, hi: 0 < lo and hi <= 1, "0 < low <= high <= 1"),
+            ("dog_surround_scale", lambda lo, hi: lo > 1 and np.isfinite(hi), "1 < low <= high"),
+            ("dog_surround_ratio", lambda lo, hi: 0 <= lo and hi < 1, "0 <= low <= high < 1"),
+        ):
+            value = tuple(float(v) for v in getattr(self, name))
+            if len(value) != 2 or not value[0] <= value[1] or not valid(*value):
+                raise ValueError(
+                    f"{name} must be a range (low, high) with {bounds}, got {getattr(self, name)!r}"
+                )
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "bar_widths", self._checked_bar_widths())
+
+    def _checked_bar_widths(self) -> tuple[float, ...]:
+        """``bar_widths`` as floats, validated; a single default width becomes ``()`` (the default)."""
+        widths = (self.bar_widths,) if np.isscalar(self.bar_widths) else tuple(self.bar_widths)
+        try:
+            widths = tuple(float(w) for w in widths)
+        except (TypeError, ValueError):
+            raise ValueError(f"bar_widths must be numbers, got {self.bar_widths!r}") from None
+        bad = [w for w in widths if not 0 < w <= self.fov_deg]
+        if bad:
+            raise ValueError(
+                f"bar_widths must each lie in (0, fov_deg = {self.fov_deg:g}] degrees, got {bad[0]:g}"
+            )
+        return () if widths == (self.bar_width,) else widths
+
+    @property
+    def beyond_gauss(self) -> bool:
+        """Whether any pRF unit follows a model other than the Gaussian (the extra truth maps)."""
+        return self.prf_models != ("gauss",)
 
     @property
     def aperture_px(self) -> int:
@@ -150,6 +220,11 @@ class SynthConfig:
     def bar_width(self) -> float:
         """Bar width in degrees (``bar_width_deg``; default an eighth of the field of view)."""
         return self.bar_width_deg or self.fov_deg / 8
+
+    @property
+    def sweep_widths(self) -> tuple[float, ...]:
+        """The bar width of each repetition of the eight-sweep sequence, degrees."""
+        return self.bar_widths or (self.bar_width,)
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,12 @@
 The demo's data, the tests' data, and a validation tool.
 
 The forward model is plain numpy, independent of the engine: an isotropic Gaussian pRF's overlap
-with a bar-sweep aperture, convolved with each unit's own SPM two-gamma HRF (delay and dispersion
-vary across units) integrated over each TR and read at the unit's sample time (its slice's
-acquisition time, or the slice-timing correction's reference, as the sidecars say), plus slow
-drifts and noise (AR(1) and aliased physiological cycles; :mod:`prfmap.synth.model`).
+with a bar-sweep aperture (or, with ``SynthConfig.prf_models``, that overlap to the power n for
+CSS units, or less a wider surround Gaussian's for DoG units), convolved with each unit's own SPM
+two-gamma HRF (delay and dispersion vary across units) integrated over each TR and read at the
+unit's sample time (its slice's acquisition time, or the slice-timing correction's reference, as
+the sidecars say), plus slow drifts and noise (AR(1) and aliased physiological cycles;
+:mod:`prfmap.synth.model`).
 Units without a pRF (``noise`` in the ground truth) carry the drifts and noise alone.
 ``CLEAN`` gives the earlier, idealised data: one canonical HRF, every volume sampled mid-TR,
 AR(1) noise only, every unit of the mapped region with a pRF.
@@ -21,12 +23,13 @@ import nibabel as nib
 import numpy as np
 
 from prfmap.io.atomic import write_json_atomic, write_text_atomic
-from prfmap.synth.config import SPACES, SynthConfig, acquisition_timing
+from prfmap.synth.config import MODEL_SEED, SPACES, SynthConfig, acquisition_timing
 from prfmap.synth.layout import make_layout
 from prfmap.synth.response import bar_apertures, simulate_run
 from prfmap.synth.surfaces import write_native_anat
 from prfmap.synth.writers import (
     FMRIPREP_BIDSIGNORE,
+    MODEL_TRUTH_LABELS,
     TRUTH_BIDSIGNORE,
     TRUTH_LABELS,
     TRUTH_MASKS,
@@ -51,7 +54,8 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
     ``sub-XX/func/*_events.tsv`` (``stim_file``) and ``*_bold.json`` (RepetitionTime,
     TaskName), ``stimuli/bars.nii.gz`` + ``bars.json`` (FieldOfViewDeg), ``derivatives/fmriprep``
     (BOLD, masks, confounds) and ``derivatives/prfsynth`` (ground truth maps in the BOLD's
-    format: x, y, sigma, amplitude, baseline, polarangle, eccentricity and the pRF mask).
+    format: x, y, sigma, amplitude, baseline, polarangle, eccentricity and the pRF mask; with
+    pRF models beyond the Gaussian also truemodel, n, sigmasurround and amplitudesurround).
 
     The ground truth's ``amplitude`` and ``baseline`` are in percent signal change relative to
     each unit's noise-free run mean: the BOLD is ``baseline + amplitude * (HRF * overlap)`` where
@@ -75,6 +79,7 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
         raise ValueError(f"space must be one of {SPACES}, got {config.space!r}")
     root = Path(out_dir)
     rng = np.random.default_rng(config.seed)
+    model_rng = np.random.default_rng([config.seed, MODEL_SEED])
     design = bar_apertures(config)
     write_raw_top(root, config, design)
     fmriprep = root / "derivatives" / "fmriprep"
@@ -96,7 +101,7 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
     write_json_atomic(truth_dir / "truth.json", truth_description(config))
     for s in range(1, config.subjects + 1):
         sub = f"{s:02d}"
-        layout = make_layout(config, rng)
+        layout = make_layout(config, rng, model_rng)
         if layout.anat is not None:
             write_native_anat(fmriprep / f"sub-{sub}" / "anat", sub, layout.anat)
         raw_func = root / f"sub-{sub}" / "func"
@@ -140,7 +145,9 @@ def load_truth(root: str | os.PathLike, subject: str = "01") -> dict[str, np.nda
         ``x y sigma amplitude baseline polarangle eccentricity`` (NaN where no pRF), the pRF
         units' HRF ``hrfdelay`` (s) and ``hrfdispersion``, every unit's ``sampletime`` (s within
         the TR; NaN where no signal), and the bool masks ``mask`` (units with a pRF) and ``noise``
-        (units with signal but no pRF).
+        (units with signal but no pRF). Datasets with pRF models beyond the Gaussian add
+        ``truemodel`` (code: 0 gauss, 1 css, 2 dog; NaN where no pRF), ``n``, ``sigmasurround``
+        and ``amplitudesurround`` (NaN where the unit's model has no such parameter).
     """
     func = Path(root) / "derivatives" / "prfsynth" / f"sub-{subject}" / "func"
     dscalar = sorted(func.glob("*_boldmap.dscalar.nii"))
@@ -151,6 +158,9 @@ def load_truth(root: str | os.PathLike, subject: str = "01") -> dict[str, np.nda
         out = {n: values[i] for i, n in enumerate(names)}
     else:
         out = {label: read_map(func, f"*_desc-{label}_boldmap") for label in TRUTH_LABELS}
+        for label in MODEL_TRUTH_LABELS:
+            if any(func.glob(f"*_desc-{label}_boldmap.*")):
+                out[label] = read_map(func, f"*_desc-{label}_boldmap")
         out.update({key: read_map(func, f"*_desc-{desc}_mask") for key, desc in TRUTH_MASKS.items()})
     for key in TRUTH_MASKS:
         out[key] = out[key] > 0.5

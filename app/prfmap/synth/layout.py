@@ -9,7 +9,7 @@ import numpy as np
 from nilearn import datasets
 
 from prfmap.io.geometry import CiftiGeometry, GiftiGeometry, UnitGeometry, VolumeGeometry
-from prfmap.synth.config import SPACES, SURFACE_SLICES, SynthConfig
+from prfmap.synth.config import MODEL_SEED, PRF_MODELS, SPACES, SURFACE_SLICES, SynthConfig
 from prfmap.synth.model import (
     HRF_DELAY,
     slice_of,
@@ -26,8 +26,11 @@ class Layout:
     geometry : UnitGeometry
         How units lie in the output format.
     params : dict
-        Label → (units,) ground truth (NaN where no pRF): x, y, sigma, amplitude and the HRF's
-        ``hrf_delay`` (s) and ``hrf_dispersion``.
+        Label → (units,) ground truth (NaN where no pRF): x, y, sigma, amplitude, the HRF's
+        ``hrf_delay`` (s) and ``hrf_dispersion``, the pRF ``model`` (its index in
+        :data:`~prfmap.synth.config.PRF_MODELS`) and the model extras (NaN where the unit's model
+        has none): the CSS exponent ``n``, the DoG ``sigma_surround`` (deg) and
+        ``surround_ratio`` (surround integral over the centre's).
     prf : ndarray of bool
         Units with a pRF.
     empty : ndarray of bool
@@ -88,6 +91,49 @@ def retinotopy(
         "sigma": sigma,
         "amplitude": rng.uniform(2.0, 4.0, len(u)),
     }
+
+
+def assign_models(
+    prf: np.ndarray, sigma: np.ndarray, config: SynthConfig, rng: np.random.Generator
+) -> dict[str, np.ndarray]:
+    """Each pRF unit's model, drawn uniformly among ``config.prf_models``, and its model extras.
+
+    Parameters
+    ----------
+    prf : ndarray of bool
+        (units,) units with a pRF.
+    sigma : ndarray
+        (units,) their Gaussian (centre) sizes, degrees.
+    config : SynthConfig
+        ``prf_models`` and the ranges of the extras.
+    rng : numpy.random.Generator
+        The models' own generator: with ``gauss`` alone it draws nothing; otherwise the model of
+        each pRF unit, then ``n``, the surround scale and the surround ratio of every pRF unit (so
+        a unit's extras do not depend on which models are listed, only on the draw of its model).
+
+    Returns
+    -------
+    dict
+        ``model`` (index in :data:`PRF_MODELS`; NaN where no pRF), ``n``, ``sigma_surround``,
+        ``surround_ratio`` (NaN where the unit's model has no such parameter).
+    """
+    n_units, k = len(prf), int(prf.sum())
+    out = {key: np.full(n_units, np.nan) for key in ("model", "n", "sigma_surround", "surround_ratio")}
+    if not config.beyond_gauss:
+        out["model"][prf] = 0.0
+        return out
+    codes = np.array([PRF_MODELS.index(m) for m in config.prf_models])
+    model = codes[rng.integers(0, len(codes), k)]
+    exponent = rng.uniform(*config.css_exponent, k)
+    scale = rng.uniform(*config.dog_surround_scale, k)
+    ratio = rng.uniform(*config.dog_surround_ratio, k)
+    css, dog = model == PRF_MODELS.index("css"), model == PRF_MODELS.index("dog")
+    idx = np.flatnonzero(prf)
+    out["model"][idx] = model
+    out["n"][idx[css]] = exponent[css]
+    out["sigma_surround"][idx[dog]] = sigma[idx[dog]] * scale[dog]
+    out["surround_ratio"][idx[dog]] = ratio[dog]
+    return out
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -218,8 +264,22 @@ def _volume_layout(small: bool) -> tuple[UnitGeometry, dict, np.ndarray, np.ndar
     return geom, coords, prf, np.zeros(len(prf), bool)
 
 
-def make_layout(config: SynthConfig, rng: np.random.Generator) -> Layout:
-    """Units, ground-truth pRFs and HRFs, and acquisition slices of one participant."""
+def make_layout(
+    config: SynthConfig, rng: np.random.Generator, model_rng: np.random.Generator | None = None
+) -> Layout:
+    """Units, ground-truth pRFs and HRFs, and acquisition slices of one participant.
+
+    Parameters
+    ----------
+    config : SynthConfig
+        The dataset's settings.
+    rng : numpy.random.Generator
+        Every draw but the pRF models'.
+    model_rng : numpy.random.Generator, optional
+        The pRF models' draws (:func:`assign_models`; default a fresh
+        ``np.random.default_rng([config.seed, MODEL_SEED])``: pass one generator for all
+        participants of a dataset).
+    """
     if config.space == "fsaverage5":
         geom, coords, prf, empty = _fsaverage5_layout(rng)
     elif config.space == "fsLR":
@@ -240,6 +300,9 @@ def make_layout(config: SynthConfig, rng: np.random.Generator) -> Layout:
     d, w = config.hrf_delay_jitter, config.hrf_dispersion_jitter
     params["hrf_delay"][prf] = HRF_DELAY + config.hrf_delay_shift + rng.uniform(-d, d, prf.sum())
     params["hrf_dispersion"][prf] = 1.0 + rng.uniform(-w, w, prf.sum())
+    if model_rng is None:
+        model_rng = np.random.default_rng([config.seed, MODEL_SEED])
+    params.update(assign_models(prf, params["sigma"], config, model_rng))
     s0 = rng.uniform(600, 1200, n)
     s0[empty] = 0.0
     if "z" in coords:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from nilearn.glm.first_level.hemodynamic_models import spm_hrf
 
-from prfmap.synth.config import HRF_OVERSAMPLING, SynthConfig, acquisition_timing
+from prfmap.synth.config import HRF_OVERSAMPLING, PRF_MODELS, SynthConfig, acquisition_timing
 from prfmap.synth.layout import Layout
 from prfmap.synth.model import (
     Acquisition,
@@ -30,6 +30,9 @@ def pixel_coordinates(fov_deg: float, n: int) -> tuple[np.ndarray, np.ndarray]:
 def bar_apertures(config: SynthConfig) -> np.ndarray:
     """Eight bar sweeps inside a circular aperture, with blank periods between sweep pairs.
 
+    The sequence (blank, then four sweep pairs each followed by a blank) is repeated once per
+    width of ``config.sweep_widths``, in order, each repetition with bars of that width.
+
     Returns
     -------
     ndarray
@@ -39,17 +42,18 @@ def bar_apertures(config: SynthConfig) -> np.ndarray:
     x, y = pixel_coordinates(fov, n)
     radius = fov / 2
     inside = np.hypot(x, y) <= radius + 1e-9
-    width = config.bar_width
     positions = np.linspace(-radius, radius, config.steps_per_sweep)
     blank = np.zeros((config.blank_frames, n, n), np.float32)
-    frames = [blank]
-    for i, direction in enumerate(BAR_DIRECTIONS):
-        theta = np.radians(direction)
-        along = x * np.cos(theta) + y * np.sin(theta)
-        for s in positions:
-            frames.append(((np.abs(along - s) <= width / 2) & inside)[None].astype(np.float32))
-        if i % 2 == 1:
-            frames.append(blank)
+    frames = []
+    for width in config.sweep_widths:
+        frames.append(blank)
+        for i, direction in enumerate(BAR_DIRECTIONS):
+            theta = np.radians(direction)
+            along = x * np.cos(theta) + y * np.sin(theta)
+            for s in positions:
+                frames.append(((np.abs(along - s) <= width / 2) & inside)[None].astype(np.float32))
+            if i % 2 == 1:
+                frames.append(blank)
     return np.concatenate(frames, axis=0)
 
 
@@ -108,6 +112,44 @@ def gaussian_overlap(
     return out
 
 
+def prf_overlap(design: np.ndarray, fov_deg: float, params: dict[str, np.ndarray]) -> np.ndarray:
+    """The neural response of pRF units to the aperture, before the amplitude and the HRF.
+
+    With ``g(s)`` the fraction of a unit-integral Gaussian of size ``s`` at (x, y) covered by the
+    aperture (:func:`gaussian_overlap`): ``gauss`` units give ``g(sigma)``; ``css`` units
+    ``g(sigma) ** n`` (compressive spatial summation, Kay et al. 2013); ``dog`` units
+    ``g(sigma) - surround_ratio * g(sigma_surround)`` (a difference of unit-integral Gaussians,
+    Zuiderbaan et al. 2012). The definitions of prfmap's ``css`` and ``dog`` models.
+
+    Parameters
+    ----------
+    design : ndarray
+        (frames, rows, cols) aperture.
+    fov_deg : float
+        Its full width, degrees.
+    params : dict
+        (units,) ``x y sigma`` and, when a unit's model is not the Gaussian, ``model`` (index in
+        :data:`~prfmap.synth.config.PRF_MODELS`), ``n``, ``sigma_surround``, ``surround_ratio``.
+
+    Returns
+    -------
+    ndarray
+        (units, frames).
+    """
+    x, y, sigma = params["x"], params["y"], params["sigma"]
+    out = gaussian_overlap(design, fov_deg, x, y, sigma)
+    model = params.get("model")
+    if model is None:
+        return out
+    css = np.flatnonzero(model == PRF_MODELS.index("css"))
+    out[css] = out[css] ** params["n"][css, None]
+    dog = np.flatnonzero(model == PRF_MODELS.index("dog"))
+    if dog.size:
+        surround = gaussian_overlap(design, fov_deg, x[dog], y[dog], params["sigma_surround"][dog])
+        out[dog] -= params["surround_ratio"][dog, None] * surround
+    return out
+
+
 def simulate_run(
     layout: Layout,
     design: np.ndarray,
@@ -128,7 +170,8 @@ def simulate_run(
     bold : ndarray
         (units, dummy_scans + frames) float32 raw intensities.
     response : ndarray
-        (units, frames) noise-free response in percent of S0 (0 where no pRF).
+        (units, frames) noise-free response in percent of S0 (0 where no pRF): each pRF unit's
+        amplitude times its :func:`prf_overlap` convolved with its HRF.
     """
     n_frames = design.shape[0]
     n_units = layout.geometry.n_units
@@ -137,7 +180,7 @@ def simulate_run(
     response = np.zeros((n_units, n_frames))
     p = layout.params
     idx = np.flatnonzero(layout.prf)
-    overlap = gaussian_overlap(design, config.fov_deg, p["x"][idx], p["y"][idx], p["sigma"][idx])
+    overlap = prf_overlap(design, config.fov_deg, {k: v[idx] for k, v in p.items()})
     kernels = unit_kernels(
         config.tr, acquisition.sample_time[idx], p["hrf_delay"][idx], p["hrf_dispersion"][idx]
     )

@@ -14,7 +14,7 @@ import numpy as np
 from prfmap import __version__
 from prfmap.io.atomic import atomic_path, write_json_atomic, write_text_atomic
 from prfmap.io.geometry import CiftiGeometry, GiftiGeometry, VolumeGeometry
-from prfmap.synth.config import SynthConfig, Timing, acquisition_timing
+from prfmap.synth.config import MODEL_FIELDS, PRF_MODELS, SynthConfig, Timing, acquisition_timing
 from prfmap.synth.layout import Layout
 from prfmap.synth.model import (
     AR1,
@@ -31,6 +31,17 @@ TRUTH_LABELS = (
     "hrfdelay",
     "hrfdispersion",
     "sampletime",
+)
+MODEL_TRUTH_LABELS = ("truemodel", "n", "sigmasurround", "amplitudesurround")
+"""Ground-truth maps written besides :data:`TRUTH_LABELS` when the pRF models go beyond the
+Gaussian (``SynthConfig.beyond_gauss``): each pRF unit's model code (:data:`MODEL_LEVELS`), the
+CSS exponent, the DoG surround size (deg) and surround amplitude (percent, as ``amplitude``); NaN
+where no pRF or where the unit's model has no such parameter."""
+MODEL_LEVELS = {str(code): name for code, name in enumerate(PRF_MODELS)}
+"""``Levels`` of the ``desc-truemodel`` map's sidecar: code → model."""
+TRUEMODEL_DESCRIPTION = (
+    "prfmap-synth ground truth: the pRF model of each unit, as its code (Levels name the models); "
+    "NaN where no pRF"
 )
 TRUTH_MASKS = {"mask": "prf", "noise": "noise"}
 """Ground-truth masks (``load_truth`` key → ``desc`` label): units with a pRF; units with signal
@@ -156,18 +167,40 @@ def truth_path(func: Path, prefix: str, space: str, tail: str) -> Callable[[str 
 def write_truth(
     layout: Layout, truth: dict[str, np.ndarray], config: SynthConfig, func: Path, sub: str
 ) -> list[Path]:
-    """Write a participant's ground-truth maps and masks in the BOLD's format; returns the files."""
+    """Write a participant's ground-truth maps and masks in the BOLD's format; returns the files.
+
+    One file per label (per hemisphere for GIFTI), ``..._model-gauss_desc-<label>_boldmap``, or
+    one CIFTI dscalar of every map; the ``desc-truemodel`` map (pRF models beyond the Gaussian
+    only) has a JSON sidecar whose ``Levels`` name its codes (CIFTI: the dscalar's sidecar).
+    """
     geom = layout.geometry
     prefix, space = truth_entities(sub, config)
     meta = {"Description": "prfmap-synth ground truth"}
     masks = {"mask": layout.prf.astype(np.float32), "noise": layout.noise.astype(np.float32)}
     if isinstance(geom, CiftiGeometry):
         path = func / f"{prefix}_{space}_model-gauss_boldmap.dscalar.nii"
-        return geom.write_maps({**truth, **masks}, lambda h: path, meta)
+        written = geom.write_maps({**truth, **masks}, lambda h: path, meta)
+        if "truemodel" in truth:
+            sidecar = {
+                "Description": "prfmap-synth ground truth, one map per parameter or mask",
+                "MapNames": [*truth, *masks],
+                "Parameters": {"truemodel": {"Description": TRUEMODEL_DESCRIPTION}},
+                "Levels": MODEL_LEVELS,
+            }
+            written.append(
+                write_json_atomic(path.with_name(path.name.replace(".dscalar.nii", ".json")), sidecar)
+            )
+        return written
     written: list[Path] = []
     for label, values in truth.items():
         path_for = truth_path(func, prefix, space, f"model-gauss_desc-{label}_boldmap")
-        written += geom.write_maps({label: values}, path_for, meta)
+        files = geom.write_maps({label: values}, path_for, meta)
+        written += files
+        if label == "truemodel":
+            sidecar = {"Description": TRUEMODEL_DESCRIPTION, "Levels": MODEL_LEVELS}
+            for image in files:
+                stem = image.name.removesuffix(".func.gii").removesuffix(".nii.gz")
+                written.append(write_json_atomic(image.with_name(f"{stem}.json"), sidecar))
     for key, desc in TRUTH_MASKS.items():
         written += geom.write_maps({key: masks[key]}, truth_path(func, prefix, space, f"desc-{desc}_mask"))
     return written
@@ -175,8 +208,13 @@ def write_truth(
 
 def truth_description(config: SynthConfig) -> dict[str, Any]:
     """``truth.json``: the settings, units and forward model of the ground truth."""
-    return {
-        "Settings": asdict(config),
+    settings = asdict(config)
+    if not config.beyond_gauss:  # the Gaussian-only data stay as they were before prf_models
+        settings = {k: v for k, v in settings.items() if k not in MODEL_FIELDS}
+    if not config.bar_widths:  # one sweep sequence of the default width: as before bar_widths
+        del settings["bar_widths"]
+    out = {
+        "Settings": settings,
         "Model": "gauss",
         "Units": {
             "x": "deg",
@@ -203,6 +241,55 @@ def truth_description(config: SynthConfig) -> dict[str, Any]:
         "NoiseAR1": AR1,
         "PolarAngleConvention": "atan2(y, x), 0 = right horizontal meridian, counter-clockwise",
     }
+    if config.bar_widths:
+        out["BarWidthsDeg"] = list(config.sweep_widths)
+        out["BarSweeps"] = (
+            "the eight-sweep sequence (blank periods included) repeated once per width of "
+            "BarWidthsDeg, in that order, each repetition with bars of that width"
+        )
+    if config.beyond_gauss:
+        out.update(model_description(config))
+        out["Units"].update(
+            {"truemodel": "1", "n": "1", "sigmasurround": "deg", "amplitudesurround": "percent"}
+        )
+    return out
+
+
+def model_description(config: SynthConfig) -> dict[str, Any]:
+    """What ``truth.json`` says about pRF models beyond the Gaussian (``SynthConfig.prf_models``)."""
+    n_lo, n_hi = config.css_exponent
+    s_lo, s_hi = config.dog_surround_scale
+    r_lo, r_hi = config.dog_surround_ratio
+    ranges = {
+        "gauss": {},
+        "css": {"n": {"Distribution": "uniform", "Range": [n_lo, n_hi]}},
+        "dog": {
+            "sigmasurround": {"Distribution": "sigma times uniform", "ScaleRange": [s_lo, s_hi]},
+            "surroundratio": {
+                "Distribution": "uniform",
+                "Range": [r_lo, r_hi],
+                "Description": "surround integral over centre integral (amplitudesurround / amplitude)",
+            },
+        },
+    }
+    return {
+        "PrfModels": list(config.prf_models),
+        "PrfModelAssignment": (
+            "each pRF unit follows one of PrfModels drawn uniformly at random (its code in "
+            "desc-truemodel; Levels); the truth maps keep the model-gauss entity in their names"
+        ),
+        "Levels": MODEL_LEVELS,
+        "PrfModelParameters": {m: ranges[m] for m in config.prf_models},
+        "PrfModelDefinitions": {
+            "gauss": "overlap = g(sigma)",
+            "css": "overlap = g(sigma) ** n (compressive spatial summation, Kay et al. 2013)",
+            "dog": (
+                "overlap = g(sigma) - surroundratio * g(sigmasurround) (difference of Gaussians, "
+                "Zuiderbaan et al. 2012); amplitudesurround = surroundratio * amplitude"
+            ),
+            "g(s)": "fraction of a unit-integral isotropic Gaussian of size s at (x, y) inside the aperture",
+        },
+    }
 
 
 def truth_maps(layout: Layout, response: np.ndarray, config: SynthConfig) -> dict[str, np.ndarray]:
@@ -223,6 +310,15 @@ def truth_maps(layout: Layout, response: np.ndarray, config: SynthConfig) -> dic
         "hrfdispersion": p["hrf_dispersion"],
         "sampletime": np.where(signal, timing.sample_times(layout.slices), np.nan),
     }
+    if config.beyond_gauss:
+        truth.update(
+            {
+                "truemodel": p["model"],
+                "n": p["n"],
+                "sigmasurround": p["sigma_surround"],
+                "amplitudesurround": p["surround_ratio"] * truth["amplitude"],
+            }
+        )
     return {k: np.asarray(v, dtype=np.float32) for k, v in truth.items()}
 
 
@@ -354,6 +450,8 @@ def write_spatial_references(layout: Layout, fmriprep: Path, sub: str, truth_fun
                 mask.with_name(mask.name.replace(".nii.gz", ".json")),
                 {"SpatialReference": f"bids:fmriprep:{anat}", "Description": description},
             )
+    for sidecar in sorted(truth_func.glob("*_desc-truemodel_boldmap.json")):
+        add_to_json(sidecar, {"SpatialReference": f"bids:fmriprep:{anat}"})
 
 
 def add_to_json(path: Path, content: dict) -> None:

@@ -1,0 +1,160 @@
+"""Per-vertex model comparison on held-out synthetic participants (issue 21's Must show 1).
+
+For each case, ``prfmap-synth`` writes a participant whose pRF vertices are drawn from the Gaussian,
+CSS (n 0.2–0.5) and DoG (surround 2–4 σ, ratio 0.1–0.3) models (or the Gaussian alone), with the
+default realistic noise (AR(1), aliased physiology, spread levels), drifts, per-vertex HRFs and slice
+timing; ``prfmap ... participant --model all`` fits and compares the four models; the winners of the
+``model-best`` maps are scored against the true model, over vertices whose winner cvr2 ≥ 0.2:
+
+    python tests/benchmarks/validate_comparison.py --out /tmp/cmp [--seed 21] [--json FILE] \
+        [--bar-widths 2.5 10]
+
+Prints one table row per (noise, runs, true model): vertices, share won by each model, share correct.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "app"))
+
+from prfmap.synth import load_truth  # noqa: E402
+from prfmap.synth.dataset import read_map  # noqa: E402
+
+BIN = Path(sys.executable).parent
+MODELS = ("gauss", "css", "dog", "dn")
+TRUE = ("gauss", "css", "dog")
+CVR2_MIN = 0.2
+
+
+def run_case(
+    out: Path,
+    seed: int,
+    noise: float,
+    runs: int,
+    prf_models: tuple[str, ...],
+    fit: str,
+    backend: str = "jax",
+    bar_widths: tuple[float, ...] = (),
+) -> dict:
+    """Write one participant, fit and compare its models, score the winners."""
+    name = f"seed{seed}_noise{noise:g}_runs{runs}_{'-'.join(prf_models)}"
+    widths = ["--bar-widths", *(f"{w:g}" for w in bar_widths)] if bar_widths else []
+    name += f"_bars{'-'.join(f'{w:g}' for w in bar_widths)}" if bar_widths else ""
+    suffix = "" if backend == "jax" else f"-{backend}"
+    bids, result = out / name / "bids", out / name / f"out{suffix}"
+    if not bids.exists():
+        subprocess.run(
+            [str(BIN / "prfmap-synth"), str(bids), "--seed", str(seed), "--noise", str(noise),
+             "--runs", str(runs), "--prf-models", *prf_models, *widths],
+            check=True, capture_output=True,
+        )  # fmt: skip
+    start = time.perf_counter()
+    if not list(result.glob("sub-01/func/*_model-best_desc-winner_boldmap.*")):
+        subprocess.run(
+            [str(BIN / "prfmap"), str(bids), str(result), "participant", "--model", *fit.split(),
+             "--work-dir", str(out / name / f"work{suffix}"), "--no-report", "--backend", backend],
+            check=True, capture_output=True,
+        )  # fmt: skip
+    seconds = time.perf_counter() - start
+    truth = load_truth(bids)
+    func = result / "sub-01" / "func"
+    winner = read_map(func, "*_model-best_desc-winner_boldmap")
+    np.save(out / name / f"winner{suffix}.npy", winner)
+    cvr2 = read_map(func, "*_model-best_desc-cvr2_boldmap")
+    true_model = truth.get("truemodel", np.where(truth["mask"], 0.0, np.nan))
+    rows = []
+    for code, model in enumerate(TRUE):
+        chosen = truth["mask"] & (true_model == code) & (cvr2 >= CVR2_MIN)
+        if not chosen.any():
+            continue
+        won = {m: float(np.mean(winner[chosen] == i)) for i, m in enumerate(MODELS)}
+        rows.append({"true": model, "vertices": int(chosen.sum()), "won": won, "correct": won[model]})
+    noise_units = truth["noise"]
+    return {
+        "case": name,
+        "noise": noise,
+        "runs": runs,
+        "bar_widths": list(bar_widths),
+        "seconds": round(seconds, 1),
+        "rows": rows,
+        "noise_vertices_non_gauss": float(np.mean(winner[noise_units & np.isfinite(winner)] != 0)),
+    }
+
+
+def compare_backends(args: argparse.Namespace) -> None:
+    """The first case on JAX, PyTorch and TensorFlow: the share of vertices with the same winner."""
+    noise, runs = args.noise[0], args.runs[0]
+    winners = {}
+    for backend in ("jax", "torch", "tensorflow"):
+        case = run_case(args.out, args.seed, noise, runs, TRUE, args.fit, backend, tuple(args.bar_widths))
+        suffix = "" if backend == "jax" else f"-{backend}"
+        winners[backend] = np.load(args.out / case["case"] / f"winner{suffix}.npy")
+        print(f"{backend}: {case['seconds']} s", flush=True)
+    fitted = np.isfinite(winners["jax"])
+    for backend in ("torch", "tensorflow"):
+        same = np.mean(winners[backend][fitted] == winners["jax"][fitted])
+        print(
+            f"{backend} vs jax: the same winner at {100 * same:.2f} % of {int(fitted.sum())} vertices",
+            flush=True,
+        )
+        contested = fitted & (
+            (winners["jax"] > 0) | (winners[backend] > 0)
+        )  # a non-Gaussian winner on either
+        agree = np.mean(winners[backend][contested] == winners["jax"][contested]) if contested.any() else 1.0
+        print(
+            f"{backend} vs jax: of the {int(contested.sum())} vertices either gives to a non-Gaussian model, "
+            f"the same winner at {100 * agree:.2f} %",
+            flush=True,
+        )
+
+
+def main() -> None:
+    """Run the cases and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--seed", type=int, default=21)
+    parser.add_argument("--noise", type=float, nargs="+", default=[0.5, 1.0])
+    parser.add_argument("--runs", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--fit", default="all", help="the --model value(s) of the fit")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--bar-widths",
+        type=float,
+        nargs="+",
+        default=[],
+        help="prfmap-synth --bar-widths (default: one width)",
+    )
+    parser.add_argument("--backends", action="store_true", help="only the first case, on all three backends")
+    args = parser.parse_args()
+    if args.backends:
+        compare_backends(args)
+        return
+    cases = [(n, r, TRUE) for n in args.noise for r in args.runs]
+    cases.append((args.noise[0], args.runs[0], ("gauss",)))  # a Gaussian-only participant
+    results = []
+    for noise, runs, prf_models in cases:
+        case = run_case(args.out, args.seed, noise, runs, prf_models, args.fit, "jax", tuple(args.bar_widths))
+        results.append(case)
+        for row in case["rows"]:
+            won = " ".join(f"{m} {100 * v:5.1f}" for m, v in row["won"].items())
+            print(
+                f"{case['case']:<40} true {row['true']:<5} n={row['vertices']:4d}  won % {won}  "
+                f"correct {100 * row['correct']:.1f} %",
+                flush=True,
+            )
+        print(f"{case['case']:<40} noise-only vertices won by a non-Gaussian model "
+              f"{100 * case['noise_vertices_non_gauss']:.1f} %; {case['seconds']} s", flush=True)  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
