@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import TR, random_params
 
+from conftest import TR, random_params
 from prfmap.engine import catalog, fit_prf, predict
 
 BITS = catalog.STATUS_BITS

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import TR, random_params
 from keras import ops
 
 import toys
+from conftest import TR, random_params
 from prfmap.cli.parser import build_parser
 from prfmap.derivatives import map_sidecar
 from prfmap.engine import Stimulus, catalog, fit_prf, predict

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import FOV, TR, bar_design, random_params
 from scipy.linalg import toeplitz
 
+from conftest import FOV, TR, bar_design, random_params
 from prfmap.engine import Stimulus, estimate_noise, predict
 from prfmap.engine.noise import (
     NoiseModel,

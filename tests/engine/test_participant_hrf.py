@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-from conftest import TR, random_params
 
+from conftest import TR, random_params
 from prfmap.engine import HRF, estimate_hrf, fit_prf, predict
 from prfmap.engine.hrf import hrf_kernels
 from prfmap.engine.participant_hrf import top_units

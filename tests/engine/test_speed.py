@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import FOV, TR, bar_design, random_params
 from keras import ops
 
+from conftest import FOV, TR, bar_design, random_params
 from prfmap.engine import Stimulus, estimate_hrf, fit_prf, frames, predict, streaming
 from prfmap.engine.core_ops import spd_solve, tensor, to_numpy
 from prfmap.engine.hrf import convolution_matrices, hrf_kernels

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FOV, TR, bar_design, random_params
 
+from conftest import FOV, TR, bar_design, random_params
 from prfmap.engine import HRF, NoiseModel, Stimulus, catalog, fit_prf, predict
 from prfmap.engine.fit import HRF_VARIABILITY
 from prfmap.engine.hrf import CANONICAL
