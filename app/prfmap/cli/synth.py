@@ -16,7 +16,15 @@ from prfmap.cli.parser import (
     positive_float,
     positive_int,
 )
-from prfmap.synth.config import CLEAN, DEFAULT_NOISE, PRF_MODELS, SLICE_TIMINGS, SPACES, SynthConfig
+from prfmap.synth.config import (
+    CLEAN,
+    DEFAULT_NOISE,
+    PRF_MODELS,
+    SLICE_TIMINGS,
+    SPACES,
+    STIMULUS_DESIGNS,
+    SynthConfig,
+)
 from prfmap.synth.dataset import make_synthetic_dataset
 from prfmap.synth.model import NOISE_MODELS
 
@@ -175,15 +183,24 @@ def build_parser() -> argparse.ArgumentParser:
         "desc-sigmasurround and desc-amplitudesurround (ratio × amplitude)",
     )
     parser.add_argument(
+        "--stimulus-design",
+        choices=STIMULUS_DESIGNS,
+        default="bars",
+        help="bars: eight sweeps of 2.5° bars (the default); multiwidth: the sweeps with 2.5° "
+        "then 10° bars (runs twice as long), two sizes that tell a compressive pRF from a "
+        "Gaussian; hcp: in one run, as the HCP 7T retinotopy, a 90° wedge turning "
+        "counter-clockwise and a 2.5° ring expanding (two cycles each), then the bar sweeps: "
+        "rings and wedges reach a pRF's surround without its centre",
+    )
+    parser.add_argument(
         "--bar-widths",
         nargs="+",
         type=positive_float,
-        default=[SynthConfig().bar_width],
+        default=None,
         metavar="W",
-        help="bar widths in degrees, each at most the 20° field of view: the eight-sweep "
-        "sequence (blank periods included) is repeated once per width, in the order given, so "
-        "runs get longer by that factor (several widths tell compressive and surround pRFs "
-        "from a Gaussian)",
+        help="bar widths in degrees, each at most the 20° field of view, instead of the design's: "
+        "the eight-sweep sequence (blank periods included) is repeated once per width, in the "
+        "order given, so runs get longer by that factor",
     )
     parser.add_argument(
         "--small",
@@ -217,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.noise_runs > args.runs:
         parser.error(f"--noise-runs {args.noise_runs} exceeds --runs {args.runs}")
     fov = SynthConfig().fov_deg
-    too_wide = [w for w in args.bar_widths if w > fov]
+    too_wide = [w for w in args.bar_widths or () if w > fov]
     if too_wide:
         parser.error(f"--bar-widths {too_wide[0]:g} exceeds the {fov:g}° field of view")
     if out.is_dir() and any(out.iterdir()) and not args.overwrite:
@@ -243,7 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         noise_runs=args.noise_runs,
         hrf_delay_shift=args.hrf_delay_shift,
         prf_models=args.prf_models,  # a list, or the default's one name
-        bar_widths=tuple(args.bar_widths),
+        bar_widths=tuple(args.bar_widths or ()),
+        stimulus_design=args.stimulus_design,
         **(CLEAN if args.clean else realism),
     )
     make_synthetic_dataset(out, config)

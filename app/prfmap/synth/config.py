@@ -41,6 +41,17 @@ MODEL_SEED = 21
 """The units' models and model parameters come from ``np.random.default_rng([seed, MODEL_SEED])``,
 a generator of their own, so the Gaussian parameters, HRFs and noise stay those of the default
 dataset whatever models are listed."""
+STIMULUS_DESIGNS = ("bars", "multiwidth", "hcp")
+"""prfmap-synth's stimulus designs (``SynthConfig.stimulus_design``): ``bars``, eight sweeps of bars of
+one width (:attr:`SynthConfig.sweep_widths`); ``multiwidth``, that sequence with bars of an eighth and
+then of half the field of view (2.5° and 10° in the default 20° field), two sizes that tell a
+compressive pRF from a Gaussian (Kay et al. 2013); ``hcp``, in one run, the three stimuli of the HCP 7T
+retinotopy (Benson et al. 2018): a 90° wedge turning counter-clockwise, a ring expanding, then the bar
+sweeps, whose rings and wedges reach a pRF's surround without its centre."""
+WEDGE_DEG = 90.0
+"""Angular width of the ``hcp`` design's wedge (the HCP 7T retinotopy's)."""
+CYCLES = 2
+"""Cycles of the ``hcp`` design's wedge and of its ring."""
 MODEL_FIELDS = ("prf_models", "css_exponent", "dog_surround_scale", "dog_surround_ratio")
 """The settings of the pRF models (left out of ``truth.json`` for the default, Gaussian-only data,
 whose files stay byte-identical to those written before the option existed)."""
@@ -117,7 +128,9 @@ class SynthConfig:
         Bar widths in degrees, each positive and at most ``fov_deg``: the eight-sweep sequence
         (blank periods included) is repeated once per width, in the order given, so runs get
         longer by that factor. Empty (the default; also what a single width equal to
-        :attr:`bar_width` becomes): one sequence of :attr:`bar_width`.
+        :attr:`bar_width` becomes): the design's widths (:attr:`sweep_widths`).
+    stimulus_design : str
+        One of :data:`STIMULUS_DESIGNS`.
     """
 
     subjects: int = 1
@@ -144,6 +157,7 @@ class SynthConfig:
     dog_surround_scale: tuple[float, float] = (2.0, 4.0)
     dog_surround_ratio: tuple[float, float] = (0.1, 0.3)
     bar_widths: tuple[float, ...] = ()
+    stimulus_design: str = "bars"
 
     n_pixels: int = 0
     n_steps: int = 0
@@ -181,6 +195,10 @@ class SynthConfig:
                 )
             object.__setattr__(self, name, value)
         object.__setattr__(self, "bar_widths", self._checked_bar_widths())
+        if self.stimulus_design not in STIMULUS_DESIGNS:
+            raise ValueError(
+                f"stimulus_design must be one of {STIMULUS_DESIGNS}, got {self.stimulus_design!r}"
+            )
 
     def _checked_bar_widths(self) -> tuple[float, ...]:
         """``bar_widths`` as floats, validated; a single default width becomes ``()`` (the default)."""
@@ -222,9 +240,22 @@ class SynthConfig:
         return self.bar_width_deg or self.fov_deg / 8
 
     @property
+    def stimulus_name(self) -> str:
+        """The stimulus file's name (``stimuli/<name>.nii.gz``) and the events' ``trial_type``."""
+        return "hcp" if self.stimulus_design == "hcp" else "bars"
+
+    @property
     def sweep_widths(self) -> tuple[float, ...]:
-        """The bar width of each repetition of the eight-sweep sequence, degrees."""
-        return self.bar_widths or (self.bar_width,)
+        """The bar width of each repetition of the eight-sweep sequence, degrees.
+
+        ``bar_widths`` where given, else an eighth and half the field of view for the ``multiwidth``
+        design, else :attr:`bar_width`.
+        """
+        if self.bar_widths:
+            return self.bar_widths
+        if self.stimulus_design == "multiwidth":
+            return (self.fov_deg / 8, self.fov_deg / 2)
+        return (self.bar_width,)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import numpy as np
 from prfmap.io.atomic import write_json_atomic, write_text_atomic
 from prfmap.synth.config import MODEL_SEED, SPACES, SynthConfig, acquisition_timing
 from prfmap.synth.layout import make_layout
-from prfmap.synth.response import bar_apertures, simulate_run
+from prfmap.synth.response import simulate_run, stimulus_apertures
 from prfmap.synth.surfaces import write_native_anat
 from prfmap.synth.writers import (
     FMRIPREP_BIDSIGNORE,
@@ -80,7 +80,7 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
     root = Path(out_dir)
     rng = np.random.default_rng(config.seed)
     model_rng = np.random.default_rng([config.seed, MODEL_SEED])
-    design = bar_apertures(config)
+    design = stimulus_apertures(config)
     write_raw_top(root, config, design)
     fmriprep = root / "derivatives" / "fmriprep"
     truth_dir = root / "derivatives" / "prfsynth"

@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 from nilearn.glm.first_level.hemodynamic_models import spm_hrf
 
-from prfmap.synth.config import HRF_OVERSAMPLING, PRF_MODELS, SynthConfig, acquisition_timing
+from prfmap.synth.config import (
+    CYCLES,
+    HRF_OVERSAMPLING,
+    PRF_MODELS,
+    WEDGE_DEG,
+    SynthConfig,
+    acquisition_timing,
+)
 from prfmap.synth.layout import Layout
 from prfmap.synth.model import (
     Acquisition,
@@ -25,6 +32,56 @@ def pixel_coordinates(fov_deg: float, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Visual-field ``(x, y)`` of the pixel centres, each (n, n); row 0 = top (y = +fov/2)."""
     x = np.linspace(-fov_deg / 2, fov_deg / 2, n)
     return np.meshgrid(x, x[::-1])
+
+
+def stimulus_apertures(config: SynthConfig) -> np.ndarray:
+    """The apertures of ``config.stimulus_design`` (:data:`prfmap.synth.config.STIMULUS_DESIGNS`).
+
+    Returns
+    -------
+    ndarray
+        float32 (frames, rows, cols) of 0 and 1; row 0 = top.
+    """
+    bars = bar_apertures(config)
+    if config.stimulus_design != "hcp":
+        return bars
+    return np.concatenate([wedge_ring_apertures(config), bars], axis=0)
+
+
+def wedge_ring_apertures(config: SynthConfig) -> np.ndarray:
+    """A wedge turning counter-clockwise, then a ring expanding, each followed by a blank period.
+
+    As the HCP 7T retinotopy's wedge and ring runs (Benson et al. 2018), in one sequence: a wedge of
+    :data:`~prfmap.synth.config.WEDGE_DEG` starting on the right horizontal meridian, and a ring of an
+    eighth of the field of view in width whose centre moves from fixation to the edge, each over
+    :data:`~prfmap.synth.config.CYCLES` cycles of ``2 * steps_per_sweep`` frames, inside the circular
+    aperture.
+
+    Returns
+    -------
+    ndarray
+        float32 (frames, rows, cols) of 0 and 1; row 0 = top.
+    """
+    n, fov = config.aperture_px, config.fov_deg
+    x, y = pixel_coordinates(fov, n)
+    radius = fov / 2
+    ecc = np.hypot(x, y)
+    inside = ecc <= radius + 1e-9
+    angle = np.degrees(np.arctan2(y, x)) % 360
+    per_cycle = 2 * config.steps_per_sweep
+    blank = np.zeros((config.blank_frames, n, n), np.float32)
+    frames = []
+    for k in range(CYCLES * per_cycle):
+        start = 360.0 * k / per_cycle
+        frames.append(((angle - start) % 360 < WEDGE_DEG) & inside)
+    frames = [np.asarray(frames, np.float32), blank]
+    width = fov / 8
+    rings = []
+    for k in range(CYCLES * per_cycle):
+        centre = (k % per_cycle + 0.5) / per_cycle * (radius + width / 2)
+        rings.append((np.abs(ecc - centre) <= width / 2) & inside)
+    frames += [np.asarray(rings, np.float32), blank]
+    return np.concatenate(frames, axis=0)
 
 
 def bar_apertures(config: SynthConfig) -> np.ndarray:

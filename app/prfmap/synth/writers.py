@@ -14,7 +14,15 @@ import numpy as np
 from prfmap import __version__
 from prfmap.io.atomic import atomic_path, write_json_atomic, write_text_atomic
 from prfmap.io.geometry import CiftiGeometry, GiftiGeometry, VolumeGeometry
-from prfmap.synth.config import MODEL_FIELDS, PRF_MODELS, SynthConfig, Timing, acquisition_timing
+from prfmap.synth.config import (
+    CYCLES,
+    MODEL_FIELDS,
+    PRF_MODELS,
+    WEDGE_DEG,
+    SynthConfig,
+    Timing,
+    acquisition_timing,
+)
 from prfmap.synth.layout import Layout
 from prfmap.synth.model import (
     AR1,
@@ -72,6 +80,13 @@ RAW_BOLD_SHAPE = (2, 2)
 SPHERE_URI = (
     "https://templateflow.s3.amazonaws.com/tpl-fsaverage/tpl-fsaverage_hemi-{}_den-10k_sphere.surf.gii"
 )
+
+DESIGN_TEXT = {
+    "bars": "Bar sweeps",
+    "multiwidth": "Bar sweeps of two widths",
+    "hcp": "A wedge, a ring and bar sweeps (HCP-like)",
+}
+"""How the README and the stimulus sidecar name each stimulus design."""
 
 
 def confounds_tsv(bold: np.ndarray, config: SynthConfig, rng: np.random.Generator) -> str:
@@ -213,6 +228,8 @@ def truth_description(config: SynthConfig) -> dict[str, Any]:
         settings = {k: v for k, v in settings.items() if k not in MODEL_FIELDS}
     if not config.bar_widths:  # one sweep sequence of the default width: as before bar_widths
         del settings["bar_widths"]
+    if config.stimulus_design == "bars":  # the default design: as before stimulus_design
+        del settings["stimulus_design"]
     out = {
         "Settings": settings,
         "Model": "gauss",
@@ -241,11 +258,18 @@ def truth_description(config: SynthConfig) -> dict[str, Any]:
         "NoiseAR1": AR1,
         "PolarAngleConvention": "atan2(y, x), 0 = right horizontal meridian, counter-clockwise",
     }
-    if config.bar_widths:
+    if config.bar_widths or config.stimulus_design != "bars":
         out["BarWidthsDeg"] = list(config.sweep_widths)
         out["BarSweeps"] = (
             "the eight-sweep sequence (blank periods included) repeated once per width of "
             "BarWidthsDeg, in that order, each repetition with bars of that width"
+        )
+    if config.stimulus_design == "hcp":
+        out["WedgeRing"] = (
+            f"before the bar sweeps: a {WEDGE_DEG:g} degree wedge turning counter-clockwise from the "
+            f"right horizontal meridian, {CYCLES} cycles of {2 * config.steps_per_sweep} frames, a "
+            f"blank period, a ring of {config.fov_deg / 8:g} degrees expanding from fixation to the "
+            f"edge, {CYCLES} cycles of {2 * config.steps_per_sweep} frames, a blank period"
         )
     if config.beyond_gauss:
         out.update(model_description(config))
@@ -351,23 +375,23 @@ def write_raw_top(root: Path, config: SynthConfig, design: np.ndarray) -> None:
     write_text_atomic(
         root / "README",
         (
-            "Synthetic pRF mapping dataset written by prfmap-synth. Bar sweeps (stimuli/bars.nii.gz),"
-            " preprocessed BOLD in derivatives/fmriprep (synthetic, not made by fMRIPrep) and the "
-            "ground truth in derivatives/prfsynth.\n"
+            f"Synthetic pRF mapping dataset written by prfmap-synth. {DESIGN_TEXT[config.stimulus_design]}"
+            f" (stimuli/{config.stimulus_name}.nii.gz), preprocessed BOLD in derivatives/fmriprep "
+            "(synthetic, not made by fMRIPrep) and the ground truth in derivatives/prfsynth.\n"
         ),
     )
     stim = np.moveaxis(design, 0, -1)[:, :, None, :].astype(np.uint8)
     img = nib.Nifti1Image(stim, np.eye(4))
-    with atomic_path(root / "stimuli" / "bars.nii.gz") as tmp:
+    with atomic_path(root / "stimuli" / f"{config.stimulus_name}.nii.gz") as tmp:
         nib.save(img, tmp)
     write_json_atomic(
-        root / "stimuli" / "bars.json",
+        root / "stimuli" / f"{config.stimulus_name}.json",
         {
             "FieldOfViewDeg": config.fov_deg,
             "RepetitionTime": config.tr,
             "Description": (
-                "Bar apertures: axis 0 rows top to bottom, axis 1 columns left to "
-                "right, axis 2 singleton, axis 3 frames (one per TR); 1 = stimulus"
+                f"{DESIGN_TEXT[config.stimulus_design]} apertures: axis 0 rows top to bottom, axis 1 "
+                "columns left to right, axis 2 singleton, axis 3 frames (one per TR); 1 = stimulus"
             ),
         },
     )
@@ -384,7 +408,8 @@ def write_raw_run(func: Path, stem: str, config: SynthConfig, n_frames: int, tim
     onset = config.dummy_scans * config.tr
     write_text_atomic(
         func / f"{stem}_events.tsv",
-        f"onset\tduration\ttrial_type\tstim_file\n{onset:g}\t{n_frames * config.tr:g}\tbars\tbars.nii.gz\n",
+        "onset\tduration\ttrial_type\tstim_file\n"
+        f"{onset:g}\t{n_frames * config.tr:g}\t{config.stimulus_name}\t{config.stimulus_name}.nii.gz\n",
     )
     meta: dict[str, Any] = {"RepetitionTime": config.tr, "TaskName": config.task}
     if timing.slice_timing is not None:
