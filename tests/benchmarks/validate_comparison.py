@@ -27,11 +27,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "app"))
 
 from prfmap.synth import load_truth  # noqa: E402
 from prfmap.synth.dataset import read_map  # noqa: E402
+from prfmap.synth.oracle import identifiability  # noqa: E402
 
 BIN = Path(sys.executable).parent
 MODELS = ("gauss", "css", "dog", "dn")
 TRUE = ("gauss", "css", "dog")
 CVR2_MIN = 0.2
+SNR_BINS = (0.0, 0.5, 1.0, np.inf)
+"""Bins of each vertex's signal-to-noise ratio: the noise-free response's standard deviation (drifts
+out) over the noise's, both as the oracle measures them."""
 
 
 def run_case(
@@ -43,17 +47,19 @@ def run_case(
     fit: str,
     backend: str = "jax",
     bar_widths: tuple[float, ...] = (),
+    design: str = "bars",
 ) -> dict:
     """Write one participant, fit and compare its models, score the winners."""
     name = f"seed{seed}_noise{noise:g}_runs{runs}_{'-'.join(prf_models)}"
     widths = ["--bar-widths", *(f"{w:g}" for w in bar_widths)] if bar_widths else []
     name += f"_bars{'-'.join(f'{w:g}' for w in bar_widths)}" if bar_widths else ""
+    name += f"_{design}" if design != "bars" else ""
     suffix = "" if backend == "jax" else f"-{backend}"
     bids, result = out / name / "bids", out / name / f"out{suffix}"
     if not bids.exists():
         subprocess.run(
             [str(BIN / "prfmap-synth"), str(bids), "--seed", str(seed), "--noise", str(noise),
-             "--runs", str(runs), "--prf-models", *prf_models, *widths],
+             "--runs", str(runs), "--prf-models", *prf_models, *widths, "--stimulus-design", design],
             check=True, capture_output=True,
         )  # fmt: skip
     start = time.perf_counter()
@@ -70,21 +76,47 @@ def run_case(
     np.save(out / name / f"winner{suffix}.npy", winner)
     cvr2 = read_map(func, "*_model-best_desc-cvr2_boldmap")
     true_model = truth.get("truemodel", np.where(truth["mask"], 0.0, np.nan))
-    rows = []
+    oracle = identifiability(bids)
+    snr = oracle.signal_sd / oracle.noise_sd
+    rows, shares = [], {}
     for code, model in enumerate(TRUE):
-        chosen = truth["mask"] & (true_model == code) & (cvr2 >= CVR2_MIN)
-        if not chosen.any():
+        of_model = truth["mask"] & (true_model == code)
+        if not of_model.any():
             continue
-        won = {m: float(np.mean(winner[chosen] == i)) for i, m in enumerate(MODELS)}
-        rows.append({"true": model, "vertices": int(chosen.sum()), "won": won, "correct": won[model]})
+        kept = of_model & (cvr2 >= CVR2_MIN)
+        subsets = {"all": kept}
+        if code:  # the oracle's distinguishable share, then recognition where it is distinguishable
+            subsets["distinguishable"] = kept & oracle.distinguishable
+        for low, high in zip(SNR_BINS[:-1], SNR_BINS[1:], strict=True):
+            subsets[f"snr {low:g}-{high:g}"] = kept & (snr >= low) & (snr < high)
+            if code:
+                subsets[f"distinguishable, snr {low:g}-{high:g}"] = (
+                    subsets[f"snr {low:g}-{high:g}"] & oracle.distinguishable
+                )
+        for subset, chosen in subsets.items():
+            won = {m: float(np.mean(winner[chosen] == i)) if chosen.any() else float("nan")
+                   for i, m in enumerate(MODELS)}  # fmt: skip
+            rows.append(
+                {
+                    "true": model,
+                    "subset": subset,
+                    "vertices": int(chosen.sum()),
+                    "won": won,
+                    "correct": won[model],
+                }
+            )
+        if code:
+            shares[model] = float(oracle.distinguishable[of_model].mean())
     noise_units = truth["noise"]
     return {
         "case": name,
         "noise": noise,
         "runs": runs,
         "bar_widths": list(bar_widths),
+        "design": design,
         "seconds": round(seconds, 1),
         "rows": rows,
+        "distinguishable_share": shares,
         "noise_vertices_non_gauss": float(np.mean(winner[noise_units & np.isfinite(winner)] != 0)),
     }
 
@@ -132,24 +164,30 @@ def main() -> None:
         default=[],
         help="prfmap-synth --bar-widths (default: one width)",
     )
+    parser.add_argument(
+        "--stimulus-design", nargs="+", default=["bars"], help="prfmap-synth --stimulus-design, each in turn"
+    )
     parser.add_argument("--backends", action="store_true", help="only the first case, on all three backends")
     args = parser.parse_args()
     if args.backends:
         compare_backends(args)
         return
-    cases = [(n, r, TRUE) for n in args.noise for r in args.runs]
-    cases.append((args.noise[0], args.runs[0], ("gauss",)))  # a Gaussian-only participant
+    cases = [(d, n, r, TRUE) for d in args.stimulus_design for n in args.noise for r in args.runs]
+    cases.append((args.stimulus_design[0], args.noise[0], args.runs[0], ("gauss",)))  # Gaussian only
     results = []
-    for noise, runs, prf_models in cases:
-        case = run_case(args.out, args.seed, noise, runs, prf_models, args.fit, "jax", tuple(args.bar_widths))
+    for design, noise, runs, prf_models in cases:
+        widths = tuple(args.bar_widths)
+        case = run_case(args.out, args.seed, noise, runs, prf_models, args.fit, "jax", widths, design)
         results.append(case)
         for row in case["rows"]:
             won = " ".join(f"{m} {100 * v:5.1f}" for m, v in row["won"].items())
             print(
-                f"{case['case']:<40} true {row['true']:<5} n={row['vertices']:4d}  won % {won}  "
-                f"correct {100 * row['correct']:.1f} %",
+                f"{case['case']:<44} true {row['true']:<5} {row['subset']:<30} n={row['vertices']:4d}  "
+                f"won % {won}  correct {100 * row['correct']:.1f} %",
                 flush=True,
             )
+        for model, share in case["distinguishable_share"].items():
+            print(f"{case['case']:<44} {model} pRFs distinguishable by the oracle: {100 * share:.1f} %")
         print(f"{case['case']:<40} noise-only vertices won by a non-Gaussian model "
               f"{100 * case['noise_vertices_non_gauss']:.1f} %; {case['seconds']} s", flush=True)  # fmt: skip
     if args.json:

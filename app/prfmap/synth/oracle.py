@@ -56,6 +56,8 @@ class Identifiability:
         leaves, per run.
     energy : ndarray
         What it leaves, summed over one run, in (percent signal change)².
+    signal_sd : ndarray
+        Standard deviation of the noise-free response once the drifts are out (percent signal change).
     noise_sd, noise_rho : ndarray
         The unit's noise: standard deviation (percent signal change) and lag-1 autocorrelation.
     power : ndarray
@@ -67,6 +69,7 @@ class Identifiability:
     model: np.ndarray
     misfit: np.ndarray
     energy: np.ndarray
+    signal_sd: np.ndarray
     noise_sd: np.ndarray
     noise_rho: np.ndarray
     power: np.ndarray
@@ -282,6 +285,7 @@ def identifiability(
         model=per_unit(model),
         misfit=per_unit(energy / np.maximum(total, 1e-300)),
         energy=per_unit(energy),
+        signal_sd=per_unit(np.sqrt(total / (n_frames - nuisance.shape[1]))),
         noise_sd=per_unit(sd),
         noise_rho=per_unit(rho),
         power=per_unit(power),
