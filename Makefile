@@ -93,13 +93,22 @@ slowest:
 	$(BIN)/python .ci/slowest_tests.py $(REPORTS) 15
 
 # The engine sessions (one process at a time) run beside the two app-test workers, so both cores are
-# busy until the end; each line of output is whole, the sessions' lines interleave. Each process
-# computes on one thread (XLA, Eigen, OpenMP, TensorFlow's pools): three processes on two cores
-# with a thread pool each lose more to contention than the pools gain.
+# busy until the end. The app tests' progress streams; the engine sessions' output is kept in
+# $(REPORTS)/engine-tests.log and printed after it. Each process computes on one thread (XLA, Eigen,
+# OpenMP, TensorFlow's pools): three processes on two cores with a pool each lose more to contention
+# than the pools gain.
 ONE_THREAD = OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 \
   XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 test: lint
-	$(ONE_THREAD) $(MAKE) --no-print-directory -j2 --output-sync=line engine-tests app-tests
+	mkdir -p $(REPORTS)
+	@echo "== engine tests (JAX in full; PyTorch and TensorFlow: -m backend) beside the app tests; their log follows"
+	@$(ONE_THREAD) $(MAKE) --no-print-directory engine-tests > $(REPORTS)/engine-tests.log 2>&1 & engine=$$!; \
+	echo "== app tests on $(TEST_WORKERS) workers"; \
+	$(ONE_THREAD) $(MAKE) --no-print-directory app-tests; app=$$?; \
+	wait $$engine; engine=$$?; \
+	cat $(REPORTS)/engine-tests.log; \
+	echo "== make test: app tests exit $$app, engine tests exit $$engine"; \
+	[ $$app = 0 ] && [ $$engine = 0 ]
 
 bench: $(VENV)/.test-installed
 	KERAS_BACKEND=jax $(BIN)/python tests/benchmarks/bench_engine.py

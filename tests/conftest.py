@@ -45,6 +45,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of xdist's: pytest -p no:xdist runs without it
 def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN201 - xdist's hook
     """Schedule by module, and by ``xdist_group`` for the tests that carry one."""
     if config.getvalue("dist") != "loadgroup":

@@ -83,14 +83,39 @@ PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
 GRES = "".join(f"NodeName={{host}} Name=gpu File={dev}\n" for dev in ("/dev/null", "/dev/zero", "/dev/full"))
 
 
-def _wait(condition: Callable[[], bool], what: str, timeout: float, logs: Path | None = None) -> None:
+def _wait(
+    condition: Callable[[], bool], what: str, timeout: float, logs: Path | None = None, poll: float = 0.2
+) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
             found = sorted(logs.glob("*.log")) if logs else []
             shown = "".join(f"\n== {p.name}\n{p.read_text()[-1500:]}" for p in found)
             pytest.fail(f"timed out waiting for {what}{shown}")
-        time.sleep(0.2)
+        time.sleep(poll)
+
+
+def _prfmap_pid(out: Path, subject: str) -> int | None:
+    """The pid of the prfmap process (not srun's, not the batch shell's) fitting ``subject`` into ``out``."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if Path(args[0].decode(errors="replace")).name.startswith("python") and {
+            str(out).encode(),
+            b"--participant-label",
+            subject.encode(),
+        } <= set(args):
+            return int(cmdline.parent.name)
+    return None
+
+
+def _pending(pid: int, signum: int) -> bool:
+    """Whether ``signum`` is pending for process ``pid`` (its own or its thread group's)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    masks = re.findall(r"^(?:SigPnd|ShdPnd):\s*([0-9a-f]+)$", status, re.MULTILINE)
+    return any(int(mask, 16) >> (signum - 1) & 1 for mask in masks)
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +199,7 @@ def test_array_with_a_requeued_task_then_the_group_level(cluster: dict[str, str]
         "OUT": str(out),
         "WORK": str(work),
         "KERAS_BACKEND": "jax",
-        "PRFMAP_CHUNK_UNITS": "128",
+        "PRFMAP_CHUNK_UNITS": "64",  # 10 chunks of the 640 grayordinates
         "PYTHONPATH": str(APP_DIR),
         "PRFMAP_OPTIONS": "--no-report",
     }  # fmt: skip  (the reports are tested elsewhere)
@@ -189,16 +214,32 @@ def test_array_with_a_requeued_task_then_the_group_level(cluster: dict[str, str]
     array = sbatch(f"--array=1-{len(SUBJECTS)}", str(array_script))
     group = sbatch(f"--dependency=afterok:{array}", str(group_script))
     stopped_log = logs / f"prfmap_{array}_{STOPPED}.log"
+    checkpoints = work / "checkpoints" / f"sub-{SUBJECTS[int(STOPPED) - 1]}"
 
     def saved() -> bool:
-        return stopped_log.is_file() and "fitted in" in stopped_log.read_text()
+        return any(checkpoints.glob("**/chunk-*.npz"))
 
     def ended() -> bool:
         state = _job(env, group)
         return state.get("JobState") == "COMPLETED" or state.get("Reason") == "DependencyNeverSatisfied"
 
-    _wait(saved, "a saved chunk", 300, logs)
+    # scancel's SIGTERM travels through slurmctld and slurmd, while a warm fit saves its chunks in tens
+    # of milliseconds: the task is held (SIGSTOP) once its first chunk is saved, scancel's SIGTERM waits
+    # for it as a pending signal, and the task resumes (SIGCONT) into it, whatever the machine's speed.
+    found: list[int] = []
+
+    def started() -> bool:
+        pid = _prfmap_pid(out, SUBJECTS[int(STOPPED) - 1])
+        found.extend([pid] if pid else [])
+        return bool(found)
+
+    _wait(started, "the stopped task's prfmap process", 300, logs)
+    pid = found[0]
+    _wait(saved, "a saved chunk", 300, logs, poll=0.01)
+    os.kill(pid, signal.SIGSTOP)
     subprocess.run(["scancel", "--signal=TERM", f"{array}_{STOPPED}"], env=env, check=True)
+    _wait(lambda: _pending(pid, signal.SIGTERM), "scancel's SIGTERM to reach the task", 60, logs, poll=0.01)
+    os.kill(pid, signal.SIGCONT)
     _wait(ended, "the group job", 600, logs)
 
     for task in range(1, len(SUBJECTS) + 1):

@@ -37,7 +37,7 @@ class PassesStops(logging.Handler):
             The record that could not be written.
         """
         if isinstance(sys.exc_info()[1], PrfmapError):
-            raise  # noqa: PLE0704 - handleError runs inside emit's except block
+            raise  # handleError runs inside emit's except block: the stop itself
         super().handleError(record)
 
 
