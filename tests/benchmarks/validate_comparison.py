@@ -1,15 +1,18 @@
-"""Per-vertex model comparison on held-out synthetic participants (issue 21's Must show 1).
+"""Per-vertex model comparison on held-out synthetic participants (issue 31's Must show 1).
 
 For each case, ``prfmap-synth`` writes a participant whose pRF vertices are drawn from the Gaussian,
 CSS (n 0.2–0.5) and DoG (surround 2–4 σ, ratio 0.1–0.3) models (or the Gaussian alone), with the
 default realistic noise (AR(1), aliased physiology, spread levels), drifts, per-vertex HRFs and slice
-timing; ``prfmap ... participant --model all`` fits and compares the four models; the winners of the
-``model-best`` maps are scored against the true model, over vertices whose winner cvr2 ≥ 0.2:
+timing, under a stimulus design (``--stimulus-design``: bars, multiwidth, hcp); ``prfmap ...
+participant --model all`` fits and compares the four models; the winners of the ``model-best`` maps
+are scored against the true model, over vertices whose winner cvr2 ≥ 0.2: all of them, those the
+identifiability oracle (:mod:`prfmap.synth.oracle`) calls distinguishable, and each per SNR bin:
 
     python tests/benchmarks/validate_comparison.py --out /tmp/cmp [--seed 21] [--json FILE] \
-        [--bar-widths 2.5 10]
+        [--stimulus-design bars multiwidth hcp] [--noise 0.25 0.5 1.0] [--runs 2 4]
 
-Prints one table row per (noise, runs, true model): vertices, share won by each model, share correct.
+Prints one table row per (case, true model, subset): vertices, share won by each model, share
+correct; and the share of each non-Gaussian model's pRFs that the oracle calls distinguishable.
 """
 
 from __future__ import annotations
