@@ -268,7 +268,9 @@ def test_sigterm_is_honoured_within_2_s_in_every_stage(t1w_dataset: Path, tmp_pa
     if code == 0:  # the stage ended before the signal came: nothing to check
         pytest.fail(f"the run finished before SIGTERM reached the {stage} stage")
     assert code == 143 and elapsed < 2.0, (code, elapsed)
-    (line,) = err_path.read_text().strip().splitlines()
+    stderr = err_path.read_text()
+    assert len(stderr.strip().splitlines()) == 1, f"not one line on stderr:\n{stderr}"
+    (line,) = stderr.strip().splitlines()
     assert line.startswith("prfmap: error: stopped by SIGTERM") and "--work-dir" in line
     saved = len(chunk_files(work))
     again = subprocess.run(cmd, env=chunked_env(), capture_output=True, text=True, timeout=600)

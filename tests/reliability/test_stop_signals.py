@@ -62,6 +62,8 @@ def test_a_stop_signal_in_the_first_seconds_is_one_line_and_its_code(
     proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signum, stderr
-    (line,) = stderr.strip().splitlines()
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, f"{len(lines)} lines on stderr:\n{stderr}"
+    (line,) = lines
     assert line.startswith(f"prfmap: error: stopped by {signal.Signals(signum).name} "), line
     assert map_files(out) == []

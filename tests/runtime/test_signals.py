@@ -197,3 +197,37 @@ def test_the_process_ends_before_the_teardown_that_resets_the_stop_signals() -> 
     assert _python(AT_TEARDOWN.format(end="sys.exit")).returncode == -signal.SIGTERM
     proc = _python(AT_TEARDOWN.format(end="end_process"))
     assert proc.returncode == 0 and proc.stderr == ""
+
+
+WRAPPED_AND_UNRAISABLE = """
+import os, signal, sys, time
+from types import SimpleNamespace
+from prfmap.runtime.signals import StopRequested, stop_on_signal
+
+try:
+    with stop_on_signal("outer"):
+        with stop_on_signal("inner"):
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)
+            except StopRequested as err:
+                raise RuntimeError("a library's own error") from err
+except StopRequested as err:
+    print("wrapped:", type(err.__cause__).__name__, err)
+passed_on = []
+sys.unraisablehook = lambda unraisable: passed_on.append(type(unraisable.exc_value).__name__)
+with stop_on_signal("again"):
+    sys.unraisablehook(SimpleNamespace(exc_value=StopRequested("stopped", 15), object="a finalizer"))
+    sys.unraisablehook(SimpleNamespace(exc_value=ValueError("other"), object="a finalizer"))
+print("passed on:", passed_on)
+"""
+
+
+def test_a_stop_wrapped_by_a_library_and_one_that_cannot_propagate() -> None:
+    """A stop a library wraps in its own error comes out as the stop, with the inner block's message;
+    the unraisable-exception hook drops a stop (the watchdog ends the run) and passes on the rest."""
+    done = _python(WRAPPED_AND_UNRAISABLE)
+    assert done.returncode == 0, done.stderr
+    wrapped, passed_on = done.stdout.strip().splitlines()
+    assert wrapped.startswith("wrapped: RuntimeError stopped by SIGTERM") and "inner" in wrapped, wrapped
+    assert passed_on == "passed on: ['ValueError']", passed_on

@@ -174,9 +174,13 @@ def _validated_and_imported(config: Config) -> Callable[[Config, list[str]], lis
     (exit 16) when both fail.
     """
     with ThreadPoolExecutor(max_workers=1) as pool:
-        validation = pool.submit(check_bids_dir, config.inputs.bids_dir) if config.inputs.validate else None
+        validation = None
         try:
-            with deferred_stop():  # a stop raised inside the framework's C++ initialisation crashes it
+            # A stop raised inside the framework's C++ initialisation crashes it, and one raised while
+            # the executor starts its thread leaves threading's bookkeeping broken (a KeyError later).
+            with deferred_stop():
+                if config.inputs.validate:
+                    validation = pool.submit(check_bids_dir, config.inputs.bids_dir)
                 _select_backend(config.execution)
                 # Imported here: it imports Keras, which must not load before the backend is selected.
                 from prfmap.participant.level import run_participant_level
