@@ -100,3 +100,12 @@ def test_the_oracle_power_is_alpha_at_no_difference_and_grows_with_runs_and_fall
     powers = [oracle_power(0.15 * difference, sd, rho, runs)[0] for runs in (1, 2, 4, 8)]
     assert np.all(np.diff(powers) > 0) and powers[0] < 0.5 and powers[-1] > 0.9
     assert oracle_power(0.15 * difference, sd, np.array([0.6]), 4)[0] < powers[2]
+
+
+def test_a_gaussian_only_participant_has_nothing_to_distinguish(tmp_path: Path) -> None:
+    root = tmp_path / "gauss"
+    argv = ["--small", "--space", "T1w", "--runs", "2", "--prf-models", "gauss", "--stimulus-design", "hcp"]
+    assert synth([str(root), *argv]) == 0
+    result = identifiability(root)
+    assert not result.distinguishable.any()
+    assert np.all(np.isnan(result.model) | (result.model == 0))

@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 import nibabel as nib
 import numpy as np
+from nilearn.signal import create_cosine_drift
 from scipy.linalg import toeplitz
 from scipy.optimize import minimize
 from scipy.stats import norm
 
-from prfmap.participant.preprocess import dct_basis
 from prfmap.synth.config import PRF_MODELS, SynthConfig
 from prfmap.synth.dataset import load_truth
 from prfmap.synth.model import convolve_units, unit_kernels
@@ -114,7 +115,9 @@ def noise_free_responses(
 
 def _residual_maker(n_frames: int, tr: float) -> np.ndarray:
     """(frames, k) orthonormal basis of a constant and the drifts below :data:`HIGH_PASS_HZ`."""
-    basis = np.column_stack([np.ones(n_frames), dct_basis(n_frames, tr, HIGH_PASS_HZ)])
+    with warnings.catch_warnings():  # a cut-off above Nyquist: every cosine, as asked
+        warnings.simplefilter("ignore", UserWarning)
+        basis = create_cosine_drift(HIGH_PASS_HZ, np.arange(n_frames) * tr)  # the constant is its last column
     return np.linalg.qr(basis)[0]
 
 

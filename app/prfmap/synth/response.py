@@ -199,7 +199,8 @@ def prf_overlap(design: np.ndarray, fov_deg: float, params: dict[str, np.ndarray
     if model is None:
         return out
     css = np.flatnonzero(model == PRF_MODELS.index("css"))
-    out[css] = out[css] ** params["n"][css, None]
+    if css.size:
+        out[css] = out[css] ** params["n"][css, None]
     dog = np.flatnonzero(model == PRF_MODELS.index("dog"))
     if dog.size:
         surround = gaussian_overlap(design, fov_deg, x[dog], y[dog], params["sigma_surround"][dog])
