@@ -154,3 +154,24 @@ def test_a_run_with_two_models_reports_the_comparison_and_reports_only_rebuilds_
     assert done.returncode == 0, done.stderr
     assert _table(page.read_text(), "Winners by eccentricity") == bands
     assert re.findall(r'<img src="([^"]+)"', section(page)) == re.findall(r'<img src="([^"]+)"', first)
+
+
+def test_a_compared_model_shows_its_flat_maps_without_the_views_again(compared_page) -> None:
+    """The Gaussian's section and a fit outside the comparison keep the 3-D views; CSS's has its flat maps only."""
+    page, _ = compared_page
+    text = page.read_text()
+
+    def images(anchor: str) -> list[str]:
+        part = text.split(f'<section id="{anchor}"', 1)[1].split("</section>")[0]
+        return re.findall(r'<img src="([^"]+)"', part)
+
+    gauss, css = (
+        images("task-bar_space-fsaverage5_model-gauss"),
+        images("task-bar_space-fsaverage5_model-css"),
+    )
+    other = images("task-other_space-fsaverage5_model-dog")
+    assert any("views-" in src for src in gauss) and any("views-" in src for src in other)
+    assert any("flat-" in src for src in css) and not any("views-" in src for src in css)
+    assert {s.rsplit("flat-", 1)[1] for s in gauss if "flat-" in s} <= {
+        s.rsplit("flat-", 1)[1] for s in css if "flat-" in s
+    }

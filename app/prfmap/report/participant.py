@@ -59,7 +59,9 @@ def write_participant_report(
     keys = [ctx.key for ctx in contexts]
     unique = [key if keys.count(key) == 1 else f"{key}_{i + 1}" for i, key in enumerate(keys)]
     sections = [
-        FitSection(ctx, fig_dir, f"sub-{label}/figures", key).build()
+        FitSection(
+            ctx, fig_dir, f"sub-{label}/figures", key, views=not _compared_model(ctx, comparisons)
+        ).build()
         for ctx, key in zip(contexts, unique, strict=True)
     ]
     compared = [
@@ -91,3 +93,8 @@ def write_participant_report(
     )
     log.info("report written to %s", path)
     return path
+
+
+def _compared_model(ctx: ReportContext, comparisons: Sequence[ComparisonContext]) -> bool:
+    """Whether ``ctx`` is a model other than the Gaussian in one of ``comparisons``."""
+    return ctx.model != "gauss" and any(comparison.matches(ctx) for comparison in comparisons)

@@ -62,10 +62,15 @@ def _median(values: np.ndarray) -> float | None:
 
 
 class FitSection(MapFigures):
-    """Figures and template values of one context (space, task, session)."""
+    """Figures and template values of one context (space, task, session).
 
-    def __init__(self, ctx: ReportContext, fig_dir: Path, rel: str, key: str) -> None:
+    ``views=False`` leaves out the 3-D views of surface maps where flattened patches are drawn (the
+    same maps a second time): a compared model's section beside its Gaussian's.
+    """
+
+    def __init__(self, ctx: ReportContext, fig_dir: Path, rel: str, key: str, views: bool = True) -> None:
         self.ctx = ctx
+        self.draw_views = views
         self.fig_dir = fig_dir
         self.rel = rel
         self.maps = _visual_field_maps(ctx.maps)

@@ -25,8 +25,11 @@ class MapFigures:
 
     Reads the section's ``ctx``, ``maps``, ``good``, ``doubtful``, ``r2``, ``centre_se``,
     ``warnings``, ``threshold_text`` and ``_fig``; sets ``atlas_drawn`` and ``atlas`` (the
-    visual areas the surface maps were drawn with, or None).
+    visual areas the surface maps were drawn with, or None). ``draw_views`` False draws no 3-D
+    views where flattened patches are drawn.
     """
+
+    draw_views: bool = True
 
     def _styles(self) -> list[tuple[MapStyle, np.ndarray]]:
         out = []
@@ -112,9 +115,10 @@ class MapFigures:
         self.atlas_drawn = atlas is not None
         self.atlas = atlas
         flat, views = [], []
+        flat_drawn = all(p is not None for p in patches.values())
         for style, values in self._styles():
             per_hemi = surface.split(values)
-            if all(p is not None for p in patches.values()):
+            if flat_drawn:
                 path, src = self._fig(f"flat-{style.label}")
                 alt, caption = self._describe(style, "flattened occipital cortex")
                 how = next(iter(patches.values())).centre_from
@@ -122,13 +126,15 @@ class MapFigures:
                 flat.append(
                     Figure(src, alt, f"{caption} Orthographic projection of the sphere, {how}.", "map")
                 )
+                if not self.draw_views:
+                    continue
             path, src = self._fig(f"views-{style.label}")
             alt, caption = self._describe(
                 style, "inflated occipital cortex (posterior-medial and inferior views)"
             )
             views_figure(style, per_hemi, meshes, self._shown_text(style), path, alt)
             views.append(Figure(src, alt, caption, "map wide"))
-        if not all(p is not None for p in patches.values()):
+        if not flat_drawn:
             notes.append("The meshes have no registered sphere, so no flattened patch is drawn.")
         return flat, views, notes
 
