@@ -12,7 +12,9 @@ identifiability oracle (:mod:`prfmap.synth.oracle`) calls distinguishable, and e
         [--stimulus-design bars multiwidth hcp] [--noise 0.25 0.5 1.0] [--runs 2 4]
 
 Prints one table row per (case, true model, subset): vertices, share won by each model, share
-correct; and the share of each non-Gaussian model's pRFs that the oracle calls distinguishable.
+correct; and the share of each non-Gaussian model's pRFs that the oracle calls distinguishable; then
+the Markdown table of ``docs/validation.md`` (per SNR bin: the distinguishable CSS and DoG vertices,
+all the Gaussian ones).
 """
 
 from __future__ import annotations
@@ -124,6 +126,44 @@ def run_case(
     }
 
 
+def markdown_rows(case: dict) -> list[str]:
+    """The case's rows of the table in ``docs/validation.md``: recognition over all vertices, over
+    those the oracle calls distinguishable, and per SNR bin (distinguishable ones for CSS and DoG)."""
+    rows = {(r["true"], r["subset"]): r for r in case["rows"]}
+    gauss_only = "css" not in case["case"]
+
+    def cell(true: str, subset: str) -> str:
+        row = rows.get((true, subset))
+        if row is None or row["vertices"] == 0:
+            return "–"
+        return f"{100 * row['correct']:.1f} % of {row['vertices']}"
+
+    out = []
+    for true in TRUE:
+        if (true, "all") not in rows:
+            continue
+        prefix = "distinguishable, " if true != "gauss" else ""
+        share = case["distinguishable_share"].get(true)
+        edges = zip(SNR_BINS[:-1], SNR_BINS[1:], strict=True)
+        bins = [cell(true, f"{prefix}snr {lo:g}-{hi:g}") for lo, hi in edges]
+        out.append(
+            " | ".join(
+                [
+                    f"| {case['design']}",
+                    f"{case['noise']:g}",
+                    str(case["runs"]),
+                    true + (" (Gaussian-only participant)" if gauss_only else ""),
+                    cell(true, "all"),
+                    "–" if share is None else f"{100 * share:.1f} %",
+                    cell(true, "distinguishable") if true != "gauss" else "–",
+                    *bins,
+                ]
+            )
+            + " |"
+        )
+    return out
+
+
 def compare_backends(args: argparse.Namespace) -> None:
     """The first case on JAX, PyTorch and TensorFlow: the share of vertices with the same winner."""
     noise, runs = args.noise[0], args.runs[0]
@@ -193,6 +233,11 @@ def main() -> None:
             print(f"{case['case']:<44} {model} pRFs distinguishable by the oracle: {100 * share:.1f} %")
         print(f"{case['case']:<40} noise-only vertices won by a non-Gaussian model "
               f"{100 * case['noise_vertices_non_gauss']:.1f} %; {case['seconds']} s", flush=True)  # fmt: skip
+    print("| design | noise | runs | true model | correct, all | distinguishable (oracle) | correct, "
+          "distinguishable | SNR 0–0.5 | SNR 0.5–1 | SNR ≥ 1 |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for case in results:
+        print("\n".join(markdown_rows(case)))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

@@ -157,7 +157,7 @@ def test_a_run_with_two_models_reports_the_comparison_and_reports_only_rebuilds_
 
 
 def test_a_compared_model_shows_its_flat_maps_without_the_views_again(compared_page) -> None:
-    """The Gaussian's section and a fit outside the comparison keep the 3-D views; CSS's has its flat maps only."""
+    """The Gaussian's section and a fit outside the comparison keep the 3-D views; CSS's, flat maps only."""
     page, _ = compared_page
     text = page.read_text()
 
