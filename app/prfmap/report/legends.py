@@ -303,7 +303,9 @@ def hemifield_cmap(style: MapStyle, hemi: str) -> tuple[Colormap, float, float, 
     return turned, 0.0, 360.0, np.array(360.0)
 
 
-def draw_colour_bar(cax: plt.Axes, style: MapStyle, threshold_text: str = "") -> None:
+def draw_colour_bar(
+    cax: plt.Axes, style: MapStyle, threshold_text: str = "", *, label_from_left: bool = False
+) -> None:
     """A horizontal colour bar with the map's units.
 
     Parameters
@@ -314,11 +316,18 @@ def draw_colour_bar(cax: plt.Axes, style: MapStyle, threshold_text: str = "") ->
         The scale.
     threshold_text : str
         Appended to the label (e.g. ``"r² ≥ 0.1"``).
+    label_from_left : bool
+        Start the label at the bar's left end (it runs right, into the space beside the figure)
+        rather than centre it under the bar, which a long label overruns on both sides.
     """
     mappable = plt.cm.ScalarMappable(norm=Normalize(style.vmin, style.vmax), cmap=style.cmap)
     bar = plt.colorbar(mappable, cax=cax, orientation="horizontal")
     label = style.bar_label + (f"\n{threshold_text}" if threshold_text else "")
     bar.set_label(label, fontsize=9)
+    if label_from_left:
+        bar.ax.xaxis.label.set_x(0.0)  # in axes fraction; matplotlib places y below the ticks
+        bar.ax.xaxis.label.set_horizontalalignment("left")
+        bar.ax.xaxis.label.set_multialignment("left")
     bar.locator = MaxNLocator(nbins=4)  # small scales (0.0025 steps) must not run their labels together
     bar.formatter = FormatStrFormatter("%g")
     bar.update_ticks()

@@ -345,5 +345,5 @@ def views_figure(
     elif style.categories:
         draw_category_legend(legend, style, threshold_text)
     else:
-        draw_colour_bar(legend, style, threshold_text)
+        draw_colour_bar(legend, style, threshold_text, label_from_left=True)
     return save(fig, path, {"Title": style.bar_label, "Description": description})
