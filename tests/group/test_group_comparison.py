@@ -172,6 +172,15 @@ def test_the_group_report_shows_the_shares(compared: Path) -> None:
     assert errors == []
     assert "model-best: model comparison" in text and "css wins (% of vertices)" in text
     assert "sub-01, sub-02, sub-03" in text
+    html = (compared / "group.html").read_text()
+    assert html.index('id="comparison0"') < html.index('id="fit0"')  # the page opens on the comparison
+    figures = compared / "group" / "figures"
+    for model in ("css", "dog"):  # where each model other than the Gaussian wins, flat and in 3-D
+        for kind in ("flat", "views"):
+            name = f"group_task-bar_space-fsaverage5_model-best_{kind}-{model}share.png"
+            assert (figures / name).stat().st_size > 0 and f"group/figures/{name}" in html
+    assert not list(figures.glob("*model-best*gaussshare*"))
+    assert "Share of the 3 participants whose winner is css" in text
 
 
 def test_a_participant_without_winners_leaves_the_comparison_out(tmp_path: Path, caplog) -> None:

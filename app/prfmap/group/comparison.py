@@ -459,8 +459,18 @@ def write_group_comparison(
     files = _write_maps(group_dir, key, models, per_hemi, common, sources)
     table = _write_table(group_dir, key, models, rows, {**common, "Atlas": atlas_note, "Sources": sources})
     logger.info("group model comparison of %s written for %d participants", fit, len(subjects))
+    share_maps = {h: {m: per_hemi[h][0][j] for j, m in enumerate(models)} for h in HEMIS}
     return GroupComparison(
-        fit.task, fit.space, fit.den, list(subjects), models, rows, [*files, table], atlas_note, DEFINITION
+        fit.task,
+        fit.space,
+        fit.den,
+        list(subjects),
+        models,
+        rows,
+        [*files, table],
+        atlas_note,
+        DEFINITION,
+        share_maps,
     )
 
 

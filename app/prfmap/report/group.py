@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from prfmap import __version__
+from prfmap.engine import catalog
 from prfmap.report import figures
 from prfmap.report.atlas import visual_areas
 from prfmap.report.html import Figure, render_page
@@ -227,6 +228,9 @@ class GroupComparison:
         Which atlas gave the regions, or why there are none.
     definition : str
         What the shares are.
+    share_maps : dict
+        Hemisphere → model → the share of the participants whose winner it is, per vertex (NaN
+        where no participant was compared); drawn for the models other than the Gaussian.
     """
 
     task: str
@@ -238,14 +242,53 @@ class GroupComparison:
     files: list[Path]
     atlas_note: str
     definition: str
+    share_maps: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
 
     def __str__(self) -> str:
         den = f" den-{self.den}" if self.den else ""
         return f"task-{self.task} space-{self.space}{den} model-best"
 
 
+def _share_figures(comparison: GroupComparison, fig_dir: Path, rel: str) -> tuple[list[Figure], list[str]]:
+    """Per model other than the Gaussian, the map of the share of participants it wins at each vertex."""
+    hemis = sorted(comparison.share_maps)
+    if not hemis:
+        return [], []
+    prefix = f"task-{comparison.task}_space-{comparison.space}" + (
+        f"_den-{comparison.den}" if comparison.den else ""
+    )
+    n = len(comparison.subjects)
+    items = []
+    for model in comparison.models:
+        if model == "gauss":
+            continue
+        threshold_text = f"shown: vertices {model} wins in ≥ 1 participant"
+        style = MapStyle(
+            f"{model}share", f"share of participants won by {model}", "fraction", "viridis", 0.0, 1.0,
+            scale_note="0 to 1",
+        )  # fmt: skip
+        values = {
+            h: np.where(comparison.share_maps[h][model] > 0, comparison.share_maps[h][model], np.nan)
+            for h in hemis
+        }
+        alt = (
+            f"group share of the {n} participants whose winning model is {model}, per vertex; colour "
+            f"scale from 0 to 1; {threshold_text}"
+        )
+        caption = (
+            f"Share of the {n} participants whose winner is {model}, {threshold_text}; colour scale 0 to 1."
+        )
+        items.append((f"{model}share", style, values, alt, caption, threshold_text))
+    if not items:
+        return [], []
+    flat, views, notes, warnings = _surface_figures(
+        comparison.space, comparison.den, items, fig_dir, rel, f"{prefix}_model-best"
+    )
+    return flat + views, notes + warnings
+
+
 def _comparison_section(output_dir: Path, comparison: GroupComparison, index: int) -> dict:
-    """The group report's section of one model comparison: the group's shares per region."""
+    """The group report's section of one model comparison: share maps and the shares per region."""
     header = ["region", "participants", "vertices compared"]
     header += [f"{m} wins (% of vertices)" for m in comparison.models]
     rows = []
@@ -255,7 +298,10 @@ def _comparison_section(output_dir: Path, comparison: GroupComparison, index: in
         shares = [f"{100 * s:.1f}" if np.isfinite(s) else "—" for s in row["shares"]]
         rows.append([row["region"], str(row["participants"]), str(row["vertices"]), *shares])
     n = len(comparison.subjects)
+    maps, map_notes = _share_figures(comparison, output_dir / "group" / "figures", "group/figures")
     return {
+        "maps": maps,
+        "map_notes": map_notes,
         "anchor": f"comparison{index}",
         "title": f"{comparison}: model comparison",
         "lead": (
@@ -298,22 +344,35 @@ def _table(fit: GroupFit) -> tuple[list[str], list[list[str]], list[str | None]]
     return header, rows, links
 
 
-def _group_maps(
-    fit: GroupFit, fig_dir: Path, rel: str, prefix: str
+MapItem = tuple[str, MapStyle, dict[str, np.ndarray], str, str, str]
+"""A group map to draw: name in the file name, style, hemisphere → values, alt text, caption, and
+what is shown (on the legend)."""
+
+
+def _surface_figures(
+    space: str,
+    den: str | None,
+    items: Sequence[MapItem],
+    fig_dir: Path,
+    rel: str,
+    prefix: str,
 ) -> tuple[list[Figure], list[Figure], list[str], list[str]]:
-    meshes, source = find_meshes("", fit.space, fit.den, None)
-    sizes = {h: fit.maps[h]["count"].size for h in fit.maps}
+    """Each map of ``items`` on the flattened occipital patches and in the 3-D views.
+
+    Returns
+    -------
+    tuple
+        The flat figures (none where a patch cannot be cut), the views, notes and warnings.
+    """
+    meshes, source = find_meshes("", space, den, None)
+    sizes = {h: v.size for _, _, values, *_ in items for h, v in values.items()}
     if not meshes or any(meshes[h].n_vertices != sizes[h] for h in sizes if h in meshes):
         reason = source if not meshes else "the mesh does not match the maps' vertex count"
         return [], [], [], [f"Could not draw the group maps on the surface: {reason}."]
     atlas, atlas_note = visual_areas(meshes)
     patches = {h: occipital_patch(m, h, atlas.labels.get(h) if atlas else None) for h, m in meshes.items()}
-    n = len(fit.subjects)
-    threshold_text = f"shown: ≥ 1 participant with r² ≥ {fit.r2_threshold:g}"
-    labels = map_labels({k: None for k in fit.maps[next(iter(fit.maps))]}) + ["count"]
     flat, views = [], []
-
-    def draw(name: str, style: MapStyle, values: dict[str, np.ndarray], alt: str, caption: str) -> None:
+    for name, style, values, alt, caption, threshold_text in items:
         if all(p is not None for p in patches.values()):
             path = fig_dir / f"group_{prefix}_flat-{name}.png"
             patch_figure(style, values, meshes, patches, atlas, threshold_text, path, alt)
@@ -321,6 +380,20 @@ def _group_maps(
         path = fig_dir / f"group_{prefix}_views-{name}.png"
         views_figure(style, values, meshes, threshold_text, path, alt)
         views.append(Figure(f"{rel}/{path.name}", alt, caption, "map wide"))
+    notes = [f"Drawn on {source}. {atlas_note}" + ("" if atlas else " No visual-area borders are drawn.")]
+    return flat, views, notes, []
+
+
+def _group_maps(
+    fit: GroupFit, fig_dir: Path, rel: str, prefix: str
+) -> tuple[list[Figure], list[Figure], list[str], list[str]]:
+    n = len(fit.subjects)
+    threshold_text = f"shown: ≥ 1 participant with r² ≥ {fit.r2_threshold:g}"
+    labels = map_labels({k: None for k in fit.maps[next(iter(fit.maps))]}) + ["count"]
+    items: list[MapItem] = []
+
+    def draw(name: str, style: MapStyle, values: dict[str, np.ndarray], alt: str, caption: str) -> None:
+        items.append((name, style, values, alt, caption, threshold_text))
 
     for label in labels:
         values = {h: np.where(fit.maps[h]["count"] > 0, fit.maps[h][label], np.nan) for h in fit.maps}
@@ -357,10 +430,10 @@ def _group_maps(
             weighted = _ivw_style(label, style)
             values = {h: fit.ivw[h][label] for h in fit.maps}
             draw(f"{IVW_STAT}-{label}", weighted, values, *_ivw_text(weighted, threshold_text))
-    notes = [f"Drawn on {source}. {atlas_note}" + ("" if atlas else " No visual-area borders are drawn.")]
-    if fit.ivw:
+    flat, views, notes, warnings = _surface_figures(fit.space, fit.den, items, fig_dir, rel, prefix)
+    if fit.ivw and not warnings:
         notes.append(IVW_NOTE)
-    return flat, views, notes, []
+    return flat, views, notes, warnings
 
 
 def _ivw_style(label: str, style: MapStyle) -> MapStyle:
@@ -453,13 +526,24 @@ def write_group_report(
         The HTML file; figures are linked relatively from ``group/figures/``.
     """
     output_dir = Path(output_dir)
-    sections = [_section(output_dir, fit, i) for i, fit in enumerate(results)]
+    order = list(catalog.MODELS)
+    ranked = sorted(
+        results,
+        key=lambda f: (
+            f.task,
+            f.space,
+            f.den or "",
+            order.index(f.model) if f.model in order else len(order),
+            f.model,
+        ),
+    )
+    sections = [_section(output_dir, fit, i) for i, fit in enumerate(ranked)]
     about = [
         ("prfmap", __version__),
         ("Generated", datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
     ]
     compared = [_comparison_section(output_dir, c, i) for i, c in enumerate(comparisons)]
-    nav = [(s["anchor"], s["title"]) for s in sections + compared] + [("about", "About")]
+    nav = [(s["anchor"], s["title"]) for s in compared + sections] + [("about", "About")]
     return render_page(
         "group.html.j2",
         output_dir / "group.html",

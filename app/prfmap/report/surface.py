@@ -10,6 +10,7 @@ inflated mesh.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -313,22 +314,24 @@ def views_figure(
             data = np.mod(data, float(shift))
         angles = VIEW_ANGLES[hemi, view]
         used, faces = _compact(facing_faces(mesh.coords, posterior_faces(mesh), *angles))
-        plotting.plot_surf_stat_map(
-            (mesh.coords[used], faces),
-            data[used],
-            hemi=NILEARN_HEMI[hemi],
-            view=angles,
-            bg_map=mesh.background[used],
-            cmap=cmap,
-            vmin=vmin,
-            vmax=vmax,
-            symmetric_cbar=False,
-            threshold=None,
-            avg_method="median" if style.categories else "mean",
-            colorbar=False,
-            axes=ax,
-            figure=fig,
-        )
+        with warnings.catch_warnings():  # a view where nothing is shown: nilearn's nanmin of no value
+            warnings.filterwarnings("ignore", "All-NaN slice encountered", RuntimeWarning)
+            plotting.plot_surf_stat_map(
+                (mesh.coords[used], faces),
+                data[used],
+                hemi=NILEARN_HEMI[hemi],
+                view=angles,
+                bg_map=mesh.background[used],
+                cmap=cmap,
+                vmin=vmin,
+                vmax=vmax,
+                symmetric_cbar=False,
+                threshold=None,
+                avg_method="median" if style.categories else "mean",
+                colorbar=False,
+                axes=ax,
+                figure=fig,
+            )
         ax.set_title(f"{'left' if hemi == 'L' else 'right'} {view}", fontsize=9)
     tall = style.cyclic or bool(style.categories)
     legend = fig.add_axes(
