@@ -97,6 +97,35 @@ def test_seed_search_picks_the_best_projected_correlation():
     np.testing.assert_allclose(chosen, theta[np.arange(n), corr.argmax(axis=1)])
 
 
+@pytest.mark.parametrize("name", ["dog", "dn"])
+def test_candidates_sharing_their_gaussians_score_as_when_each_is_computed(name, monkeypatch):
+    """The seed candidates of a surround model share the unit's centre and a few surround sizes: the
+    search computes those Gaussians once per unit and picks the same candidates with the same scores."""
+    import prfmap.engine.search as search
+
+    stim = Stimulus(bar_design(80, 21), FOV)
+    rng = np.random.default_rng(25)
+    model, n = get_model(name), 40
+    truth = random_params(name, n, rng)
+    data = predict(truth, stim, TR, name, dtype="float64") + rng.normal(0, 0.2, (n, stim.n_frames))
+    prob = make_problem(model, stim, TR, 1, None, "float64", 0.5)
+    q = nuisance_basis(stim.n_frames, None)
+    y = data - (data @ q) @ q.T
+    candidates = model.seed_candidates(model.from_report({k: truth[k] for k in ("x", "y", "sigma")}))
+    sizes, which = search.shared_sizes(model, candidates)
+    np.testing.assert_array_equal(sizes, sorted(model.seed_grid[model.second_size]))
+    np.testing.assert_array_equal(sizes[which], candidates[:, :, model.names.index(model.second_size)])
+    shared = seed_search(prob, y, candidates, 1.0, None)
+    monkeypatch.setattr(search, "shared_sizes", lambda *_: None)
+    each = seed_search(prob, y, candidates, 1.0, None)
+    np.testing.assert_array_equal(shared[0], each[0])
+    np.testing.assert_allclose(shared[1], each[1], atol=1e-12)
+    moved = candidates.copy()
+    moved[:, 1:, 0] += 0.5  # candidates that do not share their centre are computed one by one
+    assert search.shared_sizes(model, moved) is None
+    assert search.shared_sizes(get_model("css"), get_model("css").seed_candidates(np.ones((2, 4)))) is None
+
+
 def test_seed_candidates_keep_fixed_parameters_and_scale_css_sizes():
     css = get_model("css")
     theta = np.array([[1.0, -2.0, 2.0, 0.5]])

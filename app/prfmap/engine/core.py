@@ -347,8 +347,24 @@ def grid_predictions(model, theta, stim, hrf_t, q):
     -------
     tensor, shape (grid, frames)
     """
-    neural = model.neural(theta, stim, jacobian=False)
-    pred = project(matmul(neural[0], hrf_t[0]), q)
+    return unit_norm_predictions(model.neural(theta, stim, jacobian=False)[0], hrf_t, q)
+
+
+def unit_norm_predictions(neural: Any, hrf_t: Any, q: Any) -> Any:
+    """Neural responses (N, distinct) to unit-norm, projected canonical-HRF predictions (N, frames).
+
+    Parameters
+    ----------
+    neural : tensor, shape (N, distinct)
+        Neural responses.
+    hrf_t, q
+        As :func:`vp_cost`.
+
+    Returns
+    -------
+    tensor, shape (N, frames)
+    """
+    pred = project(matmul(neural, hrf_t[0]), q)
     norm = ops.sqrt(ops.sum(pred * pred, axis=1, keepdims=True))
     return ops.where(norm > 1e-12, pred / at_least(norm, 1e-12), 0.0)
 
@@ -451,5 +467,41 @@ def seed_score(model, theta, y_unit, stim, hrf_t, q):
     """
     n_units, n_cand, k = tuple(ops.shape(theta))
     pred = grid_predictions(model, ops.reshape(theta, (n_units * n_cand, k)), stim, hrf_t, q)
-    corr = ops.sum(ops.reshape(pred, (n_units, n_cand, -1)) * y_unit[:, None, :], axis=2)
+    return _best_candidate(pred, y_unit)
+
+
+def seed_score_shared(model, sizes, theta, which, y_unit, stim, hrf_t, q):
+    """:func:`seed_score` of candidates that share their Gaussians (:meth:`PRFModel.candidate_neural`).
+
+    A unit's candidates differ only in the extras, and their second Gaussian takes one of a few
+    ``sizes``: each unit computes its centre and those few Gaussians once, not two per candidate.
+
+    Parameters
+    ----------
+    model : PRFModel
+        A model with a second Gaussian (``PRFModel.second_size``).
+    sizes : tensor, shape (S,)
+        The distinct values of the candidates' ``second_size`` parameter.
+    theta : tensor, shape (units, C, K)
+        Natural parameters of each unit's candidates, the centre and size the same in all.
+    which : tensor of int, shape (units, C)
+        Each candidate's value among ``sizes``.
+    y_unit, stim, hrf_t, q
+        As :func:`seed_score`.
+
+    Returns
+    -------
+    score : (units,) best correlation
+    index : (units,) its candidate
+    """
+    n_units, n_cand, _ = tuple(ops.shape(theta))
+    neural = model.candidate_neural(theta, sizes, which, stim)
+    pred = unit_norm_predictions(ops.reshape(neural, (n_units * n_cand, -1)), hrf_t, q)
+    return _best_candidate(pred, y_unit)
+
+
+def _best_candidate(pred: Any, y_unit: Any) -> tuple[Any, Any]:
+    """Best correlation and its candidate: predictions (units·C, frames) against data (units, frames)."""
+    n_units = ops.shape(y_unit)[0]
+    corr = ops.sum(ops.reshape(pred, (n_units, -1, ops.shape(pred)[1])) * y_unit[:, None, :], axis=2)
     return ops.max(corr, axis=1), ops.argmax(corr, axis=1)

@@ -96,21 +96,69 @@ class CSSModel(GaussModel):
         return {**super().report(theta, amplitude), "n": theta[:, 3]}
 
 
-class DoGModel(GaussModel):
+class TwoGaussianModel(GaussModel):
+    """A centre Gaussian and a second, concentric one :attr:`second_size` times as wide, combined."""
+
+    def neural(self, theta, stim, jacobian):
+        """The response of :meth:`PRFModel.neural` for this model."""
+        x, y, sigma = theta[:, 0], theta[:, 1], theta[:, 2]
+        scale = theta[:, self.names.index(self.second_size)]
+        centre = gaussian_responses(x, y, sigma, stim, jacobian)
+        return self.combine(theta, centre, gaussian_responses(x, y, sigma * scale, stim, jacobian), jacobian)
+
+    def candidate_neural(self, theta, sizes, which, stim):
+        """The responses of :meth:`PRFModel.candidate_neural`: 1 + S Gaussians per unit, not 2·C."""
+        n_units, n_cand, k = tuple(ops.shape(theta))
+        n_sizes = ops.shape(sizes)[0]
+        x, y, sigma = theta[:, 0, 0], theta[:, 0, 1], theta[:, 0, 2]
+        centre = gaussian_responses(x, y, sigma, stim, False)[0]
+        per_size = ops.reshape(ops.repeat(ops.stack([x, y], axis=1), n_sizes, axis=0), (-1, 2))
+        wide = sigma[:, None] * ops.cast(sizes, sigma.dtype)[None, :]
+        second = gaussian_responses(per_size[:, 0], per_size[:, 1], ops.reshape(wide, (-1,)), stim, False)[0]
+        second = ops.reshape(second, (n_units, n_sizes, -1))
+        chosen = ops.einsum("ucs,usd->ucd", ops.one_hot(which, n_sizes, dtype=second.dtype), second)
+        frames = ops.shape(centre)[1]
+        out = self.combine(
+            ops.reshape(theta, (n_units * n_cand, k)),
+            ops.reshape(ops.repeat(centre[:, None, :], n_cand, axis=1), (1, n_units * n_cand, frames)),
+            ops.reshape(chosen, (1, n_units * n_cand, frames)),
+            False,
+        )
+        return ops.reshape(out[0], (n_units, n_cand, frames))
+
+    def combine(self, theta: Any, centre: Any, second: Any, jacobian: bool) -> Any:
+        """The neural response (and its Jacobian) from the two Gaussians' stimulus responses.
+
+        Parameters
+        ----------
+        theta : tensor, shape (units, K)
+            Natural parameters.
+        centre, second : tensor, shape (1 or 4, units, frames)
+            :func:`gaussian_responses` of the centre and of the second Gaussian.
+        jacobian : bool
+            Also the derivatives.
+
+        Returns
+        -------
+        tensor, shape (1 + K if jacobian else 1, units, frames)
+        """
+        raise NotImplementedError
+
+
+class DoGModel(TwoGaussianModel):
     """Difference of Gaussians: centre minus a wider surround of relative amplitude ``ratio``."""
 
     name = "dog"
+    second_size = "surround_scale"
     params = GaussModel.params + (Param("surround_scale", "scale", 3.0), Param("surround_ratio", "exp", 0.1))
     seed_grid = {
         "surround_scale": (1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0),
         "surround_ratio": (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5),
     }
 
-    def neural(self, theta, stim, jacobian):
-        """The response of :meth:`PRFModel.neural` for this model."""
-        x, y, sigma, scale, ratio = (theta[:, k] for k in range(5))
-        c = gaussian_responses(x, y, sigma, stim, jacobian)
-        s = gaussian_responses(x, y, sigma * scale, stim, jacobian)
+    def combine(self, theta, c, s, jacobian):
+        """The response of :meth:`TwoGaussianModel.combine` for this model."""
+        sigma, scale, ratio = theta[:, 2], theta[:, 3], theta[:, 4]
         rho = ratio[:, None]
         out = c[0] - rho * s[0]
         if not jacobian:
@@ -173,7 +221,7 @@ def relative(value: Any, scale: Any) -> np.ndarray:
     return np.where(np.isfinite(value) & np.isfinite(scale), out, np.nan)
 
 
-class DNModel(GaussModel):
+class DNModel(TwoGaussianModel):
     """Divisive normalisation (Aqil et al. 2021).
 
     ``(a·s_c + b) / (c·s_n + d) − b / d`` with a wider normalisation Gaussian ``s_n``. The model has one
@@ -182,6 +230,7 @@ class DNModel(GaussModel):
     """
 
     name = "dn"
+    second_size = "norm_scale"
     params = GaussModel.params + (
         Param("norm_scale", "scale", 3.0),
         Param("amplitude_norm", "exp", 1.0),
@@ -194,11 +243,9 @@ class DNModel(GaussModel):
         "activation_ratio": (0.1, 0.3, 1.0),
     }
 
-    def neural(self, theta, stim, jacobian):
-        """The response of :meth:`PRFModel.neural` for this model."""
-        x, y, sigma, scale, c, beta, d = (theta[:, k] for k in range(7))
-        sc = gaussian_responses(x, y, sigma, stim, jacobian)
-        sn = gaussian_responses(x, y, sigma * scale, stim, jacobian)
+    def combine(self, theta, sc, sn, jacobian):
+        """The response of :meth:`TwoGaussianModel.combine` for this model."""
+        sigma, scale, c, beta, d = (theta[:, k] for k in range(2, 7))
         c, beta, d = c[:, None], beta[:, None], d[:, None]
         q = c * sn[0] + d
         num = sc[0] + beta

@@ -42,6 +42,9 @@ class PRFModel:
     name: str = ""
     params: tuple[Param, ...] = ()
     seed_grid: Mapping[str, tuple[float, ...]] = {}
+    second_size: str | None = None
+    """The internal parameter that sizes a second Gaussian relative to ``sigma`` (a surround, a
+    normalisation pool); such a model implements :meth:`candidate_neural`."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -122,6 +125,30 @@ class PRFModel:
         Returns
         -------
         tensor, shape (1 + K if jacobian else 1, units, frames)
+        """
+        raise NotImplementedError
+
+    def candidate_neural(self, theta: Any, sizes: Any, which: Any, stim: StimulusTensors) -> Any:
+        """Neural responses (units, C, frames) of seed candidates that share their Gaussians.
+
+        For a model with a :attr:`second_size`: each unit's candidates ``theta`` have the unit's
+        centre and size, and candidate ``c``'s second Gaussian is ``sizes[which[:, c]]`` times as wide;
+        the responses equal :meth:`neural`'s of the candidates.
+
+        Parameters
+        ----------
+        theta : tensor, shape (units, C, K)
+            Natural parameters of the candidates.
+        sizes : tensor, shape (S,)
+            The distinct values of the :attr:`second_size` parameter.
+        which : tensor of int, shape (units, C)
+            Each candidate's value among ``sizes``.
+        stim : StimulusTensors
+            The stimulated pixels.
+
+        Returns
+        -------
+        tensor, shape (units, C, frames)
         """
         raise NotImplementedError
 

@@ -25,6 +25,7 @@ from prfmap.engine.batching import (
     tiles,
 )
 from prfmap.engine.core_ops import tensor, to_numpy
+from prfmap.engine.models import PRFModel
 from prfmap.engine.problem import Problem
 
 
@@ -233,6 +234,36 @@ def grid_search(
     return theta_grid[best_idx], best, timings
 
 
+def shared_sizes(model: PRFModel, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The few sizes of the second Gaussian that a model's seed candidates share, if they do.
+
+    Where every unit's candidates have the unit's centre and size and their :attr:`PRFModel.second_size`
+    takes at most half as many values as there are candidates (as
+    :meth:`PRFModel.seed_candidates` makes them), the search computes those Gaussians once per unit
+    (:func:`core.seed_score_shared`).
+
+    Parameters
+    ----------
+    model : PRFModel
+        The model.
+    candidates : ndarray, shape (units, C, K)
+        Natural parameters of each unit's candidates.
+
+    Returns
+    -------
+    tuple of ndarray or None
+        The distinct sizes (S,) and each candidate's among them (units, C); None where they do not share.
+    """
+    if model.second_size is None or candidates.size == 0:
+        return None
+    if np.any(candidates[:, :, :3] != candidates[:, :1, :3]):
+        return None
+    sizes, which = np.unique(candidates[:, :, model.names.index(model.second_size)], return_inverse=True)
+    if 2 * len(sizes) > candidates.shape[1]:
+        return None
+    return sizes, which.reshape(candidates.shape[:2]).astype(np.int32)
+
+
 def seed_search(
     prob: Problem, y_proj: np.ndarray, candidates: np.ndarray, mem_gb: float, progress: ProgressFn | None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -257,14 +288,26 @@ def seed_search(
     n_gauss = catalog.MODELS[prob.model.name].gaussians
     per_unit = n_cand * item * (prob.pixels * (n_gauss + 1) + prob.frames * 4)
     y_unit = unit_norm(y_proj)
-    score_fn = compiled(core.seed_score, prob.model)
+    shared = shared_sizes(prob.model, candidates)
+    if shared is None:
+        score_fn = compiled(core.seed_score, prob.model)
+    else:
+        sizes, which = shared
+        per_unit = item * ((len(sizes) + 1) * prob.pixels * 2 + n_cand * prob.frames * 4)
+        score_fn = partial(compiled(core.seed_score_shared, prob.model), tensor(sizes, dtype))
     best, best_idx = np.empty(n_units), np.zeros(n_units, dtype=np.int64)
 
     def run(start: int, stop: int, batch: int) -> None:
         theta = pad(candidates[start:stop], batch)
         theta[stop - start :] = candidates[:1]
+        extra = () if shared is None else (tensor(pad(which[start:stop], batch), "int32"),)
         score, idx = score_fn(
-            tensor(theta, dtype), tensor(pad(y_unit[start:stop], batch), dtype), prob.stim, prob.hrf_t, prob.q
+            tensor(theta, dtype),
+            *extra,
+            tensor(pad(y_unit[start:stop], batch), dtype),
+            prob.stim,
+            prob.hrf_t,
+            prob.q,
         )
         k = stop - start
         best[start:stop], best_idx[start:stop] = to_numpy(score)[:k], to_numpy(idx)[:k]
