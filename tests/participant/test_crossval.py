@@ -85,6 +85,37 @@ def test_cvr2_is_the_signed_squared_correlation_over_all_held_out_runs():
     assert np.all(cv.strict_cvr2[:20] < cv.cvr2[:20])
 
 
+def test_models_cross_validated_on_the_same_runs_share_the_held_out_data():
+    """Several models' cross-validations of the same runs project each held-out run and compute its
+    autocovariance once, and score exactly as each would alone (a prediction missing in one model's
+    fold included)."""
+    rng = np.random.default_rng(3)
+    t = np.arange(FRAMES)
+    signal = np.tile(np.sin(2 * np.pi * t / 20), (N, 1))
+    runs = _runs(rng, signal, 3)
+    runs[1].data[7] = np.nan
+    designs = {"a": np.zeros((FRAMES, 2, 2))}
+
+    def fit(training, stim, fold):
+        return FitResult("gauss", {}, np.zeros(N), np.zeros(N))
+
+    predictions = [signal + rng.normal(0, 0.5, signal.shape) for _ in range(2)]
+    predictions[1][3] = np.nan
+    shared: dict = {}
+    for prediction in predictions:
+        kwargs = {"fov_deg": 10.0, "fit": fit, "predict": lambda result, stim, p=prediction: p}
+        alone = cross_validate(runs, ["a"] * 3, designs, keep_held_out=True, **kwargs)
+        together = cross_validate(
+            runs, ["a"] * 3, designs, keep_held_out=True, held_out_data=shared, **kwargs
+        )
+        np.testing.assert_array_equal(together.fold_sums, alone.fold_sums)
+        for (y_t, p_t), (y_a, p_a) in zip(together.held_out, alone.held_out, strict=True):
+            np.testing.assert_array_equal(y_t, y_a)
+            np.testing.assert_array_equal(p_t, p_a)
+    assert sorted(shared) == [0, 1, 2]
+    assert np.isnan(alone.cvr2[3]) and np.isfinite(alone.cvr2[7]) and np.all(shared[1].y[7] == 0)
+
+
 def _ar1(rng: np.random.Generator, shape: tuple[int, int], rho: float) -> np.ndarray:
     out = rng.normal(0, 1, shape)
     for t in range(1, shape[1]):

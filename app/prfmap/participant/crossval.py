@@ -184,6 +184,40 @@ def _project(values: np.ndarray, basis: np.ndarray) -> np.ndarray:
     return values - (values @ basis) @ basis.T
 
 
+@dataclass(frozen=True)
+class HeldOutData:
+    """A held-out run's data as every model's fold scores it: what does not depend on the prediction.
+
+    Attributes
+    ----------
+    y : ndarray, shape (units, frames)
+        The run's data projected off its nuisance subspace (:func:`held_out_projection`); 0 in the
+        rows that are not finite.
+    autocovariance : ndarray, shape (units, lags)
+        Their autocovariance sums (:func:`autocovariance`).
+    """
+
+    y: np.ndarray
+    autocovariance: np.ndarray
+
+    @classmethod
+    def of(cls, run: PreprocessedRun) -> HeldOutData:
+        """The projected data of ``run`` and their autocovariance.
+
+        Parameters
+        ----------
+        run : PreprocessedRun
+            The held-out run.
+
+        Returns
+        -------
+        HeldOutData
+        """
+        finite = np.isfinite(run.data).all(axis=1)
+        y = _project(np.where(finite[:, None], np.nan_to_num(run.data), 0.0), held_out_projection(run))
+        return cls(y, autocovariance(y))
+
+
 def cross_validate(
     runs: Sequence[PreprocessedRun],
     stimulus_keys: Sequence[str],
@@ -193,6 +227,7 @@ def cross_validate(
     fit: FitFn,
     predict: PredictFn,
     keep_held_out: bool = False,
+    held_out_data: dict[int, HeldOutData] | None = None,
 ) -> CrossValidation:
     """Leave-one-run-out ``cvr2`` of every unit.
 
@@ -215,6 +250,9 @@ def cross_validate(
         held-out aperture (:func:`engine_predictor`).
     keep_held_out : bool
         Keep each fold's projected held-out data and prediction (``CrossValidation.held_out``).
+    held_out_data : dict, optional
+        Each held-out run's :class:`HeldOutData` by its index, filled as the folds need them: the
+        cross-validations of several models of the same runs share one.
 
     Returns
     -------
@@ -226,6 +264,7 @@ def cross_validate(
     sums = np.zeros((len(folds), 5, n_units))  # <y,p>, |y|², |p|², |y-p|², null variance of <y,p>
     seconds: list[float] = []
     held_out: list[tuple[np.ndarray, np.ndarray]] = []
+    held_out_data = {} if held_out_data is None else held_out_data
     for fold in folds:
         start = time.perf_counter()
         training = combine_runs(
@@ -236,7 +275,9 @@ def cross_validate(
         held = runs[fold.held_out]
         design = designs[stimulus_keys[fold.held_out]]
         prediction = predict(result, Stimulus(design, fov_deg=fov_deg))
-        y, p = _accumulate(sums[len(seconds)], held, prediction)
+        if fold.held_out not in held_out_data:
+            held_out_data[fold.held_out] = HeldOutData.of(held)
+        y, p = _accumulate(sums[len(seconds)], held_out_data[fold.held_out], held, prediction)
         if keep_held_out:
             held_out.append((y.astype(np.float32), p.astype(np.float32)))
         seconds.append(time.perf_counter() - start)
@@ -245,18 +286,17 @@ def cross_validate(
 
 
 def _accumulate(
-    sums: np.ndarray, held: PreprocessedRun, prediction: np.ndarray
+    sums: np.ndarray, data: HeldOutData, held: PreprocessedRun, prediction: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Add a fold's scores to ``sums``; returns its projected data and prediction (0 where not finite)."""
-    basis = held_out_projection(held)
     ok = np.isfinite(held.data).all(axis=1) & np.isfinite(prediction).all(axis=1)
-    y = _project(np.where(ok[:, None], np.nan_to_num(held.data), 0.0), basis)
-    p = _project(np.where(ok[:, None], np.nan_to_num(prediction), 0.0), basis)
+    y = np.where(ok[:, None], data.y, 0.0)
+    p = _project(np.where(ok[:, None], np.nan_to_num(prediction), 0.0), held_out_projection(held))
     sums[0, ok] += np.sum(y * p, axis=1)[ok]
     sums[1, ok] += np.sum(y * y, axis=1)[ok]
     sums[2, ok] += np.sum(p * p, axis=1)[ok]
     sums[3, ok] += np.sum((y - p) ** 2, axis=1)[ok]
-    sums[4, ok] += null_variance(y[ok], p[ok])
+    sums[4, ok] += bartlett_variance(data.autocovariance[ok], autocovariance(p[ok]), y.shape[1])
     return y, p
 
 
@@ -280,17 +320,44 @@ def null_variance(y: np.ndarray, p: np.ndarray) -> np.ndarray:
     -------
     ndarray, shape (units,)
     """
-    n = y.shape[1]
-    lags = max(n // 4, 1)
-    size = 2 * n
+    return bartlett_variance(autocovariance(y), autocovariance(p), y.shape[1])
 
-    def autocovariance(x: np.ndarray) -> np.ndarray:
-        spectrum = np.fft.rfft(x, size, axis=1)
-        return np.fft.irfft(spectrum * spectrum.conj(), size, axis=1)[:, :lags]
 
+def autocovariance(x: np.ndarray) -> np.ndarray:
+    """Autocovariance sums ``A(k) = Σ_t x_t x_{t+k}`` of each row (units, frames) at lags ``k < N/4``.
+
+    Parameters
+    ----------
+    x : ndarray, shape (units, frames)
+        Series, one per row.
+
+    Returns
+    -------
+    ndarray, shape (units, max(frames // 4, 1))
+    """
+    n = x.shape[1]
+    spectrum = np.fft.rfft(x, 2 * n, axis=1)
+    return np.fft.irfft(spectrum * spectrum.conj(), 2 * n, axis=1)[:, : max(n // 4, 1)]
+
+
+def bartlett_variance(a_y: np.ndarray, a_p: np.ndarray, n: int) -> np.ndarray:
+    """:func:`null_variance` from the two series' :func:`autocovariance` and their length ``n``.
+
+    Parameters
+    ----------
+    a_y, a_p : ndarray, shape (units, lags)
+        The autocovariance sums of the data and of the predictions.
+    n : int
+        Frames.
+
+    Returns
+    -------
+    ndarray, shape (units,)
+    """
+    lags = a_y.shape[1]
     taper = 0.5 * (1.0 + np.cos(np.pi * np.arange(lags) / lags))
     taper[1:] *= 2.0  # lags ±k
-    return np.maximum(np.sum(taper * autocovariance(y) * autocovariance(p), axis=1) / n, 0.0)
+    return np.maximum(np.sum(taper * a_y * a_p, axis=1) / n, 0.0)
 
 
 def _scores(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

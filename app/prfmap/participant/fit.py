@@ -21,6 +21,7 @@ from prfmap.participant.checkpoint import fit_chunked
 from prfmap.participant.crossval import (
     CrossValidation,
     Fold,
+    HeldOutData,
     cross_validate,
     engine_predictor,
     reproducible,
@@ -144,12 +145,16 @@ class SharedWork:
         The Gaussian fit of that data, which the other models seed from.
     keep_held_out : bool
         Keep the folds' held-out series (a comparison of models tests on them).
+    held_out : dict
+        Each held-out run's projected data and autocovariance, by its index (every model's
+        cross-validation scores its predictions against the same).
     """
 
     hrf: dict[str | None, HRF] = dataclasses.field(default_factory=dict)
     noise: dict[str | None, NoiseModel] = dataclasses.field(default_factory=dict)
     gauss: dict[str | None, FitResult] = dataclasses.field(default_factory=dict)
     keep_held_out: bool = False
+    held_out: dict[int, HeldOutData] = dataclasses.field(default_factory=dict)
 
 
 def fit_models(loaded: LoadedFit, config: Config, progress: ProgressFn) -> list[FitOutcome]:
@@ -522,6 +527,7 @@ def cross_validate_fit(
         fit=fit_fold,
         predict=engine_predictor(loaded.tr, config.fit.model, slice_time_ref=loaded.slice_time.fraction),
         keep_held_out=shared is not None and shared.keep_held_out,
+        held_out_data=shared.held_out if shared is not None else None,
     )
     logger.info(
         "%s: cvr2 from %d leave-one-run-out folds in %.1f s, median %.3f",
