@@ -135,3 +135,38 @@ def test_normalisation_gains_stay_inside_their_bounds(stim):
     assert on_bound.any()
     assert flagged(res, "at_bound")[fitted][on_bound].all()
     assert res.settings.bounds["amplitude_norm"] == pytest.approx([0.0, catalog.NORM_GAIN_MAX], abs=1e-9)
+
+
+def test_rejected_refinements_are_finalised_again_alone_with_the_same_result(stim):
+    """Units whose refinement left the valid range go back to their start and only they are fitted
+    again: the written fit equals a final fit of every unit at the parameters written."""
+    from functools import partial
+
+    from prfmap.engine.models import free_mask, get_model
+    from prfmap.engine.problem import make_problem, project_units
+    from prfmap.engine.result import checked_fit, final_fit
+
+    rng = np.random.default_rng(4)
+    n = 40
+    p = random_params("gauss", n, rng)
+    data = predict(p, stim, TR, dtype="float64") + rng.normal(0, 0.2, (n, stim.n_frames))
+    model = get_model("gauss")
+    prob = make_problem(model, stim, TR, 1, None, "float64", 0.5)
+    units = project_units(prob, data)
+    u_start = model.internal(np.column_stack([p["x"], p["y"], p["sigma"]]))
+    u = u_start + rng.normal(0, 0.05, u_start.shape)
+    u[:10, :2] = 40.0  # far outside the aperture: no response, no positive amplitude
+    flags = {"refined": np.ones(n, bool), "not_converged": np.zeros(n, bool), "grid_only": np.zeros(n, bool)}
+    final = partial(final_fit, prob, units, shape=data.shape, mem_gb=1.0, with_predictions=True)
+    checked = checked_fit(
+        final, u, u_start, units.index, model.bounds(stim.scales), free_mask(model, {})[0], flags, model.names
+    )
+    rejected = flagged(checked, "refinement_rejected")
+    assert rejected.sum() >= 5 and not rejected[10:].any()
+    np.testing.assert_array_equal(checked.u[rejected], u_start[rejected])
+    np.testing.assert_array_equal(checked.u[~rejected], u[~rejected])
+    reference = final(checked.u)
+    for key, values in reference.params.items():
+        np.testing.assert_allclose(checked.params[key], values, rtol=1e-12, err_msg=key)
+    np.testing.assert_allclose(checked.r2, reference.r2, rtol=1e-12)
+    np.testing.assert_allclose(checked.predictions, reference.predictions, rtol=1e-12)

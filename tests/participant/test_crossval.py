@@ -116,6 +116,16 @@ def test_models_cross_validated_on_the_same_runs_share_the_held_out_data():
     assert np.isnan(alone.cvr2[3]) and np.isfinite(alone.cvr2[7]) and np.all(shared[1].y[7] == 0)
 
 
+@pytest.mark.parametrize("frames", [7, 120, 190, 331])
+def test_the_autocovariance_is_the_sum_of_lagged_products(frames):
+    from prfmap.participant.crossval import autocovariance
+
+    x = np.random.default_rng(frames).normal(size=(5, frames))
+    lags = max(frames // 4, 1)
+    expected = np.stack([np.sum(x[:, : frames - k] * x[:, k:], axis=1) for k in range(lags)], axis=1)
+    np.testing.assert_allclose(autocovariance(x), expected, atol=1e-10 * frames)
+
+
 def _ar1(rng: np.random.Generator, shape: tuple[int, int], rho: float) -> np.ndarray:
     out = rng.normal(0, 1, shape)
     for t in range(1, shape[1]):

@@ -145,6 +145,7 @@ def final_fit(
     shape: tuple[int, int],
     mem_gb: float,
     with_predictions: bool,
+    rows: np.ndarray | None = None,
 ) -> FinalFit:
     """Linear weights, baseline and r² at the final parameters; every unit's reported parameters.
 
@@ -162,12 +163,16 @@ def final_fit(
         Memory budget of a batch.
     with_predictions : bool
         Also the fitted time courses.
+    rows : ndarray of int, optional
+        Only these of the units (positions in ``units.index`` and ``u``); the others are NaN.
 
     Returns
     -------
     FinalFit
     """
     t0 = time.perf_counter()
+    if rows is not None:
+        units, u = Units(units.index[rows], units.y[rows], units.raw[rows]), u[rows]
     model, dtype, n = prob.model, prob.dtype, len(u)
     fn = compiled(core.finalize, model)
     beta, baseline, cost = np.empty((n, prob.n_bases)), np.empty(n), np.empty(n)
@@ -229,7 +234,7 @@ def checked_fit(
     Parameters
     ----------
     final : callable
-    ``final(u) -> FinalFit`` (:func:`final_fit` with its problem bound).
+    ``final(u, rows=None) -> FinalFit`` (:func:`final_fit` with its problem bound).
     u, u_start : ndarray, shape (units, K)
     Refined and starting (grid point or seed) internal parameters of the fitted units.
     index : ndarray of int
@@ -251,7 +256,7 @@ def checked_fit(
     rejected = flags["refined"] & (~_valid(result, index) | _amplitude_capped(result, index))
     if rejected.any():  # back to the start, chosen for its positive correlation with the data
         u = np.where(rejected[:, None], u_start, u)
-        result = final(u)
+        result = _replaced(result, final(u, rows=np.flatnonzero(rejected)), index[rejected])
     checks = {**flags, "refinement_rejected": rejected}
     for name, on in _bound_flags(u, bounds, free, names).items():
         checks[name] = flags["refined"] & ~rejected & on
@@ -266,6 +271,27 @@ def checked_fit(
     model_flags = {name: on & np.isfinite(r2) for name, on in result.flags.items()}
     status = _status(fitted, index, checks)
     return CheckedFit(params, r2, loss, result.predictions, model_flags, result.seconds, status, u)
+
+
+def _replaced(result: FinalFit, redone: FinalFit, units: np.ndarray) -> FinalFit:
+    """``result`` with the values of ``redone`` (a final fit of some units again) at ``units``."""
+    mask = np.zeros(len(result.r2), dtype=bool)
+    mask[units] = True
+
+    def merged(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+        return np.where(mask.reshape((-1,) + (1,) * (old.ndim - 1)), new, old)
+
+    predictions = result.predictions
+    if predictions is not None and redone.predictions is not None:
+        predictions = merged(predictions, redone.predictions)
+    return FinalFit(
+        {k: merged(v, redone.params[k]) for k, v in result.params.items()},
+        merged(result.r2, redone.r2),
+        merged(result.loss, redone.loss),
+        predictions,
+        {k: merged(v, redone.flags[k]) for k, v in result.flags.items()},
+        result.seconds + redone.seconds,
+    )
 
 
 def _valid(result: FinalFit, index: np.ndarray) -> np.ndarray:

@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.fft
 from scipy.linalg import orth
 from scipy.stats import norm
 
@@ -336,8 +337,10 @@ def autocovariance(x: np.ndarray) -> np.ndarray:
     ndarray, shape (units, max(frames // 4, 1))
     """
     n = x.shape[1]
-    spectrum = np.fft.rfft(x, 2 * n, axis=1)
-    return np.fft.irfft(spectrum * spectrum.conj(), 2 * n, axis=1)[:, : max(n // 4, 1)]
+    lags = max(n // 4, 1)
+    size = scipy.fft.next_fast_len(n + lags, real=True)  # zero-padded past the lags: no wrap-around
+    spectrum = scipy.fft.rfft(x, size, axis=1)
+    return scipy.fft.irfft(spectrum.real**2 + spectrum.imag**2, size, axis=1)[:, :lags]
 
 
 def bartlett_variance(a_y: np.ndarray, a_p: np.ndarray, n: int) -> np.ndarray:
