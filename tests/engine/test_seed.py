@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from conftest import FOV, TR, bar_design, random_params
-from prfmap.engine import Stimulus, cartesian_grid, fit_prf, predict
+from prfmap.engine import Stimulus, cartesian_grid, catalog, fit_prf, predict
 from prfmap.engine.models import get_model
 from prfmap.engine.problem import make_problem, nuisance_basis
 from prfmap.engine.search import seed_search
@@ -175,3 +175,36 @@ def test_a_shared_gaussian_start_recovers_as_the_models_own(model, stim):
     assert np.median(shared.r2[fitted]) >= np.median(own.r2[fitted]) - 0.005
     close = np.hypot(shared.params["x"] - own.params["x"], shared.params["y"] - own.params["y"]) < 0.2
     assert close[fitted].mean() >= 0.9, close[fitted].mean()
+
+
+@pytest.mark.parametrize("model", ["css", "dog", "dn"])
+def test_units_a_shared_gaussian_fit_explains_too_little_keep_it(model, stim):
+    """In a comparison, a unit the Gaussian fit explains too little to refine is not seeded: the model
+    there is that Gaussian (CSS n 1, no surround or pool), with its amplitude, baseline, r² and time
+    course, flagged grid-only; the units it does seed are fitted as before."""
+    rng = np.random.default_rng(26)
+    n = 60
+    p = random_params("gauss", n, rng)
+    data = predict(p, stim, TR) + rng.normal(0, 0.3, (n, stim.n_frames))
+    data[:20] = rng.normal(0, 1, (20, stim.n_frames))
+    options = {"refine_r2_min": 0.1, "return_predictions": True}
+    gauss = fit_prf(data, stim, TR, model="gauss", **options)
+    start = {k: gauss.params[k] for k in ("x", "y", "sigma", "amplitude", "baseline")}
+    start |= {"r2": gauss.r2, "loss": gauss.loss, "predictions": gauss.predictions}
+    res = fit_prf(data, stim, TR, model=model, gauss_start=start, **options)
+    weak = gauss.r2 < 0.1
+    assert 15 <= weak.sum() <= 25
+    for key in ("x", "y", "sigma", "amplitude", "baseline"):
+        np.testing.assert_allclose(res.params[key][weak], gauss.params[key][weak], rtol=1e-12)
+    np.testing.assert_allclose(res.r2[weak], gauss.r2[weak], rtol=1e-12)
+    np.testing.assert_allclose(res.predictions[weak], gauss.predictions[weak], rtol=1e-12)
+    extra = {"css": "n", "dog": "amplitude_surround", "dn": "amplitude_norm"}[model]
+    assert np.all(res.params[extra][weak] == (1.0 if model == "css" else 0.0))
+    grid_only = (res.status.astype(int) & catalog.STATUS_BITS["grid_only"]) > 0
+    assert np.all(grid_only[weak]) and not grid_only[~weak].any()
+    # at the written parameters, the model's own time courses are the Gaussian's
+    again = predict({k: v[weak] for k, v in res.params.items()}, stim, TR, model, dtype="float64")
+    as_gauss = predict({k: v[weak] for k, v in gauss.params.items()}, stim, TR, "gauss", dtype="float64")
+    np.testing.assert_allclose(again, as_gauss, atol=1e-6 * np.abs(as_gauss).max())
+    # the units it seeds are the model's own fits
+    assert np.all(res.r2[~weak] > 0.1) and np.mean(res.params[extra][~weak] != (model == "css")) > 0.9

@@ -28,7 +28,14 @@ from prfmap.engine.models import floatx, free_mask, get_model
 from prfmap.engine.noise import OLS, NoiseModel, noise_order
 from prfmap.engine.options import FitOptions
 from prfmap.engine.problem import Problem, make_problem, project_units, whitened
-from prfmap.engine.result import FitResult, bounds_record, checked_fit, final_fit
+from prfmap.engine.result import (
+    GAUSSIAN_FIT,
+    FitResult,
+    bounds_record,
+    checked_fit,
+    final_fit,
+    keeping_gaussian,
+)
 from prfmap.engine.settings import FitSettings
 from prfmap.engine.stimulus import Stimulus
 from prfmap.engine.uncertainty import doubtful_uncertainty, laplace_uncertainty
@@ -99,7 +106,7 @@ def fit_prf(
         gauss_start = {
             k: np.asarray(v)[units.index]
             for k, v in opts.gauss_start.items()
-            if k in ("x", "y", "sigma", "r2")
+            if k in (*GAUSSIAN_FIT, *catalog.HRF_PARAMETERS, "predictions")
         }
     begun = stages.start(prob, plan, grid, fixed_values, units.y, stim, progress, gauss_start)
     bounds = prob.model.bounds(stim.scales)
@@ -112,6 +119,8 @@ def fit_prf(
     final = partial(
         final_fit, prob, units, shape=data.shape, mem_gb=mem_gb, with_predictions=opts.return_predictions
     )
+    if begun.seeded is not None and gauss_start is not None:
+        final = keeping_gaussian(final, prob.model, units.index, ~begun.seeded, gauss_start)
     checked = checked_fit(
         final, refined.u, begun.u, units.index, bounds, free, refined.flags, prob.model.names
     )

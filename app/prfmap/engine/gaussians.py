@@ -6,6 +6,7 @@ entries (:data:`prfmap.engine.catalog.MODELS`) name them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,15 @@ class GaussModel(PRFModel):
 
     name = "gauss"
     params = (Param("x", "identity", 0.0), Param("y", "identity", 0.0), Param("sigma", "exp", 1.0))
+    gaussian_at: Mapping[str, float] = {}
+    """The extras' values at which the model's response is the Gaussian's (:meth:`as_gaussian`)."""
+
+    def as_gaussian(self, theta):
+        """As :meth:`PRFModel.as_gaussian`: :attr:`gaussian_at`, the gain 1."""
+        out = np.array(theta, dtype=np.float64, copy=True)
+        for name, value in self.gaussian_at.items():
+            out[:, self.names.index(name)] = value
+        return out, np.ones(len(out))
 
     def neural(self, theta, stim, jacobian):
         """The response of :meth:`PRFModel.neural` for this model."""
@@ -63,6 +73,7 @@ class CSSModel(GaussModel):
 
     name = "css"
     params = GaussModel.params + (Param("n", "sigmoid", 0.5),)
+    gaussian_at = {"n": 1.0}
     seed_grid = {
         "n": (0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),  # 1: the Gaussian, a dead end
         "sigma": (0.8, 0.85, 0.9, 0.95, 1.0, 1.05),
@@ -151,6 +162,7 @@ class DoGModel(TwoGaussianModel):
     name = "dog"
     second_size = "surround_scale"
     params = GaussModel.params + (Param("surround_scale", "scale", 3.0), Param("surround_ratio", "exp", 0.1))
+    gaussian_at = {"surround_ratio": 0.0}
     seed_grid = {
         "surround_scale": (1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0),
         "surround_ratio": (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5),
@@ -237,6 +249,7 @@ class DNModel(TwoGaussianModel):
         Param("activation_ratio", "exp", 0.5),
         Param("baseline_norm", "exp", 1.0),
     )
+    gaussian_at = {"amplitude_norm": 0.0}
     seed_grid = {
         "norm_scale": (1.5, 2.5, 4.0, 6.0),
         "amplitude_norm": (0.1, 0.3, 1.0, 3.0),
@@ -266,6 +279,11 @@ class DNModel(TwoGaussianModel):
                 -num / (q * q) + beta / (d * d),
             ]
         )
+
+    def as_gaussian(self, theta):
+        """As :meth:`PRFModel.as_gaussian`: no pool; the response is the Gaussian's over ``baseline_norm``."""
+        out, _ = super().as_gaussian(theta)
+        return out, 1.0 / out[:, 6]
 
     def surround_strength(self, theta):
         """``amplitude_norm / baseline_norm``: the most the pool changes the denominator, relatively."""

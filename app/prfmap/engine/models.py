@@ -152,6 +152,25 @@ class PRFModel:
         """
         raise NotImplementedError
 
+    def as_gaussian(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """The model's parameters at which it is the Gaussian of ``theta``'s centre and size.
+
+        Its extras at the values that make its response the Gaussian's (CSS ``n`` 1, no surround, no
+        normalisation pool), and the gain of that response relative to the Gaussian's.
+
+        Parameters
+        ----------
+        theta : ndarray, shape (units, K)
+            Natural parameters.
+
+        Returns
+        -------
+        tuple of ndarray or None
+            Natural parameters (units, K) and gains (units,); None for a model that contains no
+            Gaussian.
+        """
+        return None
+
     def report(self, theta: np.ndarray, amplitude: np.ndarray) -> dict[str, np.ndarray]:
         """Reported (snake_case) parameters from natural internal parameters and the amplitude.
 

@@ -18,7 +18,15 @@ from prfmap.engine.settings import FitSettings
 from prfmap.engine.transforms import natural_values
 from prfmap.engine.uncertainty import Uncertainty
 
-__all__ = ["CheckedFit", "FinalFit", "FitResult", "bounds_record", "checked_fit", "final_fit"]
+__all__ = [
+    "CheckedFit",
+    "FinalFit",
+    "FitResult",
+    "bounds_record",
+    "checked_fit",
+    "final_fit",
+    "keeping_gaussian",
+]
 
 
 @dataclass(frozen=True)
@@ -271,6 +279,88 @@ def checked_fit(
     model_flags = {name: on & np.isfinite(r2) for name, on in result.flags.items()}
     status = _status(fitted, index, checks)
     return CheckedFit(params, r2, loss, result.predictions, model_flags, result.seconds, status, u)
+
+
+GAUSSIAN_FIT = ("x", "y", "sigma", "amplitude", "baseline", "r2", "loss")
+"""What a Gaussian fit of the same data must give for a model to take it over (:func:`keeping_gaussian`)."""
+
+
+def keeping_gaussian(
+    final: Callable[..., FinalFit],
+    model: PRFModel,
+    index: np.ndarray,
+    kept: np.ndarray,
+    gauss: Mapping[str, np.ndarray],
+) -> Callable[..., FinalFit]:
+    """``final`` where the units ``kept`` take a Gaussian fit of the same data instead of a final fit.
+
+    A model seeded from a Gaussian fit (a comparison of models) does not seed the units that fit
+    explains too little to refine: at those, the model is that Gaussian (its extras where it is one,
+    :meth:`PRFModel.as_gaussian`), with the Gaussian's linear fit, r², loss and time courses, not
+    computed again.
+
+    Parameters
+    ----------
+    final : callable
+        ``final(u, rows=None) -> FinalFit`` (:func:`final_fit` with its problem bound).
+    model : PRFModel
+        The model fitted.
+    index : ndarray of int
+        The units of the data ``u`` holds.
+    kept : ndarray of bool, shape (len(index),)
+        The units that keep the Gaussian fit.
+    gauss : mapping
+        The Gaussian fit of the same units (:data:`GAUSSIAN_FIT`, and ``hrf_deriv``, ``hrf_disp``
+        and ``predictions`` where the final fit has them), one row per unit of ``index``.
+
+    Returns
+    -------
+    callable
+        ``final`` itself where nothing is kept or the Gaussian fit lacks something the final fit gives.
+    """
+    if not kept.any() or model.as_gaussian(np.ones((1, len(model.names)))) is None:
+        return final
+    if not set(GAUSSIAN_FIT) <= set(gauss):
+        return final
+
+    def run(u: np.ndarray, rows: np.ndarray | None = None) -> FinalFit:
+        if rows is not None:
+            return final(u, rows=rows)
+        result = final(u, rows=np.flatnonzero(~kept))
+        wanted = {k for k in catalog.HRF_PARAMETERS if k in result.params}
+        if result.predictions is not None:
+            wanted.add("predictions")
+        if not wanted <= set(gauss):
+            return final(u)
+        return _replaced(result, _as_gaussian(model, gauss, kept, index[kept], result), index[kept])
+
+    return run
+
+
+def _as_gaussian(
+    model: PRFModel, gauss: Mapping[str, np.ndarray], kept: np.ndarray, at: np.ndarray, like: FinalFit
+) -> FinalFit:
+    """The Gaussian fit ``gauss`` at its units ``kept`` (data units ``at``) as the model's."""
+    rows = {k: np.asarray(v)[kept] for k, v in gauss.items()}
+    theta, gain = model.as_gaussian(model.from_report({k: rows[k] for k in ("x", "y", "sigma")}))
+    amplitude = rows["amplitude"] / gain
+
+    def full(values: np.ndarray, fill: float = np.nan) -> np.ndarray:
+        out = np.full(len(like.r2), fill)
+        out[at] = values
+        return out
+
+    params = {k: full(v) for k, v in model.report(theta, amplitude).items()}
+    params["amplitude"], params["baseline"] = full(amplitude), full(rows["baseline"])
+    for key in catalog.HRF_PARAMETERS:
+        if key in like.params:
+            params[key] = full(rows[key])
+    predictions = None
+    if like.predictions is not None:
+        predictions = np.full(like.predictions.shape, np.nan)
+        predictions[at] = rows["predictions"]
+    flags = {k: full(v, False).astype(bool) for k, v in model.flags(theta).items()}
+    return FinalFit(params, full(rows["r2"]), full(rows["loss"]), predictions, flags, 0.0)
 
 
 def _replaced(result: FinalFit, redone: FinalFit, units: np.ndarray) -> FinalFit:

@@ -92,6 +92,9 @@ class Start:
     timings : dict
         Seconds per part (``grid_predictions``, ``grid_scoring``, ``grid``, and for a seeded model
         ``refine_gauss``, ``seed``).
+    seeded : ndarray of bool, shape (units,), optional
+        Of a model seeded from a given Gaussian fit (``gauss_start``), the units it seeded; the
+        others start from that Gaussian fit.
     """
 
     u: np.ndarray
@@ -99,6 +102,7 @@ class Start:
     grid_points: int
     seed_candidates: int
     timings: dict[str, float]
+    seeded: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -169,17 +173,17 @@ def start(
         theta = np.column_stack([_finite(gauss_start[k], first.model, k) for k in first.model.names[:3]])
         r2 = np.asarray(gauss_start.get("r2", np.ones(len(theta))), dtype=np.float64)
         corr = np.sqrt(np.maximum(np.nan_to_num(r2), 0.0))
-        u, corr, candidates, seconds = _seed_start(
+        u, corr, candidates, seconds, seeded = _seed_start(
             prob, first.model.internal(theta), corr, sigma_floor, fixed, y, plan, progress, share=1.0
         )
-        return Start(u, corr, 0, candidates, {"seed": seconds})
+        return Start(u, corr, 0, candidates, {"seed": seconds}, seeded)
     u, corr, grid_points, timings = _grid_start(first, grid, fixed, y, plan.mem_gb, progress)
     if not seeded:
         return Start(u, corr, grid_points, 0, timings)
     first_fixed = {k: v for k, v in fixed.items() if k in first.model.names}
     free = free_mask(first.model, first_fixed)[0]
     gauss = refine(first, plan, u, y, corr, free, first.model.bounds(stim.scales), progress)
-    u, corr, candidates, seconds = _seed_start(prob, gauss.u, corr, sigma_floor, fixed, y, plan, progress)
+    u, corr, candidates, seconds, _ = _seed_start(prob, gauss.u, corr, sigma_floor, fixed, y, plan, progress)
     return Start(
         u, corr, grid_points, candidates, {**timings, "refine_gauss": gauss.seconds, "seed": seconds}
     )
@@ -231,7 +235,7 @@ def _seed_start(
     plan: RefinePlan,
     progress: ProgressFn | None,
     share: float = SEED_R2_SHARE,
-) -> tuple[np.ndarray, np.ndarray, int, float]:
+) -> tuple[np.ndarray, np.ndarray, int, float, np.ndarray]:
     """The seed search, as prfpy seeds its extended models from its Gaussian fit.
 
     Around each unit's Gaussian fit ``u_gauss`` (internal parameters of the Gaussian), the model's
@@ -251,6 +255,8 @@ def _seed_start(
         Candidates per unit.
     seconds : float
         Time the seed search took.
+    seeded : (units,) bool
+        The units seeded.
     """
     t0 = time.perf_counter()
     model, gauss = prob.model, get_model("gauss")
@@ -264,7 +270,9 @@ def _seed_start(
     theta0, corr = start.copy(), np.asarray(gauss_corr, dtype=np.float64).copy()
     if chosen.size:
         theta0[chosen], corr[chosen] = seed_search(prob, y[chosen], candidates, plan.mem_gb, progress)
-    return model.internal(theta0), corr, int(candidates.shape[1]), time.perf_counter() - t0
+    seeded = np.zeros(len(theta0), dtype=bool)
+    seeded[chosen] = True
+    return model.internal(theta0), corr, int(candidates.shape[1]), time.perf_counter() - t0, seeded
 
 
 def refine(

@@ -322,7 +322,11 @@ def _checkpointed_fit(
         fit_kwargs["noise"], settings["noise_model"] = noise, noise.describe()
     gauss = shared.gauss.get(data_key)
     if gauss is not None and fit_kwargs["model"] != "gauss":
-        start = {**{k: np.asarray(gauss.params[k]) for k in ("x", "y", "sigma")}, "r2": np.asarray(gauss.r2)}
+        linear = ("x", "y", "sigma", "amplitude", "baseline", *catalog.HRF_PARAMETERS)
+        start = {k: np.asarray(v) for k, v in gauss.params.items() if k in linear}
+        start |= {"r2": np.asarray(gauss.r2), "loss": np.asarray(gauss.loss)}
+        if keep and gauss.predictions is not None:
+            start["predictions"] = np.asarray(gauss.predictions)
         fit_kwargs["gauss_start"] = start
         settings["gauss_start"] = _digest(start)
     result = fit_chunked(
