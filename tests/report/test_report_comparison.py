@@ -175,3 +175,25 @@ def test_a_compared_model_shows_its_flat_maps_without_the_views_again(compared_p
     assert {s.rsplit("flat-", 1)[1] for s in gauss if "flat-" in s} <= {
         s.rsplit("flat-", 1)[1] for s in css if "flat-" in s
     }
+
+
+def test_fits_of_the_same_runs_draw_their_shared_figures_once(compared_page, monkeypatch) -> None:
+    """Every section shows the stimulus, but the montage of one aperture is drawn once and copied."""
+    page, _ = compared_page
+    figures = page.parent / "sub-01" / "figures"
+    montages = sorted(figures.glob("*_stimulus.png"))
+    assert len(montages) == 3
+    assert len({m.read_bytes() for m in montages}) == 1
+    from prfmap.report import figures as report_figures
+
+    calls = []
+    original = report_figures.stimulus_montage
+    monkeypatch.setattr(
+        report_figures, "stimulus_montage", lambda *a, **k: calls.append(a) or original(*a, **k)
+    )
+    context = compared_page[1].fit
+    other = dataclasses.replace(context, design=context.design[::-1].copy(), model="dn")
+    write_participant_report(
+        page.parent / "again", "01", [context, other, dataclasses.replace(context, model="css")]
+    )
+    assert len(calls) == 2  # two apertures: two montages, the third section a copy of the first

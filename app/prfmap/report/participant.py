@@ -58,9 +58,15 @@ def write_participant_report(
     fig_dir = output_dir / f"sub-{label}" / "figures"
     keys = [ctx.key for ctx in contexts]
     unique = [key if keys.count(key) == 1 else f"{key}_{i + 1}" for i, key in enumerate(keys)]
+    shared: dict = {}  # the runs' quality and figures that every fit of the same runs shows
     sections = [
         FitSection(
-            ctx, fig_dir, f"sub-{label}/figures", key, views=not _compared_model(ctx, comparisons)
+            ctx,
+            fig_dir,
+            f"sub-{label}/figures",
+            key,
+            views=not _compared_model(ctx, comparisons),
+            shared=shared,
         ).build()
         for ctx, key in zip(contexts, unique, strict=True)
     ]

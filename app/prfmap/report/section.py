@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Sequence
+import shutil
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,7 @@ from prfmap.report.context import ReportContext
 from prfmap.report.html import Figure, dict_rows
 from prfmap.report.legends import is_r2
 from prfmap.report.methods import methods_text
-from prfmap.report.quality import fd_figure, run_quality
+from prfmap.report.quality import RunQuality, fd_figure, run_quality
 from prfmap.report.section_maps import NOT_DRAWN, MapFigures
 from prfmap.report.uncertainty import UNCERTAIN_BIT, centre_standard_error, uncertain_units
 
@@ -68,8 +71,17 @@ class FitSection(MapFigures):
     same maps a second time): a compared model's section beside its Gaussian's.
     """
 
-    def __init__(self, ctx: ReportContext, fig_dir: Path, rel: str, key: str, views: bool = True) -> None:
+    def __init__(
+        self,
+        ctx: ReportContext,
+        fig_dir: Path,
+        rel: str,
+        key: str,
+        views: bool = True,
+        shared: dict[tuple[Any, ...], Any] | None = None,
+    ) -> None:
         self.ctx = ctx
+        self.shared = {} if shared is None else shared
         self.draw_views = views
         self.fig_dir = fig_dir
         self.rel = rel
@@ -86,9 +98,26 @@ class FitSection(MapFigures):
         self.warnings = list(ctx.warnings)
         self.atlas_drawn = False
         self.atlas = None
-        self.quality = [run_quality(run, ctx.dummy_scans) for run in ctx.run_inputs]
+        self.quality = [self._run_quality(run) for run in ctx.run_inputs]
         self.centre_se = self._centre_se()
         self.uncertain = uncertain_units(status, np.isfinite(self.r2)) if ctx.stat_maps else None
+
+    def _run_quality(self, run: Any) -> RunQuality:
+        """:func:`run_quality` of ``run``, measured once for every section of the same run."""
+        key = ("quality", run.name, repr(run.bold), str(run.confounds), self.ctx.dummy_scans)
+        if key not in self.shared:
+            self.shared[key] = run_quality(run, self.ctx.dummy_scans)
+        return self.shared[key]
+
+    def _drawn_once(self, key: tuple[Any, ...], path: Path, draw: Callable[[Path], Path | None]) -> bool:
+        """``draw(path)``, or a copy of the same figure another section drew; whether there is one."""
+        first = self.shared.get(key)
+        if first is None and key not in self.shared:
+            first = self.shared[key] = draw(path)
+        elif first is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(first, path)
+        return first is not None
 
     def _centre_se(self) -> np.ndarray | None:
         """The centre's standard error of every unit, from the context's stat maps (None without)."""
@@ -231,7 +260,8 @@ class FitSection(MapFigures):
                 "The runs were not passed to the report, so tSNR and framewise displacement are not shown."
             )
         path, src = self._fig("fd")
-        fd = fd_figure(self.quality, self.ctx.tr, path)
+        runs = tuple((q.name, id(q)) for q in self.quality)
+        fd = self._drawn_once(("fd", runs, self.ctx.tr), path, partial(fd_figure, self.quality, self.ctx.tr))
         shown = (
             [
                 Figure(
@@ -311,7 +341,9 @@ class FitSection(MapFigures):
         stimulus = None
         if ctx.design is not None:
             path, src = self._fig("stimulus")
-            figures.stimulus_montage(ctx.design, ctx.fov_deg, path)
+            design = np.ascontiguousarray(ctx.design)
+            key = ("stimulus", design.shape, hashlib.sha256(design.tobytes()).hexdigest(), ctx.fov_deg)
+            self._drawn_once(key, path, partial(figures.stimulus_montage, design, ctx.fov_deg))
             frames, height, width = np.shape(ctx.design)
             fov = f"{ctx.fov_deg:g}°" if ctx.fov_deg else "unknown"
             stimulus = Figure(
