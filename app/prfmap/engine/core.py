@@ -473,15 +473,15 @@ def seed_score(model, theta, y_unit, stim, hrf_t, q):
 def seed_score_shared(model, sizes, theta, which, y_unit, stim, hrf_t, q):
     """:func:`seed_score` of candidates that share their Gaussians (:meth:`PRFModel.candidate_neural`).
 
-    A unit's candidates differ only in the extras, and their second Gaussian takes one of a few
-    ``sizes``: each unit computes its centre and those few Gaussians once, not two per candidate.
+    A unit's candidates differ only in the extras and in the size of one Gaussian, which takes one
+    of a few ``sizes``: each unit computes those few Gaussians once, not one or two per candidate.
 
     Parameters
     ----------
     model : PRFModel
-        A model with a second Gaussian (``PRFModel.second_size``).
+        A model whose candidates share their Gaussians (``PRFModel.candidate_sizes``).
     sizes : tensor, shape (S,)
-        The distinct values of the candidates' ``second_size`` parameter.
+        The distinct relative sizes of the candidates' varying Gaussian.
     theta : tensor, shape (units, C, K)
         Natural parameters of each unit's candidates, the centre and size the same in all.
     which : tensor of int, shape (units, C)

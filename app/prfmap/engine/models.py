@@ -42,9 +42,6 @@ class PRFModel:
     name: str = ""
     params: tuple[Param, ...] = ()
     seed_grid: Mapping[str, tuple[float, ...]] = {}
-    second_size: str | None = None
-    """The internal parameter that sizes a second Gaussian relative to ``sigma`` (a surround, a
-    normalisation pool); such a model implements :meth:`candidate_neural`."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -128,21 +125,38 @@ class PRFModel:
         """
         raise NotImplementedError
 
+    def candidate_sizes(self, candidates: np.ndarray) -> np.ndarray | None:
+        """Each seed candidate's size of the Gaussian that varies, relative to the unit's (numpy).
+
+        Where a unit's candidates share all but that size and the extras, their Gaussians take a few
+        sizes, computed once per unit (:meth:`candidate_neural`); None where they do not (or the model
+        does not implement it).
+
+        Parameters
+        ----------
+        candidates : ndarray, shape (units, C, K)
+            Natural parameters of each unit's candidates.
+
+        Returns
+        -------
+        ndarray, shape (units, C), or None
+        """
+        return None
+
     def candidate_neural(self, theta: Any, sizes: Any, which: Any, stim: StimulusTensors) -> Any:
         """Neural responses (units, C, frames) of seed candidates that share their Gaussians.
 
-        For a model with a :attr:`second_size`: each unit's candidates ``theta`` have the unit's
-        centre and size, and candidate ``c``'s second Gaussian is ``sizes[which[:, c]]`` times as wide;
-        the responses equal :meth:`neural`'s of the candidates.
+        The candidates' varying Gaussian (:meth:`candidate_sizes`) is ``sizes[which]`` times the
+        unit's; the responses equal :meth:`neural`'s of the candidates.
 
         Parameters
         ----------
         theta : tensor, shape (units, C, K)
             Natural parameters of the candidates.
         sizes : tensor, shape (S,)
-            The distinct values of the :attr:`second_size` parameter.
+            The distinct relative sizes.
         which : tensor of int, shape (units, C)
-            Each candidate's value among ``sizes``.
+            Each candidate's among ``sizes``.
         stim : StimulusTensors
             The stimulated pixels.
 

@@ -235,12 +235,11 @@ def grid_search(
 
 
 def shared_sizes(model: PRFModel, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """The few sizes of the second Gaussian that a model's seed candidates share, if they do.
+    """The few sizes of a varying Gaussian that a model's seed candidates share, if they do.
 
-    Where every unit's candidates have the unit's centre and size and their :attr:`PRFModel.second_size`
-    takes at most half as many values as there are candidates (as
-    :meth:`PRFModel.seed_candidates` makes them), the search computes those Gaussians once per unit
-    (:func:`core.seed_score_shared`).
+    Where :meth:`PRFModel.candidate_sizes` takes at most half as many values as there are
+    candidates (as :meth:`PRFModel.seed_candidates` makes them), the search computes those Gaussians
+    once per unit (:func:`core.seed_score_shared`).
 
     Parameters
     ----------
@@ -252,13 +251,13 @@ def shared_sizes(model: PRFModel, candidates: np.ndarray) -> tuple[np.ndarray, n
     Returns
     -------
     tuple of ndarray or None
-        The distinct sizes (S,) and each candidate's among them (units, C); None where they do not share.
+        The distinct relative sizes (S,) and each candidate's among them (units, C); None where they
+        do not share.
     """
-    if model.second_size is None or candidates.size == 0:
+    relative = model.candidate_sizes(candidates) if candidates.size else None
+    if relative is None or not np.all(np.isfinite(relative)):
         return None
-    if np.any(candidates[:, :, :3] != candidates[:, :1, :3]):
-        return None
-    sizes, which = np.unique(candidates[:, :, model.names.index(model.second_size)], return_inverse=True)
+    sizes, which = np.unique(np.round(relative, 12), return_inverse=True)
     if 2 * len(sizes) > candidates.shape[1]:
         return None
     return sizes, which.reshape(candidates.shape[:2]).astype(np.int32)
