@@ -97,11 +97,11 @@ def test_seed_search_picks_the_best_projected_correlation():
     np.testing.assert_allclose(chosen, theta[np.arange(n), corr.argmax(axis=1)])
 
 
-@pytest.mark.parametrize("name", ["css", "dog", "dn"])
+@pytest.mark.parametrize("name", ["dog", "dn"])
 def test_candidates_sharing_their_gaussians_score_as_when_each_is_computed(name, monkeypatch):
-    """A unit's seed candidates share its centre (and, with a surround, its size) and take a few sizes
-    of the Gaussian that varies: the search computes those Gaussians once per unit and picks the same
-    candidates with the same scores."""
+    """The seed candidates of a surround model share the unit's centre and size and a few surround
+    sizes: the search computes those Gaussians once per unit and picks the same candidates with the
+    same scores."""
     import prfmap.engine.search as search
 
     stim = Stimulus(bar_design(80, 21), FOV)
@@ -114,10 +114,8 @@ def test_candidates_sharing_their_gaussians_score_as_when_each_is_computed(name,
     y = data - (data @ q) @ q.T
     candidates = model.seed_candidates(model.from_report({k: truth[k] for k in ("x", "y", "sigma")}))
     sizes, which = search.shared_sizes(model, candidates)
-    varying = "sigma" if name == "css" else model.second_size
-    assert len(sizes) == len(model.seed_grid[varying]) < candidates.shape[1] / 2
-    base = candidates[:, :1, 2] if name == "css" else 1.0
-    np.testing.assert_allclose(sizes[which] * base, candidates[:, :, model.names.index(varying)], rtol=1e-12)
+    np.testing.assert_array_equal(sizes, sorted(model.seed_grid[model.second_size]))
+    np.testing.assert_array_equal(sizes[which], candidates[:, :, model.names.index(model.second_size)])
     shared = seed_search(prob, y, candidates, 1.0, None)
     monkeypatch.setattr(search, "shared_sizes", lambda *_: None)
     each = seed_search(prob, y, candidates, 1.0, None)
@@ -127,24 +125,22 @@ def test_candidates_sharing_their_gaussians_score_as_when_each_is_computed(name,
     moved[:, 1:, 0] += 0.5  # candidates that do not share their centre are computed one by one
     assert search.shared_sizes(model, moved) is None
     assert search.shared_sizes(get_model("gauss"), candidates[:, :, :3]) is None
+    css = get_model("css")  # its sizes, σ·√n, differ for every candidate
+    assert search.shared_sizes(css, css.seed_candidates(np.ones((2, 4)))) is None
 
 
-def test_seed_candidates_keep_fixed_parameters_and_size_css_from_the_gaussian():
+def test_seed_candidates_keep_fixed_parameters_and_scale_css_sizes():
     css = get_model("css")
     theta = np.array([[1.0, -2.0, 2.0, 0.5]])
     cand = css.seed_candidates(theta)
     assert cand.shape == (1, len(css.seed_grid["n"]) * len(css.seed_grid["sigma"]), 4)
     np.testing.assert_allclose(cand[0, :, :2], [[1.0, -2.0]] * cand.shape[1])
-    expected = {(n, 2.0 * f) for n in css.seed_grid["n"] for f in css.seed_grid["sigma"]}
+    expected = {(n, 2.0 * f * np.sqrt(n)) for n in css.seed_grid["n"] for f in css.seed_grid["sigma"]}
     got = {(round(c[3], 9), round(c[2], 9)) for c in cand[0]}
     assert got == {(round(a, 9), round(b, 9)) for a, b in expected}
-    # a CSS pRF of exponent n looks like a Gaussian √n times as wide: every n has sizes around σ·√n
-    for n in css.seed_grid["n"]:
-        sizes = cand[0, cand[0, :, 3] == n, 2] / 2.0
-        assert np.min(np.abs(np.log(sizes / np.sqrt(n)))) < np.log(1.06)
     kept = css.seed_candidates(theta, keep={"n"})
     np.testing.assert_allclose(kept[0, :, 3], 0.5)
-    np.testing.assert_allclose(kept[0, :, 2], 2.0 * np.array(css.seed_grid["sigma"]))
+    np.testing.assert_allclose(kept[0, :, 2], 2.0 * np.sqrt(0.5) * np.array(css.seed_grid["sigma"]))
     assert get_model("gauss").seed_candidates(theta[:, :3]).shape == (1, 1, 3)
 
 

@@ -61,17 +61,6 @@ def _sized_responses(x: Any, y: Any, sigma: Any, sizes: Any, which: Any, stim: S
     return ops.einsum("ucs,usd->ucd", ops.one_hot(which, n_sizes, dtype=each.dtype), each)
 
 
-def _compressed(s: Any, n: Any, derivatives: Any, jacobian: bool) -> Any:
-    """CSS's response ``s**n`` (and, with ``jacobian``, its derivatives from ``s``'s and in ``n``)."""
-    base = at_least(s, EPS)
-    log_base = ops.log(base)
-    out = ops.exp(n * log_base)
-    if not jacobian:
-        return out[None]
-    scale = ops.where(s > EPS, n * out / base, 0.0)
-    return ops.concatenate([out[None], derivatives * scale[None], (out * log_base)[None]], axis=0)
-
-
 class GaussModel(PRFModel):
     """Isotropic 2-D Gaussian pRF (Dumoulin & Wandell 2008)."""
 
@@ -100,29 +89,31 @@ class CSSModel(GaussModel):
     gaussian_at = {"n": 1.0}
     seed_grid = {
         "n": (0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),  # 1: the Gaussian, a dead end
-        # of the Gaussian's size: a CSS pRF of size σ and exponent n responds like a Gaussian of size
-        # σ/√n (Kay et al. 2013), so sizes of √0.1 to about 1 times it; the same for every n, so the
-        # search computes 16 Gaussians per unit (:meth:`candidate_sizes`), not one per candidate
-        "sigma": tuple(float(f) for f in np.round(np.geomspace(0.25, 1.05, 16), 3)),
+        "sigma": (0.8, 0.85, 0.9, 0.95, 1.0, 1.05),
     }
 
-    def candidate_sizes(self, candidates):
-        """As :meth:`PRFModel.candidate_sizes`: the size relative to the first candidate's."""
-        if np.any(candidates[:, :, :2] != candidates[:, :1, :2]):
-            return None
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return candidates[:, :, 2] / candidates[:, :1, 2]
+    def seed_candidates(self, theta, keep=()):
+        """As the base class.
 
-    def candidate_neural(self, theta, sizes, which, stim):
-        """The responses of :meth:`PRFModel.candidate_neural`: S Gaussians per unit, not C."""
-        n_units, n_cand, _ = tuple(ops.shape(theta))
-        chosen = _sized_responses(theta[:, 0, 0], theta[:, 0, 1], theta[:, 0, 2], sizes, which, stim)
-        return _compressed(chosen, theta[:, :, 3][:, :, None], None, False)[0]
+        A Gaussian size σ becomes σ·√n (Kay et al. 2013: a CSS pRF of size σ and exponent n responds like a
+        Gaussian of size σ/√n), unless ``sigma`` is kept.
+        """
+        out = super().seed_candidates(theta, keep)
+        if "sigma" not in keep:
+            out[:, :, 2] *= np.sqrt(out[:, :, 3])
+        return out
 
     def neural(self, theta, stim, jacobian):
         """The response of :meth:`PRFModel.neural` for this model."""
         s = super().neural(theta, stim, jacobian)
-        return _compressed(s[0], theta[:, 3][:, None], s[1:], jacobian)
+        n = theta[:, 3][:, None]
+        base = at_least(s[0], EPS)
+        log_base = ops.log(base)
+        out = ops.exp(n * log_base)
+        if not jacobian:
+            return out[None]
+        scale = ops.where(s[0] > EPS, n * out / base, 0.0)
+        return ops.concatenate([out[None], s[1:] * scale[None], (out * log_base)[None]], axis=0)
 
     def report(self, theta, amplitude):
         """Reported parameters, as :meth:`PRFModel.report`."""
