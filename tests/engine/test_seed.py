@@ -205,6 +205,7 @@ def test_units_a_shared_gaussian_fit_explains_too_little_keep_it(model, stim):
     assert np.all(res.params[extra][weak] == (1.0 if model == "css" else 0.0))
     grid_only = (res.status.astype(int) & catalog.STATUS_BITS["grid_only"]) > 0
     assert np.all(grid_only[weak]) and not grid_only[~weak].any()
+    assert np.array_equal(res.flags[catalog.TOOK_GAUSSIAN], weak)  # what a comparison does not predict again
     # at the written parameters, the model's own time courses are the Gaussian's
     again = predict({k: v[weak] for k, v in res.params.items()}, stim, TR, model, dtype="float64")
     as_gauss = predict({k: v[weak] for k, v in gauss.params.items()}, stim, TR, "gauss", dtype="float64")

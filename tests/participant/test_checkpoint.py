@@ -14,7 +14,7 @@ import pytest
 
 from helpers import chunked_env
 from prfmap.participant.checkpoint import array_digest, fit_chunked
-from prfmap.runtime.memory import chunk_units, default_mem_gb, engine_mem_gb
+from prfmap.runtime.memory import chunk_units, default_mem_gb, engine_mem_gb, seeded_chunk_units
 from prfmap.runtime.signals import StopRequested, check_stop, stop_on_signal
 
 KWARGS = {"model": "gauss", "refine": "none", "seed": 0}
@@ -147,6 +147,16 @@ def test_memory_budgets(monkeypatch: pytest.MonkeyPatch) -> None:
     assert all(s & (s - 1) == 0 for s in sizes)
     monkeypatch.setenv("PRFMAP_CHUNK_UNITS", "100")
     assert chunk_units(4, 300) == 100
+
+
+def test_a_seeded_model_chunks_by_the_units_it_fits() -> None:
+    """A model seeded from a Gaussian fit costs what its seeded units cost: one chunk holds as many as
+    the data's chunk would, within two chunks' worth of units."""
+    assert seeded_chunk_units(16384, 20484, 800) == 20484  # all its seeded units in one chunk
+    assert seeded_chunk_units(1024, 20484, 800) == 2048  # 20 chunks' units, capped at 2 chunks
+    assert seeded_chunk_units(1024, 20480, 15360) == 1366  # 3/4 seeded: 4/3 chunks' units a chunk
+    assert seeded_chunk_units(1024, 20484, 20484) == 1024  # all seeded: the data's chunk
+    assert seeded_chunk_units(1024, 500, 0) == 1024
 
 
 @pytest.mark.parametrize("refine", ["none", "lm"])

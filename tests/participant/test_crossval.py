@@ -205,6 +205,46 @@ def test_runs_with_other_apertures_are_predicted_from_a_fit_of_the_others():
     assert seen[4] == (2, [FRAMES], FRAMES) and seen[5] == 0.5
 
 
+def test_units_a_fold_fit_took_from_the_gaussian_score_as_the_gaussians():
+    """A compared model's fold fit that took the Gaussian's fit over at some units (below
+    --refine-r2-min) predicts only its other units; the others get the Gaussian's scores and held-out
+    series, exactly what predicting the same time courses again would give."""
+    rng = np.random.default_rng(5)
+    t = np.arange(FRAMES)
+    runs = _runs(rng, np.tile(np.sin(2 * np.pi * t / 20), (N, 1)), 3)
+    gauss_p = rng.normal(0, 1, (N, FRAMES)) + np.sin(2 * np.pi * t / 20)
+    model_p = rng.normal(0, 1, (N, FRAMES)) + np.sin(2 * np.pi * t / 20)
+    taken = np.zeros(N, dtype=bool)
+    taken[::3] = True
+    asked = []
+
+    def fit_gauss(training, stim, fold):
+        return FitResult("gauss", {}, np.zeros(N), np.zeros(N))
+
+    def fit_model(training, stim, fold):
+        return FitResult("css", {}, np.zeros(N), np.zeros(N), flags={catalog.TOOK_GAUSSIAN: taken})
+
+    def predict_model(result, stim, rows=None):
+        asked.append(rows)
+        out = np.full((N, FRAMES), np.nan)
+        out[rows] = model_p[rows]
+        return out
+
+    common = {"fov_deg": 10.0, "keep_held_out": True, "held_out_data": {}}
+    args = (runs, ["a"] * 3, {"a": np.zeros((FRAMES, 2, 2))})
+    gauss = cross_validate(*args, fit=fit_gauss, predict=lambda result, stim: gauss_p, **common)
+    model = cross_validate(*args, fit=fit_model, predict=predict_model, gaussian=gauss, **common)
+    both = np.where(taken[:, None], gauss_p, model_p)
+    again = cross_validate(*args, fit=fit_gauss, predict=lambda result, stim: both, **common)
+    assert len(asked) == 3 and all(np.array_equal(rows, np.flatnonzero(~taken)) for rows in asked)
+    for name in ("cvr2", "strict_cvr2", "z"):
+        np.testing.assert_allclose(getattr(model, name), getattr(again, name), rtol=1e-9)
+    np.testing.assert_array_equal(model.cvr2[taken], gauss.cvr2[taken])
+    for (y, p), (y_again, p_again) in zip(model.held_out, again.held_out, strict=True):
+        np.testing.assert_array_equal(y, y_again)
+        np.testing.assert_allclose(p, p_again, rtol=1e-6)
+
+
 def test_fewer_than_two_runs_have_no_folds():
     rng = np.random.default_rng(1)
     runs = _runs(rng, np.zeros((N, FRAMES)), 1)

@@ -154,6 +154,11 @@ DERIVED = ("r2", "polar_angle", "eccentricity")
 HRF_PARAMETERS = ("hrf_deriv", "hrf_disp")
 """Per-unit HRF derivative weights, reported when the fit estimates them (``hrf="vertex"``)."""
 
+TOOK_GAUSSIAN = "took_gaussian"
+"""The per-unit flag (``FitResult.flags``) of a model seeded from a Gaussian fit of the same data (a
+comparison of models) where a unit keeps that Gaussian fit, below ``refine_r2_min``: its time courses
+are that Gaussian's."""
+
 HRF_OPTIONS = ("canonical", "participant", "vertex")
 """How a fit models the HRF: SPM's canonical response; one two-gamma response per participant,
 estimated from its best units and then held fixed (:func:`prfmap.engine.participant_hrf.estimate_hrf`,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -36,7 +37,8 @@ class FitResult:
     ``flags`` holds per-unit booleans (False where a unit was not fitted): ``surround_vanished`` for
     ``dog`` and ``dn``, where the surround or normalisation pool is too weak to act
     (:data:`prfmap.engine.catalog.SURROUND_VANISHED`), so the fit is a Gaussian and its surround
-    parameters mean nothing.
+    parameters mean nothing; ``took_gaussian`` for a model seeded from a Gaussian fit of the same data
+    (a comparison of models), where a unit keeps that fit (:data:`prfmap.engine.catalog.TOOK_GAUSSIAN`).
 
     ``uncertainty`` holds the standard errors and 95 % intervals of the reported parameters
     (:mod:`~prfmap.engine.uncertainty`), when the fit computed them.
@@ -107,7 +109,7 @@ class FinalFit:
     predictions : ndarray or None
         (units, frames) fitted time courses, when asked for.
     flags : dict
-        The model's own per-unit flags (``surround_vanished``).
+        The model's own per-unit flags (``surround_vanished``), and ``took_gaussian``.
     seconds : float
         Time it took.
     """
@@ -332,7 +334,10 @@ def keeping_gaussian(
             wanted.add("predictions")
         if not wanted <= set(gauss):
             return final(u)
-        return _replaced(result, _as_gaussian(model, gauss, kept, index[kept], result), index[kept])
+        merged = _replaced(result, _as_gaussian(model, gauss, kept, index[kept], result), index[kept])
+        taken = np.zeros(len(merged.r2), dtype=bool)
+        taken[index[kept]] = True
+        return dataclasses.replace(merged, flags={**merged.flags, catalog.TOOK_GAUSSIAN: taken})
 
     return run
 
@@ -379,7 +384,7 @@ def _replaced(result: FinalFit, redone: FinalFit, units: np.ndarray) -> FinalFit
         merged(result.r2, redone.r2),
         merged(result.loss, redone.loss),
         predictions,
-        {k: merged(v, redone.flags[k]) for k, v in result.flags.items()},
+        {k: merged(v, redone.flags.get(k, np.zeros_like(v))) for k, v in result.flags.items()},
         result.seconds + redone.seconds,
     )
 

@@ -136,8 +136,11 @@ def _merge(model: str, chunks: list[tuple[dict[str, np.ndarray], dict[str, Any]]
         for k in first
         if k.startswith("param:")
     }
-    flags = {
-        k.partition(":")[2]: np.concatenate([c[0][k] for c in chunks]) for k in first if k.startswith("flag:")
+    flag_keys = sorted({k for c in chunks for k in c[0] if k.startswith("flag:")})
+    off = [np.zeros(len(c[0]["r2"]), dtype=bool) for c in chunks]
+    flags = {  # a flag a chunk lacks is off there (a comparison's chunk without units kept Gaussian)
+        k.partition(":")[2]: np.concatenate([c[0].get(k, o) for c, o in zip(chunks, off, strict=True)])
+        for k in flag_keys
     }
     predictions = None
     if "predictions" in first:

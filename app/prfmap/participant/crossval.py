@@ -69,7 +69,9 @@ class Fold:
 
 
 FitFn = Callable[[CombinedData, Stimulus, Fold], FitResult]
-PredictFn = Callable[[FitResult, Stimulus], np.ndarray]
+PredictFn = Callable[..., np.ndarray]
+"""``predict(result, stimulus) -> (units, frames)``; with ``rows=`` (a compared model's units not
+kept Gaussian) only those units, NaN elsewhere."""
 
 
 @dataclass
@@ -229,6 +231,7 @@ def cross_validate(
     predict: PredictFn,
     keep_held_out: bool = False,
     held_out_data: dict[int, HeldOutData] | None = None,
+    gaussian: CrossValidation | None = None,
 ) -> CrossValidation:
     """Leave-one-run-out ``cvr2`` of every unit.
 
@@ -254,6 +257,11 @@ def cross_validate(
     held_out_data : dict, optional
         Each held-out run's :class:`HeldOutData` by its index, filled as the folds need them: the
         cross-validations of several models of the same runs share one.
+    gaussian : CrossValidation, optional
+        The cross-validation, on the same folds and with its held-out series kept, of the Gaussian fits
+        a compared model was seeded from: where a fold's fit took that Gaussian fit over (the
+        :data:`~prfmap.engine.catalog.TOOK_GAUSSIAN` flag), its scores and held-out series are the
+        Gaussian's, not predicted again.
 
     Returns
     -------
@@ -275,15 +283,43 @@ def cross_validate(
         result = fit(training, stim, fold)
         held = runs[fold.held_out]
         design = designs[stimulus_keys[fold.held_out]]
-        prediction = predict(result, Stimulus(design, fov_deg=fov_deg))
+        taken = _taken(result, gaussian)
+        rows = None if taken is None else np.flatnonzero(~taken)
+        held_stim = Stimulus(design, fov_deg=fov_deg)
+        prediction = predict(result, held_stim) if rows is None else predict(result, held_stim, rows=rows)
         if fold.held_out not in held_out_data:
             held_out_data[fold.held_out] = HeldOutData.of(held)
         y, p = _accumulate(sums[len(seconds)], held_out_data[fold.held_out], held, prediction)
+        if taken is not None and gaussian is not None:
+            _take_over(sums[len(seconds)], (y, p), gaussian, len(seconds), taken)
         if keep_held_out:
             held_out.append((y.astype(np.float32), p.astype(np.float32)))
         seconds.append(time.perf_counter() - start)
     kept = held_out if keep_held_out else None
     return CrossValidation(*_scores(sums.sum(axis=0)), folds, seconds, sums, kept)
+
+
+def _taken(result: FitResult, gaussian: CrossValidation | None) -> np.ndarray | None:
+    """The units whose fold fit is the Gaussian's fit (None: none, or no Gaussian cross-validation)."""
+    taken = result.flags.get(catalog.TOOK_GAUSSIAN)
+    if gaussian is None or gaussian.fold_sums is None or gaussian.held_out is None or taken is None:
+        return None
+    taken = np.asarray(taken, dtype=bool)
+    return taken if taken.any() else None
+
+
+def _take_over(
+    sums: np.ndarray,
+    series: tuple[np.ndarray, np.ndarray],
+    gaussian: CrossValidation,
+    fold: int,
+    taken: np.ndarray,
+) -> None:
+    """Give the units ``taken`` the Gaussian's scores and held-out series of ``fold``, in place."""
+    assert gaussian.fold_sums is not None and gaussian.held_out is not None
+    sums[:, taken] = gaussian.fold_sums[fold][:, taken]
+    for mine, theirs in zip(series, gaussian.held_out[fold], strict=True):
+        mine[taken] = theirs[taken]
 
 
 def _accumulate(
@@ -397,21 +433,23 @@ def engine_predictor(
     Returns
     -------
     callable
-        ``predict(result, stimulus) -> (units, frames)``.
+        ``predict(result, stimulus, rows=None) -> (units, frames)``: only the units ``rows`` where
+        given (the others NaN).
     """
 
-    def predict_fold(result: FitResult, stim: Stimulus) -> np.ndarray:
+    def predict_fold(result: FitResult, stim: Stimulus, rows: np.ndarray | None = None) -> np.ndarray:
         params = {k: np.asarray(v, dtype=np.float64) for k, v in result.params.items()}
         hrf = HRF.from_record(result.settings.hrf_model if result.settings is not None else None)
         n = len(next(iter(params.values())))
         finite = np.all([np.isfinite(v) for v in params.values()], axis=0)
-        safe = {k: np.where(finite, v, _neutral(k)) for k, v in params.items()}
+        wanted = np.arange(n) if rows is None else np.asarray(rows, dtype=np.int64)
+        safe = {k: np.where(finite, v, _neutral(k))[wanted] for k, v in params.items()}
         out = np.full((n, stim.n_frames), np.nan)
-        for start in range(0, n, chunk):
-            stop = min(start + chunk, n)
+        for start in range(0, wanted.size, chunk):
+            stop = min(start + chunk, wanted.size)
             block = {k: _padded(v[start:stop], chunk, _neutral(k)) for k, v in safe.items()}
             values = predict(block, stim, tr, model, slice_time_ref=slice_time_ref, hrf=hrf)
-            out[start:stop] = values[: stop - start]
+            out[wanted[start:stop]] = values[: stop - start]
         out[~finite] = np.nan
         return out
 

@@ -29,7 +29,7 @@ from prfmap.participant.crossval import (
 from prfmap.participant.load import LoadedFit, ProgressFn
 from prfmap.participant.plan import checkpoint_dir, how_to_resume
 from prfmap.participant.preprocess import CombinedData
-from prfmap.runtime.memory import chunk_units, engine_mem_gb
+from prfmap.runtime.memory import chunk_units, engine_mem_gb, seeded_chunk_units
 
 logger = logging.getLogger(__name__)
 
@@ -148,6 +148,9 @@ class SharedWork:
     held_out : dict
         Each held-out run's projected data and autocovariance, by its index (every model's
         cross-validation scores its predictions against the same).
+    gauss_cv : CrossValidation or None
+        The Gaussian's cross-validation: where another model's fold fit took the Gaussian's over, its
+        scores are the Gaussian's.
     """
 
     hrf: dict[str | None, HRF] = dataclasses.field(default_factory=dict)
@@ -155,6 +158,7 @@ class SharedWork:
     gauss: dict[str | None, FitResult] = dataclasses.field(default_factory=dict)
     keep_held_out: bool = False
     held_out: dict[int, HeldOutData] = dataclasses.field(default_factory=dict)
+    gauss_cv: CrossValidation | None = None
 
 
 def fit_models(loaded: LoadedFit, config: Config, progress: ProgressFn) -> list[FitOutcome]:
@@ -320,6 +324,7 @@ def _checkpointed_fit(
             shared.noise[data_key] = participant_noise(loaded, data, stim, fit_kwargs, name, progress)
         noise = shared.noise[data_key]
         fit_kwargs["noise"], settings["noise_model"] = noise, noise.describe()
+    chunk = chunk_units(execution.mem_gb, data.data.shape[1])
     gauss = shared.gauss.get(data_key)
     if gauss is not None and fit_kwargs["model"] != "gauss":
         linear = ("x", "y", "sigma", "amplitude", "baseline", *catalog.HRF_PARAMETERS)
@@ -329,12 +334,14 @@ def _checkpointed_fit(
             start["predictions"] = np.asarray(gauss.predictions)
         fit_kwargs["gauss_start"] = start
         settings["gauss_start"] = _digest(start)
+        seeded = int(np.sum(np.nan_to_num(start["r2"]) >= config.fit.refine_r2_min))
+        chunk = seeded_chunk_units(chunk, data.data.shape[0], seeded)
     result = fit_chunked(
         data.data,
         stim,
         loaded.tr,
         folder=checkpoint_dir(config, loaded.plan.key.subject) / loaded.plan.name,
-        chunk=chunk_units(execution.mem_gb, data.data.shape[1]),
+        chunk=chunk,
         fit_kwargs=fit_kwargs,
         settings=settings,
         inputs=loaded.inputs,
@@ -532,7 +539,10 @@ def cross_validate_fit(
         predict=engine_predictor(loaded.tr, config.fit.model, slice_time_ref=loaded.slice_time.fraction),
         keep_held_out=shared is not None and shared.keep_held_out,
         held_out_data=shared.held_out if shared is not None else None,
+        gaussian=shared.gauss_cv if shared is not None and config.fit.model != "gauss" else None,
     )
+    if shared is not None and config.fit.model == "gauss":
+        shared.gauss_cv = cv
     logger.info(
         "%s: cvr2 from %d leave-one-run-out folds in %.1f s, median %.3f",
         plan.name,

@@ -68,6 +68,38 @@ def chunk_units(mem_gb: float, frames: int) -> int:
     return int(min(max(rows, MIN_CHUNK), MAX_CHUNK))
 
 
+KEPT_UNITS_PER_SEEDED = 2
+"""A chunk of a model seeded from a Gaussian fit holds at most this many times ``chunk_units``: its
+units kept Gaussian hold the data, its projections and time courses (about half of
+``CHUNK_COPIES``), not the working copies of a fit."""
+
+
+def seeded_chunk_units(chunk: int, units: int, seeded: int) -> int:
+    """Units per chunk of a model seeded from a Gaussian fit, of which only ``seeded`` are fitted.
+
+    Its cost is its seeded units', so a chunk holds ``chunk`` of them on average (one chunk where
+    they all fit in one), and at most :data:`KEPT_UNITS_PER_SEEDED` × ``chunk`` units.
+
+    Parameters
+    ----------
+    chunk : int
+        :func:`chunk_units` of the data.
+    units : int
+        Units of the data.
+    seeded : int
+        Units the model seeds and refines (the Gaussian fit's r² at least ``refine_r2_min``).
+
+    Returns
+    -------
+    int
+    """
+    if seeded <= chunk:
+        wanted = units
+    else:
+        wanted = -(-chunk * units // seeded)
+    return int(max(chunk, min(wanted, KEPT_UNITS_PER_SEEDED * chunk)))
+
+
 def participant_need_gb(units: int, volumes: int, frames: int, pixels: int, predictions: bool) -> float:
     """The smallest ``--mem-gb`` a fit can keep to: what it must hold whole, plus the chunk and tile shares.
 
