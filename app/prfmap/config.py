@@ -109,11 +109,15 @@ class PreprocessingConfig:
         DCT high-pass cut-off in Hz (0 disables it).
     confounds : tuple of str
         Confound columns (names or fnmatch patterns) to regress out.
+    bold_scale : {"raw", "percent"}
+        What the series are: BOLD as acquired (converted to percent signal change of its mean), or
+        already percent signal change (fitted as given).
     """
 
     dummy_scans: int | None = None
     high_pass_hz: float = 0.01
     confounds: tuple[str, ...] = ()
+    bold_scale: str = "raw"
 
 
 @dataclass(frozen=True)

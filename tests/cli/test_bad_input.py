@@ -111,6 +111,26 @@ def test_aperture_values_outside_unit_interval(bids_copy: Path, tmp_path: Path, 
     assert only_logs(out)
 
 
+@pytest.mark.parametrize("scaling", ["demeaned", "z-scored"])
+def test_demeaned_or_z_scored_bold_is_refused(bids_copy: Path, tmp_path: Path, capsys, scaling: str) -> None:
+    """Series without their mean cannot become percent signal change: one line naming the fix, not maps
+    of nonsense (issue 36)."""
+    for path in (bids_copy / FMRIPREP).glob("*_bold.func.gii"):
+        img = nib.load(path)
+        data = np.stack([d.data for d in img.darrays], axis=1).astype(np.float64)
+        data -= data.mean(axis=1, keepdims=True)
+        if scaling == "z-scored":
+            data /= np.where(data.std(axis=1, keepdims=True) > 0, data.std(axis=1, keepdims=True), 1.0)
+        for k, darray in enumerate(img.darrays):
+            darray.data = data[:, k].astype(np.float32)
+        nib.save(img, path)
+    out = tmp_path / "out"
+    assert run(bids_copy, out) == 65
+    line = error_line(capsys)
+    assert "looks demeaned or z-scored" in line and "--bold-scale percent" in line
+    assert only_logs(out)
+
+
 def test_corrupt_gifti(bids_copy: Path, tmp_path: Path, capsys) -> None:
     path = next((bids_copy / FMRIPREP).glob("*_run-2_hemi-R_*_bold.func.gii"))
     content = path.read_bytes()

@@ -329,6 +329,7 @@ def _participant_invocation(tmp_path: Path) -> dict:
         "stimulus_fov_deg": 20.5,
         "dummy_scans": 4,
         "high_pass_hz": 0.02,
+        "bold_scale": "percent",
         "confounds": ["trans_x", "rot_z"],
         "model": ["css", "dog"],
         "refine": "sgd",

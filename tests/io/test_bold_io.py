@@ -129,8 +129,33 @@ def test_volume_mask_mismatch(dataset, tmp_path):
     bold = der / "sub-01_task-prf_run-1_space-T1w_desc-preproc_bold.nii.gz"
     bad_mask = tmp_path / "mask.nii.gz"
     nib.save(nib.Nifti1Image(np.ones((3, 3, 3), np.uint8), np.eye(4)), bad_mask)
-    with pytest.raises(BadDataError, match="does not match"):
+    with pytest.raises(BadDataError, match=r"has \(3, 3, 3\) voxels but .* has \("):
         load_bold(run_input("volume", bold, bad_mask))
+
+
+def test_a_mask_a_hundredth_of_a_millimetre_off_is_the_same_grid(dataset, tmp_path):
+    """Affines written with different rounding (0.01 mm) are one grid; a misregistered mask is refused
+    with how far apart the two put the voxels, not with two identical shapes."""
+    der = dataset.func()
+    bold = der / "sub-01_task-prf_run-1_space-T1w_desc-preproc_bold.nii.gz"
+    mask = nib.load(der / "sub-01_task-prf_run-1_space-T1w_desc-brain_mask.nii.gz")
+    expected, _ = load_bold(
+        run_input("volume", bold, der / "sub-01_task-prf_run-1_space-T1w_desc-brain_mask.nii.gz")
+    )
+    side = float(np.min(np.linalg.norm(mask.affine[:3, :3], axis=0)))
+    for shift, accepted in ((0.01 * side, True), (0.5 * side, False)):
+        affine = mask.affine.copy()
+        affine[:3, 3] += shift / np.sqrt(3)
+        moved = tmp_path / f"mask-{shift:g}.nii.gz"
+        nib.save(nib.Nifti1Image(np.asanyarray(mask.dataobj), affine), moved)
+        if accepted:
+            data, geom = load_bold(run_input("volume", bold, moved))
+            np.testing.assert_array_equal(data, expected)
+            np.testing.assert_array_equal(geom.affine, nib.load(bold).affine)  # the maps keep the BOLD's
+        else:
+            with pytest.raises(BadDataError, match=r"up to 0\.5 voxels apart|\(0\.5 voxels\) apart") as info:
+                load_bold(run_input("volume", bold, moved))
+            assert "\n" not in str(info.value) and f"{shift:.3g} mm" in str(info.value)
 
 
 def test_corrupt_gifti_is_bad_data(dataset):

@@ -49,6 +49,27 @@ def test_percent_signal_change_and_drift_removal():
     assert res.nuisance.shape == (n, dct_basis(n, tr, 0.01).shape[1])
 
 
+def test_series_already_in_percent_signal_change_are_fitted_as_given():
+    """``--bold-scale percent``: the series are the signal change; the same data as raw BOLD on a
+    baseline of 1000 give the same preprocessed series; demeaned or z-scored raw BOLD is refused."""
+    n, tr = 150, 1.5
+    raw = _bold(40, n, tr)
+    percent = 100 * (raw / raw.mean(axis=1, keepdims=True) - 1)
+    as_raw = preprocess_run(raw, tr, dummy_scans=2, source="run-1_bold.nii.gz")
+    as_percent = preprocess_run(percent, tr, dummy_scans=2, bold_scale="percent")
+    np.testing.assert_allclose(as_percent.data, as_raw.data, atol=2e-3)
+    assert np.isfinite(as_percent.data).all()
+    np.testing.assert_allclose(as_percent.data.mean(axis=1), 0, atol=1e-4)
+    z = (percent - percent.mean(axis=1, keepdims=True)) / percent.std(axis=1, keepdims=True)
+    for series in (percent, z, raw - raw.mean(axis=1, keepdims=True)):
+        with pytest.raises(
+            BadDataError, match=r"run-1_bold.nii.gz looks demeaned or z-scored .*--bold-scale percent"
+        ):
+            preprocess_run(series, tr, source="run-1_bold.nii.gz")
+    low_snr = 100 + np.random.default_rng(1).normal(0, 20, (40, n))  # a temporal SNR of 5 is BOLD
+    assert np.isfinite(preprocess_run(low_snr, tr).data).all()
+
+
 def _bold(n_units: int, n: int, tr: float, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     t = np.arange(n) * tr

@@ -101,6 +101,7 @@ def build_config(opts: Namespace) -> Config:
             dummy_scans=opts.dummy_scans,
             high_pass_hz=opts.high_pass_hz,
             confounds=tuple(opts.confounds or ()),
+            bold_scale=opts.bold_scale,
         ),
         fit=_fit_section(opts),
         outputs=_outputs(opts, output_dir),

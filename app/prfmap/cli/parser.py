@@ -16,6 +16,8 @@ from prfmap.io.timing import parse_slice_time_ref
 
 ANALYSIS_LEVELS = ("participant", "group")
 BACKENDS = ("jax", "torch", "tensorflow")
+BOLD_SCALES = ("raw", "percent")
+"""``--bold-scale``: BOLD as acquired, or series already in percent signal change."""
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -342,6 +344,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HZ",
         help="cut-off of the DCT high-pass filter in Hz (0 disables it); the same basis is "
         "projected out of the model predictions",
+    )
+    g_pre.add_argument(
+        "--bold-scale",
+        choices=BOLD_SCALES,
+        default="raw",
+        help="what the BOLD series are: raw (as acquired, e.g. fMRIPrep's desc-preproc_bold: each is "
+        "converted to percent signal change of its mean; demeaned or z-scored series are refused) or "
+        "percent (already percent signal change, or another demeaned unit of signal change: fitted "
+        "as given, the amplitude and baseline in their unit)",
     )
     g_pre.add_argument(
         "--confounds",

@@ -171,6 +171,37 @@ def read_mask(path: Path) -> tuple[np.ndarray, np.ndarray]:
         raise _bad(path, err) from None
 
 
+GRID_TOLERANCE_VOXELS = 0.05
+"""A mask's grid may lie this far (a share of the smallest voxel side) from its BOLD's: affines written
+with different rounding differ by thousandths of a millimetre, not by a misregistration."""
+
+
+def grid_distance(shape: tuple[int, ...], affine: np.ndarray, other: np.ndarray) -> tuple[float, float]:
+    """How far apart two affines put the voxels of one grid: the largest distance, over the grid's corners.
+
+    The affines are linear, so no voxel of the grid moves farther than its corners do.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        The grid's first three dimensions.
+    affine, other : ndarray, shape (4, 4)
+        Voxel-to-world affines.
+
+    Returns
+    -------
+    millimetres : float
+        The largest distance.
+    voxels : float
+        The same over ``affine``'s smallest voxel side.
+    """
+    corners = np.array(np.meshgrid(*[[0, max(n - 1, 0)] for n in shape[:3]], indexing="ij")).reshape(3, -1)
+    corners = np.vstack([corners, np.ones(corners.shape[1])])
+    mm = float(np.max(np.linalg.norm((np.asarray(affine) - np.asarray(other))[:3] @ corners, axis=0)))
+    side = float(np.min(np.linalg.norm(np.asarray(affine)[:3, :3], axis=0)))
+    return mm, mm / side if side > 0 else float("inf")
+
+
 def _load_volume(path: Path, mask_path: Path) -> tuple[np.ndarray, VolumeGeometry]:
     img = _load(path)
     mask, mask_affine = read_mask(mask_path)
@@ -179,10 +210,18 @@ def _load_volume(path: Path, mask_path: Path) -> tuple[np.ndarray, VolumeGeometr
             raise ValueError(f"expected a 4-D BOLD image, got shape {img.shape}")
     except READ_ERRORS as err:
         raise _bad(path, err) from None
-    if mask.shape != img.shape[:3] or not np.allclose(mask_affine, img.affine, atol=1e-3):
+    if mask.shape != img.shape[:3]:
         raise BadDataError(
-            f"mask {mask_path.name} ({mask.shape}) does not match {path.name} "
-            f"({img.shape[:3]}) in shape or affine; use the mask of the same space and resolution"
+            f"mask {mask_path.name} has {mask.shape} voxels but {path.name} has {img.shape[:3]}; use the "
+            "mask of the same space and resolution"
+        )
+    mm, voxels = grid_distance(img.shape, img.affine, mask_affine)
+    if voxels > GRID_TOLERANCE_VOXELS:
+        raise BadDataError(
+            f"mask {mask_path.name} does not match {path.name}: their affines place the voxels up to "
+            f"{mm:.3g} mm ({voxels:.2g} voxels) apart (largest affine difference "
+            f"{np.max(np.abs(np.asarray(mask_affine) - img.affine)):.3g}; {GRID_TOLERANCE_VOXELS:g} "
+            "voxels are accepted); use the mask of the same space and resolution"
         )
     try:
         data = _float32(np.asanyarray(img.dataobj, dtype=np.float32)[mask])

@@ -19,7 +19,7 @@ import numpy as np
 from prfmap.config import Config
 from prfmap.errors import BadDataError, MissingInputError, UsageError
 from prfmap.io.aperture import Aperture, load_aperture
-from prfmap.io.bold import load_bold, read_mask
+from prfmap.io.bold import GRID_TOLERANCE_VOXELS, grid_distance, load_bold, read_mask
 from prfmap.io.geometry import UnitGeometry, VolumeGeometry
 from prfmap.io.runs import RunInput
 from prfmap.io.timing import RULES, SliceTimeReference
@@ -172,6 +172,7 @@ def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
             high_pass_hz=config.preprocessing.high_pass_hz,
             confounds=read.confounds,
             source=run.bold_files[0].name,
+            bold_scale=config.preprocessing.bold_scale,
         )
         if not np.isfinite(pre.data).any():
             left_out[run.name] = _UNUSABLE
@@ -253,7 +254,10 @@ def common_mask(plan: FitPlan) -> tuple[np.ndarray | None, dict[str, int]]:
         return None, {}
     masks = [read_mask(Path(run.mask)) for run in runs]
     (first, affine), rest = masks[0], masks[1:]
-    if any(m.shape != first.shape or not np.allclose(a, affine, atol=1e-3) for m, a in rest):
+    if any(
+        m.shape != first.shape or grid_distance(m.shape, affine, a)[1] > GRID_TOLERANCE_VOXELS
+        for m, a in rest
+    ):
         return None, {}
     if all(np.array_equal(m, first) for m, _ in rest):
         return None, {}

@@ -204,6 +204,7 @@ def provenance_of(fitted: FitOutcome, config: Config) -> dict[str, Any]:
             "HighPassHz": config.preprocessing.high_pass_hz,
             "Confounds": list(config.preprocessing.confounds),
             "Units": "percent signal change",
+            "BOLDScale": config.preprocessing.bold_scale,
             "RunCombination": "runs with the same stimulus averaged, others concatenated",
             **_left_out(loaded),
         },

@@ -124,6 +124,7 @@ def preprocess_run(
     high_pass_hz: float | None = 0.01,
     confounds: np.ndarray | None = None,
     source: str = "",
+    bold_scale: str = "raw",
 ) -> PreprocessedRun:
     """Drop dummy scans, convert to percent signal change and regress out drifts and confounds.
 
@@ -142,6 +143,10 @@ def preprocess_run(
         row of ``framewise_displacement``) are replaced by the column mean.
     source : str
         The BOLD file name, kept for the messages of :func:`combine_runs`.
+    bold_scale : {"raw", "percent"}
+        ``raw``: the BOLD as acquired (its mean is the baseline of the percent signal change);
+        ``percent``: series already in percent signal change (or another demeaned unit of signal
+        change), fitted as given, their mean removed with the nuisance regressors.
 
     Returns
     -------
@@ -155,7 +160,8 @@ def preprocess_run(
     Raises
     ------
     BadDataError
-        Fewer than two volumes remain, or the confounds have the wrong length.
+        Fewer than two volumes remain, the confounds have the wrong length, or raw BOLD whose mean is
+        near zero against its variation (demeaned or z-scored: :data:`RAW_MEAN_OVER_SD_MIN`).
     """
     data = np.asarray(data)
     if data.ndim != 2:
@@ -177,14 +183,71 @@ def preprocess_run(
         columns.append(conf - conf.mean(axis=0))
     nuisance = np.concatenate(columns, axis=1)
 
+    blocks = [
+        (start, min(start + _block_rows(n), data.shape[0]))
+        for start in range(0, data.shape[0], _block_rows(n))
+    ]
+    if bold_scale != "percent":
+        _check_raw(np.concatenate([_mean_over_sd(data[a:b, dummy_scans:]) for a, b in blocks]), source)
+    convert = _signal_change if bold_scale == "percent" else _percent_signal_change
     out = np.empty((data.shape[0], n), dtype=np.float32)
     repair = FrameRepair()
-    for start in range(0, data.shape[0], _block_rows(n)):
-        stop = min(start + _block_rows(n), data.shape[0])
+    for start, stop in blocks:
         block, counts = repair_nonfinite(data[start:stop, dummy_scans:], tr)
-        out[start:stop] = _percent_signal_change(block, nuisance)
+        out[start:stop] = convert(block, nuisance)
         repair = repair + counts
     return PreprocessedRun(out, nuisance, dummy_scans, source, repair)
+
+
+RAW_MEAN_OVER_SD_MIN = 1.0
+"""Raw BOLD whose units' median |mean| / SD is below this is refused: BOLD as acquired sits on a
+baseline many times its fluctuation (a temporal SNR of 10-100), demeaned or z-scored series at 0,
+and percent signal change cannot be computed from them."""
+
+
+def _mean_over_sd(block: np.ndarray) -> np.ndarray:
+    """|mean| / SD of each usable (finite, not constant) row of ``block``."""
+    y = np.asarray(block, dtype=np.float64)
+    y = y[np.isfinite(y).all(axis=1)]
+    sd = y.std(axis=1)
+    return np.abs(y.mean(axis=1))[sd > 0] / sd[sd > 0]
+
+
+def _check_raw(mean_over_sd: np.ndarray, source: str) -> None:
+    """Refuse raw BOLD whose mean is near zero against its variation (:data:`RAW_MEAN_OVER_SD_MIN`)."""
+    if mean_over_sd.size == 0:
+        return
+    median = float(np.median(mean_over_sd))
+    if median < RAW_MEAN_OVER_SD_MIN:
+        raise BadDataError(
+            f"{source or 'the BOLD'} looks demeaned or z-scored (median |mean| / SD {median:.2g} over "
+            f"{mean_over_sd.size} units; BOLD as acquired is 10-100): percent signal change needs the "
+            "signal's mean; give the BOLD as fMRIPrep writes it (desc-preproc_bold), or, if the series "
+            "already are percent signal change, --bold-scale percent"
+        )
+
+
+def _signal_change(block: np.ndarray, nuisance: np.ndarray) -> np.ndarray:
+    """(rows, frames) series already in signal-change units with their mean and ``nuisance`` projected out.
+
+    By ``nilearn.signal.clean``; non-finite or constant rows are NaN.
+    """
+    y = np.asarray(block, dtype=np.float64)
+    finite = np.isfinite(y).all(axis=1)
+    good = finite & (np.ptp(np.where(finite[:, None], y, 0), axis=1) > 0)
+    out = np.full(y.shape, np.nan)
+    if good.any():
+        centred = y[good] - y[good].mean(axis=1, keepdims=True)
+        out[good] = clean(
+            centred.T,
+            detrend=False,
+            standardize=None,
+            confounds=nuisance if nuisance.shape[1] else None,
+            standardize_confounds=True,
+            filter=False,
+            ensure_finite=False,
+        ).T
+    return out
 
 
 def _block_rows(n_frames: int, block_bytes: int = 2**26) -> int:

@@ -55,8 +55,12 @@ def _preprocessing(pre: Mapping[str, Any], dummy_scans: int, cite: Citations) ->
     high_pass = pre.get("HighPassHz")
     parts = [
         f"The BOLD time series preprocessed by fMRIPrep{cite.cite('fmriprep')} were read; "
-        f"{dummy_scans} non-steady-state volume(s) were dropped from each run, each time series was "
-        "converted to percent signal change of its mean",
+        f"{dummy_scans} non-steady-state volume(s) were dropped from each run, "
+        + (
+            "the time series, given in percent signal change, were fitted as given, their mean removed"
+            if pre.get("BOLDScale") == "percent"
+            else "each time series was converted to percent signal change of its mean"
+        ),
     ]
     removed = []
     if high_pass:
