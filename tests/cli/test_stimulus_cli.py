@@ -150,6 +150,43 @@ def small_shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
 
+def test_the_field_of_view_round_trips_in_either_convention(small_shots: Path, tmp_path: Path) -> None:
+    """Another tool's 10.38° between the outer pixel centres (prfpy's screen_size_degrees) is given as
+    such and read back by the fit as 10.38; edge to edge, the same number is the stimulated width and
+    FieldOfViewDeg is n - 1 of its n columns (issue 36)."""
+    written = {}
+    for flag in ("--fov-centres-deg", "--fov-deg"):
+        out = tmp_path / flag.strip("-") / "rings.nii.gz"
+        assert main([str(small_shots), "--output", str(out), flag, "10.38", "--tr", "1.5"]) == 0
+        meta = json.loads(out.with_name("rings.json").read_text())
+        aperture = load_aperture(out, tr=1.5)
+        written[flag] = (meta, aperture)
+        assert aperture.fov_deg == pytest.approx(meta["FieldOfViewDeg"], abs=1e-6)
+    meta, aperture = written["--fov-centres-deg"]
+    assert aperture.fov_deg == pytest.approx(10.38, abs=1e-6)
+    n = aperture.design.shape[2]
+    assert meta["StimulatedWidthDeg"] == pytest.approx(10.38 * n / (n - 1), abs=1e-5)
+    meta, aperture = written["--fov-deg"]
+    assert meta["StimulatedWidthDeg"] == pytest.approx(10.38, abs=1e-6)
+    assert aperture.fov_deg == pytest.approx(10.38 * (n - 1) / n, abs=1e-5)
+    assert (
+        main(
+            [
+                str(small_shots),
+                "--output",
+                str(tmp_path / "both.nii.gz"),
+                "--fov-deg",
+                "10",
+                "--fov-centres-deg",
+                "10",
+                "--tr",
+                "1.5",
+            ]
+        )
+        == 64
+    )
+
+
 def test_events_name_the_new_aperture(bids_copy: Path, small_shots: Path, capsys) -> None:
     func = bids_copy / "sub-01" / "func"
     existing, new = func / "sub-01_task-prf_run-1_events.tsv", func / "sub-01_task-prf_run-3_events.tsv"

@@ -29,6 +29,9 @@ def test_one_centimetre_at_57_cm_is_about_one_degree() -> None:
         (Screen(), "give the geometry"),
         (Screen((52.0, 29.25), 57.0, fov_deg=20.0), "give the geometry"),
         (Screen(fov_deg=200.0), "between 0 and 180"),
+        (Screen(fov_deg=20.0, fov_centres_deg=20.0), "one of them"),
+        (Screen(fov_centres_deg=200.0), "--fov-centres-deg 200 must lie between 0 and 180"),
+        (Screen(fov_centres_deg=20.0), None),
     ],
 )
 def test_wrong_geometry_is_refused(screen: Screen, message: str | None) -> None:

@@ -324,9 +324,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--stimulus-fov-deg",
         type=_fov_deg,
         metavar="DEG",
-        help="full width of the aperture in degrees of visual angle, "
-        f"{FOV_RANGE_DEG[0]:g}-{FOV_RANGE_DEG[1]:g} (default: FieldOfViewDeg of the aperture's "
-        "JSON sidecar, which must lie in the same range)",
+        help="width of the aperture in degrees of visual angle between the first and last pixel "
+        "centres of a row (prfmap-stimulus --fov-centres-deg, prfpy's screen_size_degrees; edge to "
+        f"edge it is n / (n - 1) times wider for n columns), {FOV_RANGE_DEG[0]:g}-{FOV_RANGE_DEG[1]:g} "
+        "(default: FieldOfViewDeg of the aperture's JSON sidecar, which must lie in the same range)",
     )
 
     g_pre = parser.add_argument_group("Preprocessing")

@@ -83,7 +83,17 @@ def _geometry_and_timing(parser: argparse.ArgumentParser) -> None:
         "--fov-deg",
         type=positive_float,
         metavar="DEG",
-        help="instead: the full width of the stimulated region, degrees",
+        help="instead: the full width of the stimulated region, degrees, edge to edge (the outer "
+        "pixels' outer edges; the sidecar's FieldOfViewDeg, which prfmap reads, is the distance between "
+        "the outer pixel centres: this width × (n - 1) / n for n written columns)",
+    )
+    geometry.add_argument(
+        "--fov-centres-deg",
+        type=positive_float,
+        metavar="DEG",
+        help="instead: the distance between the first and last pixel centres of a row, degrees: the "
+        "FieldOfViewDeg written, prfmap's --stimulus-fov-deg and prfpy's screen_size_degrees (pixel "
+        "coordinates from -DEG/2 to +DEG/2)",
     )
     timing = parser.add_argument_group("timing")
     timing.add_argument(
@@ -232,7 +242,10 @@ def _crop_and_output(parser: argparse.ArgumentParser) -> None:
 def options_from(args: argparse.Namespace) -> Options:
     """The :class:`Options` the parsed arguments ask for."""
     screen = Screen(
-        tuple(args.screen_size_cm) if args.screen_size_cm else None, args.screen_distance_cm, args.fov_deg
+        tuple(args.screen_size_cm) if args.screen_size_cm else None,
+        args.screen_distance_cm,
+        args.fov_deg,
+        args.fov_centres_deg,
     )
     return Options(
         screen=screen,

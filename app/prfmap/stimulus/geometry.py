@@ -37,12 +37,16 @@ class Screen:
     distance_cm : float or None
         Eye to screen, centimetres.
     fov_deg : float or None
-        The stimulated region's full width in degrees (instead of the two above).
+        The stimulated region's full width in degrees, edge to edge (instead of the two above).
+    fov_centres_deg : float or None
+        Instead: the distance between its first and last written pixel centres, degrees: the
+        ``FieldOfViewDeg`` the sidecar will hold, the convention of prfmap's ``--stimulus-fov-deg``.
     """
 
     size_cm: tuple[float, float] | None = None
     distance_cm: float | None = None
     fov_deg: float | None = None
+    fov_centres_deg: float | None = None
 
     def check(self, rows: int, cols: int) -> None:
         """Refuse a geometry the frames contradict or no screen could have.
@@ -53,13 +57,17 @@ class Screen:
             Neither or both forms, a screen whose aspect ratio differs from the frames', or one wider
             than 150° (centimetres given as millimetres or metres).
         """
-        if (self.fov_deg is None) == (self.size_cm is None or self.distance_cm is None):
+        given = [self.fov_deg is not None, self.fov_centres_deg is not None]
+        given.append(self.size_cm is not None and self.distance_cm is not None)
+        if sum(given) != 1 or (self.size_cm is None) != (self.distance_cm is None):
             raise UsageError(
-                "give the geometry as --screen-size-cm W H --screen-distance-cm D, or as --fov-deg"
+                "give the geometry as --screen-size-cm W H --screen-distance-cm D, as --fov-deg (edge to "
+                "edge) or as --fov-centres-deg (between the outer pixel centres), one of them"
             )
-        if self.fov_deg is not None:
-            if not 0 < self.fov_deg < 180:
-                raise UsageError(f"--fov-deg {self.fov_deg:g} must lie between 0 and 180 degrees")
+        for flag, value in (("--fov-deg", self.fov_deg), ("--fov-centres-deg", self.fov_centres_deg)):
+            if value is not None and not 0 < value < 180:
+                raise UsageError(f"{flag} {value:g} must lie between 0 and 180 degrees")
+        if self.size_cm is None:
             return
         width, height = self.size_cm
         if abs((width / height) / (cols / rows) - 1) > ASPECT_TOLERANCE:

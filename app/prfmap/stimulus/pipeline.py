@@ -358,7 +358,10 @@ def _finish(
     else:
         centre = None if options.centre_px is None else tuple(v / scale for v in options.centre_px)
         crop = choose_crop(region, fixation, centre=options.centre, centre_px=centre, square=options.square)
-    width_deg = options.screen.angle_deg(crop.width * scale, source.source_shape[1])
+    if options.screen.fov_centres_deg is not None:  # FieldOfViewDeg is linear in the crop's width
+        width_deg = options.screen.fov_centres_deg / resampler(crop, 1.0, options.size).fov_out
+    else:
+        width_deg = options.screen.angle_deg(crop.width * scale, source.source_shape[1])
     grid = resampler(crop, width_deg, options.size)
     disk_mask = _fixation_disk(options, crop, width_deg, source.shape, scale)
     keep = region & ~disk_mask
