@@ -52,6 +52,7 @@ PRFMAP_OPTIONS: tuple[Option, ...] = (
     Option(("--stimulus-fov-deg",)),
     Option(("--dummy-scans",)),
     Option(("--high-pass-hz",)),
+    Option(("--bold-scale",)),
     Option(("--confounds",), nargs="+"),
     Option(("--model",), nargs="+"),
     Option(("--refine",)),
