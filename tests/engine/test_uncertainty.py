@@ -188,6 +188,32 @@ def test_refined_units_have_errors_and_grid_only_units_none(stim):
     assert (unrefined.uncertainty.se["x"][np.isfinite(unrefined.params["x"])] > 0).all()
 
 
+def test_an_estimate_at_the_end_of_its_range_is_on_a_bound_with_a_one_sided_interval(stim):
+    """CSS fitted to Gaussian pRFs: n ends at 1, the end of its range. Such a unit is flagged at_bound,
+    n's standard error is finite and positive (not the 0 of a vanishing derivative), its 95 % interval
+    is one-sided up to exactly 1, and the centre's errors are those of a regular fit, not infinite."""
+    rng = np.random.default_rng(31)
+    truth = random_params("gauss", 80, rng)
+    data = predict(truth, stim, TR, dtype="float64") + rng.normal(0, 0.3, (80, stim.n_frames))
+    res = fit_prf(data, stim, TR, model="css")
+    n, unc = res.params["n"], res.uncertainty
+    ends = n >= 1 - 1e-6
+    assert ends.sum() >= 3, ends.sum()
+    codes = catalog.status_codes(res.status)
+    assert ((codes[ends] & catalog.STATUS_BITS["at_bound"]) > 0).all()
+    se = unc.se["n"][ends]
+    assert np.all(se > 0) and np.isfinite(se).mean() >= 0.8, se  # inf: the information is singular
+    assert np.all(unc.upper["n"][ends] == 1.0)
+    np.testing.assert_allclose(unc.lower["n"][ends], np.maximum(0.0, n[ends] - 1.6448536 * se), rtol=1e-6)
+    regular = np.isfinite(se)
+    for key in ("x", "y", "sigma"):
+        assert np.all(np.isfinite(unc.se[key][ends][regular]) & (unc.se[key][ends][regular] > 0)), key
+    uncertain = (codes[ends] & catalog.STATUS_BITS["uncertain"]) > 0
+    assert np.all(uncertain[~regular])
+    inside = np.isfinite(n) & ~ends & ((codes & catalog.STATUS_BITS["grid_only"]) == 0)
+    assert np.all(unc.lower["n"][inside] < n[inside]) and np.all(n[inside] < unc.upper["n"][inside])
+
+
 def _errors_on(backend: str, out: Path) -> dict:
     script = (
         "import json, sys, numpy as np; sys.path[:0] = [sys.argv[1], sys.argv[2]];"

@@ -122,7 +122,15 @@ def fit_prf(
     if begun.seeded is not None and gauss_start is not None:
         final = keeping_gaussian(final, prob.model, units.index, ~begun.seeded, gauss_start)
     checked = checked_fit(
-        final, refined.u, begun.u, units.index, bounds, free, refined.flags, prob.model.names
+        final,
+        refined.u,
+        begun.u,
+        units.index,
+        bounds,
+        free,
+        refined.flags,
+        prob.model.names,
+        prob.model.params,
     )
     uncertainty, status = None, checked.status
     if opts.uncertainty:

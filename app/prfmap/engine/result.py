@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +16,7 @@ from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.models import Bounds, PRFModel
 from prfmap.engine.problem import Problem, Units
 from prfmap.engine.settings import FitSettings
-from prfmap.engine.transforms import natural_values
+from prfmap.engine.transforms import Param, natural_values, saturated
 from prfmap.engine.uncertainty import Uncertainty
 
 __all__ = [
@@ -236,6 +236,7 @@ def checked_fit(
     free: np.ndarray,
     flags: Mapping[str, np.ndarray],
     names: tuple[str, ...],
+    params: Sequence[Param] = (),
 ) -> CheckedFit:
     """``final(u)``, with the unit's start instead where the refinement left the valid range.
 
@@ -257,11 +258,16 @@ def checked_fit(
     The refinement's per-unit flags (``refined``, ``not_converged``, ``grid_only``).
     names : tuple of str
     The model's internal parameter names.
+    params : sequence of Param, optional
+    The model's internal parameters: one whose range transform reached its end
+    (:func:`~prfmap.engine.transforms.saturated`) is on a bound too.
 
     Returns
     -------
     CheckedFit
     """
+    inside = np.clip(u, bounds.lower, bounds.upper)  # a float32 step may end a hair past its bound
+    u = np.where(np.abs(u - inside) <= BOUND_TOLERANCE * (1.0 + np.abs(inside)), inside, u)
     result = final(u)
     rejected = flags["refined"] & (~_valid(result, index) | _amplitude_capped(result, index))
     if rejected.any():  # back to the start, chosen for its positive correlation with the data
@@ -270,13 +276,18 @@ def checked_fit(
     checks = {**flags, "refinement_rejected": rejected}
     for name, on in _bound_flags(u, bounds, free, names).items():
         checks[name] = flags["refined"] & ~rejected & on
+    if params:
+        ends = (saturated(params, u) & (np.asarray(free) > 0)[None, :]).any(axis=1)
+        checks["at_bound"] = checks["at_bound"] | (flags["refined"] & ~rejected & ends)
     checks["at_bound"] = checks["at_bound"] | _amplitude_capped(result, index)
     checks["not_converged"] = flags["not_converged"] & ~rejected
     for name, on in result.flags.items():  # the model's own (surround_vanished)
         checks[name] = on[index]
     fitted = np.zeros(len(result.r2), dtype=bool)
     fitted[index] = _valid(result, index)
-    params = {k: np.where(fitted, v, np.nan) for k, v in result.params.items()}
+    params = {
+        k: np.where(fitted, v, np.nan) for k, v in _within_bounds(result.params, params, bounds).items()
+    }
     r2, loss = np.where(fitted, result.r2, np.nan), np.where(fitted, result.loss, np.nan)
     model_flags = {name: on & np.isfinite(r2) for name, on in result.flags.items()}
     status = _status(fitted, index, checks)
@@ -411,6 +422,10 @@ def _amplitude_bound() -> tuple[float, float]:
     return float(low), float(high)
 
 
+BOUND_TOLERANCE = 1e-4
+"""An internal parameter this close to a bound (relative to 1 + |bound|) is on it."""
+
+
 def _bound_flags(
     u: np.ndarray, bounds: Bounds, free: np.ndarray, names: tuple[str, ...]
 ) -> dict[str, np.ndarray]:
@@ -423,7 +438,8 @@ def _bound_flags(
     near = np.zeros((2,) + u.shape, dtype=bool)
     for side, limit in enumerate((bounds.lower, bounds.upper)):
         finite = np.isfinite(limit) & (free > 0)
-        near[side] = finite[None] & (np.abs(u - np.where(finite, limit, 0.0)) <= 1e-4 * (1.0 + np.abs(limit)))
+        gap = np.abs(u - np.where(finite, limit, 0.0))
+        near[side] = finite[None] & (gap <= BOUND_TOLERANCE * (1.0 + np.abs(limit)))
     floor = np.zeros(len(u), dtype=bool)
     if "sigma" in names:
         k = names.index("sigma")
@@ -431,6 +447,30 @@ def _bound_flags(
     centre_free = free[0] > 0 or free[1] > 0
     edge = centre_free & (np.hypot(u[:, 0], u[:, 1]) >= bounds.eccentricity * (1 - 1e-4))
     return {"at_bound": near.any(axis=(0, 2)) | edge, "size_at_floor": floor}
+
+
+def _natural_limits(param: Param, bounds: Bounds, k: int) -> tuple[float, float]:
+    """Natural values of parameter ``k``'s bounds (12 digits: exp(log(100)) is 100.00000000000004)."""
+    if param.transform != "exp":
+        return float(bounds.lower[k]), float(bounds.upper[k])
+    low, high = (float(f"{np.exp(b[k]):.12g}") for b in (bounds.lower, bounds.upper))
+    return low, high
+
+
+def _within_bounds(
+    reported: Mapping[str, np.ndarray], params: Sequence[Param], bounds: Bounds
+) -> dict[str, np.ndarray]:
+    """``reported`` with each parameter the optimisers move directly held inside its natural bounds.
+
+    The internal parameters are clipped to their bounds; an ``exp`` transform of a clipped value can
+    still exceed the natural bound in its last digits (exp(log(100)) is 100.00000000000004).
+    """
+    out = dict(reported)
+    for k, param in enumerate(params):
+        if param.name in out and param.transform in ("identity", "exp"):
+            low, high = _natural_limits(param, bounds, k)
+            out[param.name] = np.clip(out[param.name], low, high)
+    return out
 
 
 def _status(fitted: np.ndarray, index: np.ndarray, flags: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -470,9 +510,6 @@ def bounds_record(model: PRFModel, bounds: Bounds, free: np.ndarray) -> dict[str
     }
     for k, p in enumerate(model.params):
         if free[k] and (np.isfinite(bounds[0][k]) or np.isfinite(bounds[1][k])):
-            low, high = (
-                float(np.exp(b[k])) if p.transform == "exp" else float(b[k])
-                for b in (bounds.lower, bounds.upper)
-            )
+            low, high = _natural_limits(p, bounds, k)
             record[p.name] = [low if np.isfinite(low) else None, high if np.isfinite(high) else None]
     return record

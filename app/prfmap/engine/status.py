@@ -19,8 +19,10 @@ STATUS_FLAGS: dict[int, tuple[str, str]] = {
     4: (
         "at_bound",
         "the refinement stopped on a bound of a parameter other than sigma's floor, the "
-        "centre on the largest eccentricity, or the final fit held the amplitude at its largest "
-        "value (FitSettings.bounds): the estimate is written but the best fit may lie beyond the bound",
+        "centre on the largest eccentricity, a parameter held in a range at the range's end (CSS's "
+        "n at 1, a surround at its largest size), or the final fit held the amplitude at its largest "
+        "value (FitSettings.bounds): the estimate is written but the best fit may lie beyond the bound; "
+        "its 95 % interval is one-sided",
     ),
     8: ("not_converged", "the refinement used all its iterations without converging"),
     16: (

@@ -87,6 +87,17 @@ def from_internal(u: Any, transform: str) -> tuple[Any, Any]:
     raise ValueError(transform)
 
 
+def saturated(params: Sequence[Param], u: np.ndarray) -> np.ndarray:
+    """Where a range transform (``sigmoid``, ``scale``) has reached the end of its range.
+
+    Past ``|u| = LOGIT_LIMIT`` the natural value is its range's end (CSS's n at 1, a surround at its
+    largest size) and its derivative with respect to ``u`` vanishes: the estimate lies on its bound.
+    ``params`` and ``u`` as :func:`natural_values` takes them; returns a (units, K) boolean array.
+    """
+    ranged = np.array([p.transform in ("sigmoid", "scale") for p in params], dtype=bool)
+    return ranged[None, :] & (np.abs(np.asarray(u, dtype=np.float64)) >= LOGIT_LIMIT)
+
+
 def natural_values(params: Sequence[Param], u: np.ndarray) -> np.ndarray:
     """Natural values of internal parameters, on the host, as :func:`from_internal` gives them.
 

@@ -13,7 +13,7 @@ stays inside the range and is asymmetric where a symmetric one would be wrong (Ï
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,12 +22,18 @@ from prfmap.engine import core
 from prfmap.engine.batching import batch_size, compiled, pad, run_batches
 from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.problem import Problem, Units
-from prfmap.engine.transforms import natural_values
+from prfmap.engine.transforms import MAX_SCALE, Param, natural_values, saturated
 
 __all__ = ["Z95", "Uncertainty", "doubtful_uncertainty", "laplace_uncertainty"]
 
 Z95 = 1.959963984540054
 """The two-sided 95 % quantile of the standard normal."""
+Z95_ONE_SIDED = 1.6448536269514722
+"""The one-sided 95 % quantile: the interval of an estimate on the end of its range."""
+INSIDE_LOGIT = 10.0
+"""Where the information of a ranged parameter at its range's end is evaluated (``|u|``; the end is
+:data:`~prfmap.engine.transforms.LOGIT_LIMIT`): its natural value differs by 5e-5 of the range, and
+the derivative that scales its standard error is exact in float32 there, not 0."""
 CENTRE_SE_LIMIT = 0.2
 """A centre whose standard error (the larger of x's and y's) exceeds this fraction of the stimulated
 radius is not pinned down by the data (status bit ``uncertain``)."""
@@ -113,7 +119,12 @@ def laplace_uncertainty(
     Uncertainty
     """
     t0 = time.perf_counter()
-    out = _laplace(prob, units, u, free, n_units, mem_gb, hrf_alternatives, which)
+
+    def at(values: np.ndarray, rows: np.ndarray | None) -> Uncertainty:
+        return _laplace(prob, units, values, free, n_units, mem_gb, hrf_alternatives, rows)
+
+    out = at(u, which)
+    _at_range_ends(out, at, prob.model.params, units.index, u, free, which)
     names = prob.model.names
     floor = (
         np.zeros(len(u), dtype=bool) if at_floor is None else at_floor & (True if which is None else which)
@@ -129,6 +140,51 @@ def laplace_uncertainty(
             if key != "sigma":
                 values[rows] = np.fmax(values[rows], alt.se[key][rows])
     return Uncertainty(out.se, out.lower, out.upper, out.dof, time.perf_counter() - t0)
+
+
+def _at_range_ends(
+    out: Uncertainty,
+    evaluate: Callable[[np.ndarray, np.ndarray | None], Uncertainty],
+    params: Sequence[Param],
+    index: np.ndarray,
+    u: np.ndarray,
+    free: np.ndarray,
+    which: np.ndarray | None,
+) -> None:
+    """Standard errors and one-sided intervals of the units with a ranged parameter at its range's end.
+
+    There the parameter's derivative vanishes (:func:`~prfmap.engine.transforms.saturated`), so its
+    delta-method standard error would be 0 and the information matrix near singular. Every standard
+    error of such a unit is evaluated again with that parameter just inside its range
+    (:data:`INSIDE_LOGIT`), and the parameter's 95 % interval is one-sided: from its estimate minus
+    :data:`Z95_ONE_SIDED` standard errors to the range's end (or from the other end up). ``out`` is
+    changed in place; ``evaluate(u, rows)`` is :func:`_laplace` at ``u`` of the units ``rows``.
+    """
+    ends = saturated(params, u) & (np.asarray(free) > 0)[None, :]
+    if which is not None:
+        ends &= np.asarray(which, dtype=bool)[:, None]
+    rows = ends.any(axis=1)
+    if not rows.any():
+        return
+    inside = np.where(ends, np.sign(u) * INSIDE_LOGIT, u)
+    alt = evaluate(inside, rows)
+    at = index[rows]
+    for key, values in out.se.items():
+        values[at] = alt.se[key][at]
+    theta = natural_values(params, u)
+    for k, param in enumerate(params):
+        hit = ends[:, k]
+        if not hit.any() or param.name not in out.lower:
+            continue
+        low_end, high_end = (1.0, MAX_SCALE) if param.transform == "scale" else (0.0, 1.0)
+        top = hit & (u[:, k] > 0)
+        bottom = hit & (u[:, k] < 0)
+        spread = Z95_ONE_SIDED * alt.se[param.name][index]
+        lower, upper = out.lower[param.name], out.upper[param.name]
+        lower[index[top]] = np.maximum(low_end, theta[top, k] - spread[top])
+        upper[index[top]] = high_end
+        lower[index[bottom]] = low_end
+        upper[index[bottom]] = np.minimum(high_end, theta[bottom, k] + spread[bottom])
 
 
 def _laplace(
