@@ -246,6 +246,37 @@ def test_without_stat_se_maps_no_ivw_is_written(tmp_path: Path, caplog) -> None:
     assert "no stat-ivwmean map of x, y, sigma: sub-03 lack their stat-se maps" in caplog.text
 
 
+def test_standard_errors_of_different_noise_models_are_not_weighed_together(tmp_path: Path, caplog) -> None:
+    """Issue 36: ols's standard errors are too small under autocorrelated noise; participants fitted
+    with ar1 and ols get no inverse-variance-weighted mean, and a log line names who used which."""
+    rng = np.random.default_rng(6)
+    true = truth(rng)
+    for i, (scale, noise) in enumerate(((0.5, "ar1"), (0.5, "ar1"), (1.0, "ols"))):
+        maps, se = noisy_participant(rng, true, scale)
+        write_fit(tmp_path / "mixed", f"{i + 1:02d}", maps, se)
+        key = OutputKey(f"{i + 1:02d}", None, "bar", "fsaverage5", None, None, "gauss")
+        sidecar = key.func_dir(tmp_path / "mixed") / f"{key.stem(hemi='L', param='x')}_boldmap.json"
+        sidecar.write_text(json.dumps({"FitSettings": {"noise_model": {"option": noise}}}))
+    with caplog.at_level("WARNING", logger="prfmap.group"):
+        (result,) = run_group(tmp_path / "mixed", report=False)
+    assert result.ivw == {} and not list((tmp_path / "mixed" / "group").glob("*ivw*"))
+    assert "different noise models (ar1: sub-01, sub-02; ols: sub-03)" in caplog.text
+    assert list((tmp_path / "mixed" / "group").glob("*_stat-median_desc-sigma_boldmap.func.gii"))  # as before
+
+
+def test_a_missing_hemisphere_of_standard_errors_names_its_participant(tmp_path: Path, caplog) -> None:
+    rng = np.random.default_rng(7)
+    true = truth(rng)
+    for i, scale in enumerate(SE_SCALES[:2]):
+        maps, se = noisy_participant(rng, true, scale)
+        write_fit(tmp_path, f"{i + 1:02d}", maps, se)
+    key = OutputKey("02", None, "bar", "fsaverage5", None, None, "gauss")
+    (key.func_dir(tmp_path) / stat_map_name(key, "se", ".func.gii", "R", "x")).unlink()
+    with caplog.at_level("WARNING", logger="prfmap.group"):
+        run_group(tmp_path, report=False)
+    assert "no stat-ivwmean map of x: sub-02 lack their stat-se maps" in caplog.text
+
+
 def test_sessions_enter_as_estimates_and_the_participant_counts_once(tmp_path: Path) -> None:
     rng = np.random.default_rng(4)
     true = truth(rng)

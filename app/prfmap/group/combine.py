@@ -254,14 +254,50 @@ def ivw_labels(sets: list[ParticipantMaps]) -> list[str]:
     if not sets:
         return []
 
-    def has(s: ParticipantMaps, label: str) -> bool:
-        se, values = s.stat_maps.get(("se", label), {}), s.maps.get(label, {})
-        return all(h in se and h in values for h in ("L", "R"))
-
     candidates = [
         label for stat, label in sets[0].stat_maps if stat == "se" and label not in IVW_NOT_AVERAGED
     ]
-    return ordered([label for label in dict.fromkeys(candidates) if all(has(s, label) for s in sets)])
+    return ordered([label for label in dict.fromkeys(candidates) if all(has_se(s, label) for s in sets)])
+
+
+def has_se(maps: ParticipantMaps, label: str) -> bool:
+    """Whether a map set has a parameter's map and its ``stat-se`` map in both hemispheres.
+
+    Parameters
+    ----------
+    maps : ParticipantMaps
+        One participant's (and session's) maps.
+    label : str
+        The parameter.
+
+    Returns
+    -------
+    bool
+    """
+    se, values = maps.stat_maps.get(("se", label), {}), maps.maps.get(label, {})
+    return all(h in se and h in values for h in ("L", "R"))
+
+
+def noise_models(sets: list[ParticipantMaps]) -> dict[str, list[str]]:
+    """The noise models the map sets' standard errors assume, each with its participants.
+
+    Parameters
+    ----------
+    sets : list of ParticipantMaps
+        The map sets of one fit.
+
+    Returns
+    -------
+    dict
+        Noise model (``ols``, ``ar1``...) → the ``sub-<label>[ ses-<label>]`` of the sets that used it;
+        sets whose sidecars do not say are left out.
+    """
+    out: dict[str, list[str]] = {}
+    for s in sets:
+        if s.noise_model is not None:
+            name = f"sub-{s.key.subject}" + (f" ses-{s.key.session}" if s.key.session else "")
+            out.setdefault(s.noise_model, []).append(name)
+    return out
 
 
 def ordered(labels: list[str]) -> list[str]:

@@ -24,8 +24,10 @@ from prfmap.group.combine import (
     IVW_NOT_AVERAGED,
     IVW_STAT,
     combine,
+    has_se,
     ivw_labels,
     ivw_maps,
+    noise_models,
     ordered,
     per_subject,
     stack,
@@ -269,9 +271,7 @@ def _log_ivw(members: list[ParticipantMaps], labels: list[str], fit: FitKey) -> 
     )
     left = ordered([label for label in offered if label not in labels])
     if left:
-        lacking = sorted(
-            {m.key.subject for m in members if any(("se", lab) not in m.stat_maps for lab in left)}
-        )
+        lacking = sorted({m.key.subject for m in members if any(not has_se(m, lab) for lab in left)})
         logger.warning(
             "%s: no stat-%s map of %s: %s lack their stat-se maps (re-run their participant level)",
             fit,
@@ -292,6 +292,17 @@ def _write_fit(
     statistics = statistics_for(threshold_on)
     averaged = ivw_labels(members)
     _log_ivw(members, averaged, fit)
+    models = noise_models(members)
+    if averaged and len(models) > 1:
+        logger.warning(
+            "%s: no stat-%s maps: the participants' standard errors assume different noise models (%s), "
+            "whose errors cannot be weighed together (ols's are too small under autocorrelated noise); "
+            "run their participant level with one --noise-model",
+            fit,
+            IVW_STAT,
+            "; ".join(f"{model}: {', '.join(names)}" for model, names in sorted(models.items())),
+        )
+        averaged = []
     per_hemi: dict[str, dict[str, np.ndarray]] = {}
     ivw: dict[str, dict[str, np.ndarray]] = {}
     ivw_count: dict[str, dict[str, np.ndarray]] = {}

@@ -55,6 +55,9 @@ class ParticipantMaps:
         maps (``stat-se``, ``stat-ci95lower``, ``stat-ci95upper``); empty for outputs without them.
     stat_files : list of Path
         The files ``stat_maps`` come from.
+    noise_model : str or None
+        The noise model its standard errors assume (``FitSettings.noise_model.option`` of the maps'
+        sidecars: ``ols``, ``ar1``...), None where the sidecars do not say.
     """
 
     key: OutputKey
@@ -63,6 +66,7 @@ class ParticipantMaps:
     fov_deg: float | None = None
     stat_maps: dict[tuple[str, str], dict[str, np.ndarray]] = field(default_factory=dict)
     stat_files: list[Path] = field(default_factory=list)
+    noise_model: str | None = None
 
     @property
     def fit(self) -> FitKey:
@@ -112,12 +116,33 @@ def sidecar_fov(path: Path) -> float | None:
     -------
     float or None
     """
-    sidecar = path.with_name(path.name.split(".")[0] + ".json")
-    try:
-        fov = json.loads(sidecar.read_text()).get("Stimulus", {}).get("FieldOfViewDeg")
-    except (OSError, ValueError, AttributeError):
-        return None
+    fov = _sidecar(path).get("Stimulus", {}).get("FieldOfViewDeg")
     return float(fov) if isinstance(fov, int | float) else None
+
+
+def sidecar_noise_model(path: Path) -> str | None:
+    """The noise model (``ols``, ``ar1``...) a map's sidecar records its fit used, if any.
+
+    Parameters
+    ----------
+    path : Path
+        A map file.
+
+    Returns
+    -------
+    str or None
+    """
+    option = (_sidecar(path).get("FitSettings", {}).get("noise_model") or {}).get("option")
+    return option if isinstance(option, str) else None
+
+
+def _sidecar(path: Path) -> dict:
+    """A map's JSON sidecar as a dict (empty where there is none or it is not one JSON object)."""
+    try:
+        record = json.loads(path.with_name(path.name.split(".")[0] + ".json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
 
 
 def read_gifti_map(path: Path) -> np.ndarray:
@@ -259,6 +284,7 @@ def find_participant_maps(
             entry.maps.setdefault(param, {})[hemi] = read_gifti_map(path)
             entry.files.append(path)
             entry.fov_deg = entry.fov_deg or sidecar_fov(path)
+            entry.noise_model = entry.noise_model or sidecar_noise_model(path)
         elif ext == ".dscalar.nii" and "param" not in entities:
             if f"{key.stem()}_{MAP_SUFFIX}{ext}" != path.name:
                 continue
@@ -266,6 +292,7 @@ def find_participant_maps(
             entry.maps.update(read_cifti_maps(path))
             entry.files.append(path)
             entry.fov_deg = entry.fov_deg or sidecar_fov(path)
+            entry.noise_model = entry.noise_model or sidecar_noise_model(path)
     _attach_stat_maps(found, stats)
     return list(found.values())
 
