@@ -262,3 +262,39 @@ def test_reports_only_replaces_the_figures_as_a_set(
         if not p.name.endswith("_timecourses.png")
     }
     assert not list(out.glob(".prfmap-*"))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "missing"])
+def test_reports_only_refuses_a_truncated_standard_error_map_and_says_where_they_are_missing(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, damage: str
+) -> None:
+    """Issue 36: a stat-se map of 17 values for 10,242 vertices is corrupt (65, naming it), not a reason to
+    drop the uncertainty figures in silence; standard-error maps the sidecars describe but that are
+    gone leave the section out with a warning that says so."""
+    import shutil
+
+    import nibabel as nib
+
+    fitted_out = fitted("fsaverage5", tmp_path_factory)
+    out = tmp_path / "out"
+    shutil.copytree(fitted_out, out)
+    shutil.copytree(fitted_out.parent / "bids", tmp_path / "bids")
+    before = _state(out)
+    func = out / "sub-01" / "func"
+    se_maps = sorted(func.glob("*_hemi-L_*_model-gauss_stat-se_desc-x_boldmap.func.gii"))
+    assert se_maps
+    if damage == "truncated":
+        values = nib.load(se_maps[0]).darrays[0].data[:17]
+        nib.save(nib.GiftiImage(darrays=[nib.gifti.GiftiDataArray(values)]), se_maps[0])
+        done = _reports_only(out)
+        assert done.returncode == 65, done.stderr
+        (line,) = done.stderr.strip().splitlines()
+        assert se_maps[0].name in line and "17 values" in line and "truncated" in line, line
+        assert _state(out) == before
+        return
+    for path in func.glob("*_stat-*_boldmap.func.gii"):
+        path.unlink()
+    done = _reports_only(out)
+    assert done.returncode == 0, done.stderr
+    logs = "".join(p.read_text() for p in (out / "logs").glob("prfmap_*.log")) + done.stderr
+    assert "describes stat-se maps that are not in" in logs

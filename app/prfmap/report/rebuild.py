@@ -26,7 +26,7 @@ from prfmap.derivatives import MAP_SUFFIX, PYBIDS_CONFIG
 from prfmap.derivatives.comparison import COMPARISON_MODEL
 from prfmap.engine import catalog
 from prfmap.engine.settings import FitSettings
-from prfmap.errors import MissingInputError, PrfmapError
+from prfmap.errors import BadDataError, MissingInputError, PrfmapError
 from prfmap.io.aperture import load_aperture
 from prfmap.io.bids import find_inputs
 from prfmap.io.bold import read_dscalar, read_gifti, read_volume_map
@@ -104,6 +104,45 @@ def _check_maps(maps: Mapping[str, np.ndarray], files: list[tuple[Path, dict]]) 
         raise MissingInputError(
             f"--reports-only: the fit of {path.name.split('_desc-')[0].split('_hemi-')[0]} lacks its "
             f"{', '.join(missing)} map(s) in {path.parent}; {REMEDY}"
+        )
+
+
+def _check_stat_maps(
+    stat_maps: Mapping[tuple[str, str], np.ndarray],
+    files: list[tuple[Path, dict]],
+    n_units: int,
+    path: Path,
+    meta: Mapping[str, Any],
+    surface: SurfaceLayout | None,
+) -> None:
+    """Uncertainty maps must have the fit's units; say so where the sidecar describes maps not on disk.
+
+    Raises
+    ------
+    BadDataError
+        A ``stat`` map (a hemisphere of it, for GIFTI) whose length is not the fit's: corrupt or
+        truncated.
+    """
+    sizes = [
+        (p.name, read_gifti(p, REMEDY).shape[0], surface.hemis[str(e["hemi"])])
+        for p, e in files
+        if surface is not None and p.name.endswith(".func.gii") and str(e.get("hemi")) in surface.hemis
+    ]
+    sizes += [(f"the stat-{s} map of {label}", v.shape[0], n_units) for (s, label), v in stat_maps.items()]
+    for name, found, wanted in sizes:
+        if found != wanted:
+            raise BadDataError(
+                f"--reports-only: {name} has {found} values but the fit has {wanted} units there: it is "
+                f"corrupt or truncated; {REMEDY}"
+            )
+    described = "se" in (meta.get("Statistics") or {})
+    if described and not any(stat == "se" for stat, _ in stat_maps):
+        log.warning(
+            "%s: its sidecar describes stat-se maps that are not in %s; the report leaves out the "
+            "uncertainty section (%s)",
+            path.name,
+            path.parent,
+            REMEDY,
         )
 
 
@@ -229,6 +268,7 @@ def _context(
     _check_maps(maps, map_files)
     stat_maps = _read_stat_maps(stat_files, surface, grid)
     meta = _sidecar(path)
+    _check_stat_maps(stat_maps, stat_files, len(next(iter(maps.values()))), path, meta, surface)
     tr = meta.get("RepetitionTime")
     names = list(meta.get("Runs") or [])
     pre = dict(meta.get("Preprocessing") or {})
