@@ -92,7 +92,18 @@ def saturated(params: Sequence[Param], u: np.ndarray) -> np.ndarray:
 
     Past ``|u| = LOGIT_LIMIT`` the natural value is its range's end (CSS's n at 1, a surround at its
     largest size) and its derivative with respect to ``u`` vanishes: the estimate lies on its bound.
-    ``params`` and ``u`` as :func:`natural_values` takes them; returns a (units, K) boolean array.
+
+    Parameters
+    ----------
+    params : sequence of Param
+        The model's parameters (their transforms), one per column of ``u``.
+    u : ndarray, shape (units, K)
+        The units' internal parameters.
+
+    Returns
+    -------
+    ndarray of bool, shape (units, K)
+        True where a parameter is at an end of its range.
     """
     ranged = np.array([p.transform in ("sigmoid", "scale") for p in params], dtype=bool)
     return ranged[None, :] & (np.abs(np.asarray(u, dtype=np.float64)) >= LOGIT_LIMIT)
