@@ -214,6 +214,16 @@ def test_an_estimate_at_the_end_of_its_range_is_on_a_bound_with_a_one_sided_inte
     assert np.all(unc.lower["n"][inside] < n[inside]) and np.all(n[inside] < unc.upper["n"][inside])
 
 
+def test_a_fixed_parameter_has_no_standard_error(stim):
+    """Issue 36: DN's baseline_norm, held at 1, was written with a standard-error map of zeros."""
+    rng = np.random.default_rng(41)
+    truth = random_params("dn", 12, rng)
+    data = predict(truth, stim, TR, "dn", dtype="float64") + rng.normal(0, 0.3, (12, stim.n_frames))
+    res = fit_prf(data, stim, TR, model="dn")
+    assert "baseline_norm" not in res.uncertainty.se and "amplitude_norm" in res.uncertainty.se
+    assert ("se", "baselinenorm") not in res.stat_maps() and ("se", "amplitudenorm") in res.stat_maps()
+
+
 def _errors_on(backend: str, out: Path) -> dict:
     script = (
         "import json, sys, numpy as np; sys.path[:0] = [sys.argv[1], sys.argv[2]];"

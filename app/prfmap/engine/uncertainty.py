@@ -238,6 +238,8 @@ def _laplace(
         steps = np.einsum("nij,njs->nis", inverse, cross[:, keep])
         cov = cov + np.einsum("nis,njs,s->nij", steps, steps, spread)
     se, lower, upper = _reported(model, u, beta, cov, fitted)
+    held = {p.name for k, p in enumerate(model.params) if not free[k]}  # fixed: no error to report
+    se = {key: values for key, values in se.items() if key not in held}
 
     def full(values: np.ndarray) -> np.ndarray:
         out = np.full(n_units, np.nan)
