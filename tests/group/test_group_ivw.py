@@ -264,6 +264,22 @@ def test_standard_errors_of_different_noise_models_are_not_weighed_together(tmp_
     assert list((tmp_path / "mixed" / "group").glob("*_stat-median_desc-sigma_boldmap.func.gii"))  # as before
 
 
+def test_impossible_standard_errors_are_left_out_with_a_warning(tmp_path: Path, caplog) -> None:
+    rng = np.random.default_rng(8)
+    true = truth(rng)
+    for i, scale in enumerate(SE_SCALES[:3]):
+        maps, se = noisy_participant(rng, true, scale)
+        if i == 1:
+            se["x"][:5] = 0.0
+            se["x"][5:7] = -1.0
+        write_fit(tmp_path, f"{i + 1:02d}", maps, se)
+    with caplog.at_level("WARNING", logger="prfmap.group"):
+        (result,) = run_group(tmp_path, report=False)
+    assert "standard errors of 0 or below left out (sub-02: 7 vertices)" in caplog.text
+    np.testing.assert_array_equal(result.ivw_count["L"]["x"][:7], 2)  # sub-02 left out there only
+    np.testing.assert_array_equal(result.ivw_count["L"]["x"][7:100], 3)
+
+
 def test_a_missing_hemisphere_of_standard_errors_names_its_participant(tmp_path: Path, caplog) -> None:
     rng = np.random.default_rng(7)
     true = truth(rng)

@@ -383,6 +383,25 @@ def ivw_mean(
     return mean, count
 
 
+def _log_impossible(
+    se: np.ndarray, used: np.ndarray, sets: list[ParticipantMaps], label: str, hemi: str
+) -> None:
+    """Warn of the participants whose standard errors of ``label`` are 0 or below where they contribute.
+
+    No fit gives those, so :func:`ivw_mean` leaves the vertices out; the log says whose they are.
+    """
+    impossible = used & np.isfinite(se) & (se <= 0)
+    rows = np.flatnonzero(impossible.any(axis=1))
+    if rows.size:
+        logger.warning(
+            "stat-ivwmean of %s (hemisphere %s): standard errors of 0 or below left out (%s); a fit "
+            "never gives them: re-run their participant level",
+            label,
+            hemi,
+            ", ".join(f"sub-{sets[i].key.subject}: {int(impossible[i].sum())} vertices" for i in rows),
+        )
+
+
 def ivw_maps(
     sets: list[ParticipantMaps],
     stacks: dict[str, np.ndarray],
@@ -423,7 +442,9 @@ def ivw_maps(
     means, counts = {}, {}
     for label in labels:
         values = stacks[label] if label in stacks else stack(sets, label, hemi)
-        means[label], counts[label] = ivw_mean(values, stack_se(sets, label, hemi), ok, subjects)
+        se = stack_se(sets, label, hemi)
+        _log_impossible(se, ok & np.isfinite(values), sets, label, hemi)
+        means[label], counts[label] = ivw_mean(values, se, ok, subjects)
     if "x" in means and "y" in means:
         polar = np.degrees(np.arctan2(means["y"], means["x"]))
         means["polarangle"] = np.where(polar == -180.0, 180.0, polar)
