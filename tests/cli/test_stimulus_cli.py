@@ -187,6 +187,36 @@ def test_the_field_of_view_round_trips_in_either_convention(small_shots: Path, t
     )
 
 
+def test_animations_jpeg_and_odd_sizes_are_named(small_shots: Path, tmp_path: Path, capsys) -> None:
+    """Issue 36: an animated GIF was read as its first frame in silence, JPEG screenshots (whose
+    ringing widens the stimulated area) passed without a word, and an 8000-pixel screen was reported
+    as 7998 (the working grid's multiple of its scale)."""
+    pictures = [Image.open(p).convert("RGB") for p in sorted(small_shots.glob("*.png"))]
+    gif = tmp_path / "sweep.gif"
+    pictures[0].save(gif, save_all=True, append_images=pictures[1:], duration=100)
+    assert main([str(gif), "--output", str(tmp_path / "gif.nii.gz"), "--fov-deg", "10", "--tr", "1.5"]) == 65
+    line = capsys.readouterr().err.strip()
+    assert (
+        "sweep.gif is an animation of" in line and "ffmpeg" in line and "\n" not in line
+    )  # GIF merges repeats
+    jpegs = tmp_path / "jpeg"
+    jpegs.mkdir()
+    for i, picture in enumerate(pictures):
+        picture.save(jpegs / f"frame_{i:02d}.jpg", quality=85)
+    assert (
+        main([str(jpegs), "--output", str(tmp_path / "jpeg.nii.gz"), "--fov-deg", "10", "--tr", "1.5"]) == 0
+    )
+    assert "lossily compressed (JPEG)" in capsys.readouterr().out
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    for i, picture in enumerate(pictures):
+        picture.resize((2885, 1623), Image.NEAREST).save(odd / f"frame_{i:02d}.png", compress_level=1)
+    out = tmp_path / "odd.nii.gz"
+    assert main([str(odd), "--output", str(out), "--fov-deg", "10", "--tr", "1.5"]) == 0
+    assert "(2885×1623 pixels)" in capsys.readouterr().out
+    assert json.loads(out.with_name("odd.json").read_text())["ScreenSizePx"] == [2885, 1623]
+
+
 def test_events_name_the_new_aperture(bids_copy: Path, small_shots: Path, capsys) -> None:
     func = bids_copy / "sub-01" / "func"
     existing, new = func / "sub-01_task-prf_run-1_events.tsv", func / "sub-01_task-prf_run-3_events.tsv"

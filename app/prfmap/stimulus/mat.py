@@ -208,6 +208,7 @@ class MatStack(FrameSource):
             description=f"{path.name}: {names} ({n_images} images, {index.size} frames)",
             shape=(rows // scale, cols // scale),
             scale=scale,
+            recorded=(rows, cols),
             timed=timed,
             sources=[str(path)],
         )

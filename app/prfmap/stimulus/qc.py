@@ -72,6 +72,25 @@ def summary_rows(result: StimulusResult) -> list[tuple[str, str]]:
         ),
         ("patches left out", str(result.dropped_patches)),
         ("flooded frames", _flooded(result)),
+        *_lossy(result),
+    ]
+
+
+LOSSY_SUFFIXES = (".jpg", ".jpeg", ".webp")
+"""Picture formats whose compression rings around sharp edges."""
+
+
+def _lossy(result: StimulusResult) -> list[tuple[str, str]]:
+    """A warning row where the frames are lossily compressed pictures (JPEG)."""
+    if not any(Path(s).suffix.lower() in LOSSY_SUFFIXES for s in result.source.sources):
+        return []
+    return [
+        (
+            "warning",
+            "the frames are lossily compressed (JPEG): ringing around the stimulus edges can widen the "
+            "stimulated area (by up to half on thin bars); take PNG screenshots where you can, and check "
+            "that the outlines on the QC sheet follow the stimulus edges",
+        )
     ]
 
 

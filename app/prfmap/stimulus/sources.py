@@ -69,6 +69,9 @@ class FrameSource:
         volume.
     sources : list of str
         The files read.
+    recorded : tuple of int, optional
+        (rows, cols) of a frame as recorded, where ``scale`` does not divide them (the working
+        frames leave the last rows and columns out); default ``shape`` × ``scale``.
     """
 
     description: str
@@ -76,10 +79,13 @@ class FrameSource:
     scale: int = 1
     timed: bool = False
     sources: list[str] = field(default_factory=list)
+    recorded: tuple[int, int] | None = None
 
     @property
     def source_shape(self) -> tuple[int, int]:
         """(rows, cols) of a frame as recorded."""
+        if self.recorded is not None:
+            return self.recorded
         return (self.shape[0] * self.scale, self.shape[1] * self.scale)
 
     def frames(self) -> Iterator[Frame]:
@@ -159,9 +165,17 @@ def _read_image(path: Path) -> np.ndarray:
 def _image_size(path: Path) -> tuple[int, int]:
     try:
         with Image.open(path) as img:
-            return img.size[1], img.size[0]
+            frames = int(getattr(img, "n_frames", 1))
+            size = img.size[1], img.size[0]
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as err:
         raise BadDataError(f"cannot read image {path} ({one_line(err)[:160]}); re-save it as PNG") from None
+    if frames > 1:
+        raise BadDataError(
+            f"{path.name} is an animation of {frames} frames, and each picture file is read as one: "
+            f"give its frames as pictures (one PNG per frame) or as a video (ffmpeg -i {path.name} "
+            f"{path.stem}.mp4)"
+        )
+    return size
 
 
 class ImageFiles(FrameSource):
@@ -196,6 +210,7 @@ class ImageFiles(FrameSource):
             description=f"{len(paths)} images ({paths[0].name} … {paths[-1].name}){timing}",
             shape=(rows // scale, cols // scale),
             scale=scale,
+            recorded=(rows, cols),
             timed=frame_rate is not None,
             sources=[str(p) for p in paths],
         )
@@ -329,6 +344,7 @@ class VideoFile(FrameSource):
             description=f"video {path.name} ({cols}×{rows}, {frame_rate or native})",
             shape=(rows // scale, cols // scale),
             scale=scale,
+            recorded=(rows, cols),
             timed=True,
             sources=[str(path)],
         )
