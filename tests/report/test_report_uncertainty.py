@@ -15,6 +15,7 @@ from PIL import Image
 from helpers import fit_settings
 from page_checks import check_page
 from prfmap.engine import catalog
+from prfmap.engine.uncertainty import CENTRE_SE_LIMIT
 from prfmap.report.context import ReportContext
 from prfmap.report.methods import methods_text
 from prfmap.report.participant import NOT_DRAWN, write_participant_report
@@ -41,6 +42,8 @@ def stat_maps(context: ReportContext, rng: np.random.Generator) -> dict[tuple[st
     se_x = np.where(fitted, 0.05 + 0.03 * ecc + rng.uniform(0, 0.05, ecc.size), np.nan)
     se_y = np.where(fitted, 0.05 + 0.02 * ecc + rng.uniform(0, 0.05, ecc.size), np.nan)
     se_x[np.flatnonzero(fitted)[:30]] = np.inf
+    grid_only = fitted & (context.maps["r2"] < np.nanpercentile(context.maps["r2"], 25))
+    se_x[grid_only], se_y[grid_only] = np.nan, np.nan  # not refined: no standard error
     sigma = context.maps["sigma"]
     return {
         ("se", "x"): se_x,
@@ -92,19 +95,31 @@ def test_centre_standard_error_map_is_drawn_with_stat_maps(uncertain_report: Pat
     assert "(deg)" in Image.open(uncertain_report.parent / src).text["Title"]
     text = html.unescape(uncertain_report.read_text())
     assert "The larger of the standard errors of x and y" in text
+    assert "compares with a fifth of the stimulated radius" in text  # issue 35: it said a tenth
+    assert CENTRE_SE_LIMIT == 0.2  # the engine's limit that sentence states
     assert NOT_DRAWN not in text
 
 
 def test_uncertain_share_is_in_the_summary(uncertain_report: Path, uncertain_context: ReportContext) -> None:
+    """Issue 35: the share is over the units that have standard errors (the refined ones), not over
+    grid-only units that never get one."""
     status = uncertain_context.maps["status"]
-    fitted = np.isfinite(uncertain_context.maps["r2"])
-    flagged = int(np.sum(fitted & ((status.astype(int) & UNCERTAIN) != 0)))
-    assert 0 < flagged < fitted.sum()
-    share = 100 * flagged / fitted.sum()
+    stats = uncertain_context.stat_maps
+    with_se = np.isfinite(uncertain_context.maps["r2"]) & ~np.isnan(
+        np.fmax(stats[("se", "x")], stats[("se", "y")])
+    )
+    assert 0 < with_se.sum() < np.isfinite(uncertain_context.maps["r2"]).sum()
+    flagged = int(np.sum(with_se & ((status.astype(int) & UNCERTAIN) != 0)))
+    assert 0 < flagged < with_se.sum()
+    share = 100 * flagged / with_se.sum()
     text = html.unescape(uncertain_report.read_text())
     lead = re.search(r'<p class="lead">(.*?)</p>', text, re.S).group(1)
-    assert f"{flagged} ({share:.1f} %) of the fitted units flagged uncertain (status bit 512)" in lead
-    assert f"<th>Units flagged uncertain (bit 512)</th><td>{flagged} of {int(fitted.sum())}" in text
+    assert (
+        f"{flagged} ({share:.1f} %) of the units with standard errors (those refined) flagged uncertain "
+        "(status bit 512)"
+    ) in lead
+    row = f"<th>Units flagged uncertain (bit 512)</th><td>{flagged} of {int(with_se.sum())}"
+    assert f"{row} with standard errors" in text
 
 
 def test_methods_say_how_uncertainty_was_computed(uncertain_report: Path) -> None:

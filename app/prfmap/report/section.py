@@ -100,7 +100,12 @@ class FitSection(MapFigures):
         self.atlas = None
         self.quality = [self._run_quality(run) for run in ctx.run_inputs]
         self.centre_se = self._centre_se()
-        self.uncertain = uncertain_units(status, np.isfinite(self.r2)) if ctx.stat_maps else None
+        self.with_se = (  # refined units: grid-only ones have no standard error and are never flagged
+            ~np.isnan(self.centre_se) & np.isfinite(self.r2) if self.centre_se is not None else None
+        )
+        self.uncertain = (
+            uncertain_units(status, self.with_se) if ctx.stat_maps and self.with_se is not None else None
+        )
 
     def _run_quality(self, run: Any) -> RunQuality:
         """:func:`run_quality` of ``run``, measured once for every section of the same run."""
@@ -303,15 +308,18 @@ class FitSection(MapFigures):
         return f"{text}. {ctx.model} model; {runs}" + (f"; TR {ctx.tr:g} s." if ctx.tr else ".")
 
     def _uncertain_share(self) -> tuple[int, int, float]:
-        """Units flagged uncertain, units fitted, and the share in percent."""
-        fitted = int(np.isfinite(self.r2).sum())
+        """Units flagged uncertain, units with standard errors (refined), and the share in percent."""
+        with_se = int(self.with_se.sum()) if self.with_se is not None else 0
         flagged = self.uncertain or 0
-        return flagged, fitted, 100.0 * flagged / fitted if fitted else 0.0
+        return flagged, with_se, 100.0 * flagged / with_se if with_se else 0.0
 
     def _uncertain_text(self) -> str:
-        """``k (p %) of the fitted units flagged uncertain (status bit 512)``."""
+        """``k (p %) of the units with standard errors flagged uncertain (status bit 512)``."""
         flagged, _, share = self._uncertain_share()
-        return f"{flagged} ({share:.1f} %) of the fitted units flagged uncertain (status bit {UNCERTAIN_BIT})"
+        return (
+            f"{flagged} ({share:.1f} %) of the units with standard errors (those refined) flagged "
+            f"uncertain (status bit {UNCERTAIN_BIT})"
+        )
 
     def details(self) -> dict[str, Any]:
         """The collapsed lists: inputs, settings, software, timings and outputs."""
@@ -336,7 +344,10 @@ class FitSection(MapFigures):
         if self.uncertain is not None:
             flagged, fitted, share = self._uncertain_share()
             rows.append(
-                (f"Units flagged uncertain (bit {UNCERTAIN_BIT})", f"{flagged} of {fitted} ({share:.1f} %)")
+                (
+                    f"Units flagged uncertain (bit {UNCERTAIN_BIT})",
+                    f"{flagged} of {fitted} with standard errors ({share:.1f} %)",
+                )
             )
         stimulus = None
         if ctx.design is not None:

@@ -72,7 +72,7 @@ class MapFigures:
         if style.label == CENTRE_SE:
             caption += (
                 " The larger of the standard errors of x and y at each unit (Laplace approximation, see "
-                "Methods): the number the uncertain status flag compares with a tenth of the stimulated "
+                "Methods): the number the uncertain status flag compares with a fifth of the stimulated "
                 "radius."
             )
         if style.cyclic:

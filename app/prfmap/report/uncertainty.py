@@ -26,7 +26,7 @@ def centre_standard_error(stat_maps: Mapping[tuple[str, str], np.ndarray]) -> np
     """The standard error of each unit's pRF centre: the larger of x's and y's.
 
     The larger of the two, not their mean, is the quantity the ``uncertain`` status bit tests
-    against a tenth of the stimulated radius, so the map and the flag speak of the same number.
+    against a fifth of the stimulated radius, so the map and the flag speak of the same number.
 
     Parameters
     ----------
