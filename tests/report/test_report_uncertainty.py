@@ -17,6 +17,7 @@ from page_checks import check_page
 from prfmap.engine import catalog
 from prfmap.engine.uncertainty import CENTRE_SE_LIMIT
 from prfmap.report.context import ReportContext
+from prfmap.report.legends import UNCERTAIN_CENTRE_FRACTION, centre_se_style
 from prfmap.report.methods import methods_text
 from prfmap.report.participant import NOT_DRAWN, write_participant_report
 from prfmap.report.uncertainty import centre_standard_error, noise_model_text
@@ -96,8 +97,20 @@ def test_centre_standard_error_map_is_drawn_with_stat_maps(uncertain_report: Pat
     text = html.unescape(uncertain_report.read_text())
     assert "The larger of the standard errors of x and y" in text
     assert "compares with a fifth of the stimulated radius" in text  # issue 35: it said a tenth
-    assert CENTRE_SE_LIMIT == 0.2  # the engine's limit that sentence states
+    assert CENTRE_SE_LIMIT == UNCERTAIN_CENTRE_FRACTION == 0.2  # the engine's limit, as the report states it
     assert NOT_DRAWN not in text
+
+
+def test_the_standard_error_scale_stops_at_the_uncertain_flags_limit() -> None:
+    """Issue 35: a median error of 0.24° drawn on a 0-10° scale (set by the flagged units' errors) was
+    all black; the scale stops where the flag starts, a fifth of the radius."""
+    rng = np.random.default_rng(3)
+    values = np.concatenate([rng.gamma(2.0, 0.12, 680), rng.uniform(3, 60, 140), [np.inf] * 5])
+    style = centre_se_style(values, 20.0)
+    assert style.vmax == pytest.approx(2.0) and np.median(values) / style.vmax > 0.1
+    assert "a fifth of the stimulated radius (2°)" in style.scale_note
+    tight = centre_se_style(rng.gamma(2.0, 0.12, 500), 20.0)  # nothing flagged: the 95th percentile
+    assert tight.vmax < 2.0 and "95th percentile" in tight.scale_note
 
 
 def test_uncertain_share_is_in_the_summary(uncertain_report: Path, uncertain_context: ReportContext) -> None:

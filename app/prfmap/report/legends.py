@@ -178,6 +178,11 @@ def style_for(
     return MapStyle(label, title, unit, "cividis", float(low), float(high), False, "2nd to 98th percentile")
 
 
+UNCERTAIN_CENTRE_FRACTION = 0.2
+"""The share of the stimulated radius above which the ``uncertain`` status bit calls a centre loose
+(the engine's ``CENTRE_SE_LIMIT``; tests/report/test_report_uncertainty.py checks they agree)."""
+
+
 def centre_se_style(values: np.ndarray, fov_deg: float | None) -> MapStyle:
     """The colour scale of the centre's standard-error map (``max(se_x, se_y)``, degrees).
 
@@ -186,20 +191,22 @@ def centre_se_style(values: np.ndarray, fov_deg: float | None) -> MapStyle:
     values : ndarray
         The standard errors that will be drawn (finite ones set the scale).
     fov_deg : float, optional
-        Full width of the stimulated field: the scale stops at its radius.
+        Full width of the stimulated field: the scale stops where the ``uncertain`` flag starts, a
+        fifth of its radius (:data:`UNCERTAIN_CENTRE_FRACTION`).
 
     Returns
     -------
     MapStyle
-        0 to the 95th percentile of the finite values (rounded up), at most the stimulated radius.
+        0 to the 95th percentile of the finite values (rounded up), at most the ``uncertain`` flag's
+        limit: the flagged units' errors, often far larger, do not darken every other unit.
     """
     shown = np.asarray(values, dtype=np.float64)
     shown = shown[np.isfinite(shown)]
     top = nice_ceiling(float(np.percentile(shown, 95)) if shown.size else 1.0)
     note = "0 to the 95th percentile of the units shown"
-    radius = fov_deg / 2 if fov_deg else None
-    if radius and top > radius:
-        top, note = radius, f"0 to the stimulated radius ({radius:g}°)"
+    limit = UNCERTAIN_CENTRE_FRACTION * fov_deg / 2 if fov_deg else None
+    if limit and top > limit:
+        top, note = limit, f"0 to the uncertain flag's limit, a fifth of the stimulated radius ({limit:g}°)"
     note += "; larger and infinite standard errors (a singular information matrix) at its top"
     return MapStyle("centrese", TITLES["centrese"], "deg", "magma", 0.0, top, False, note)
 
