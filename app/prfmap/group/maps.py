@@ -104,36 +104,23 @@ def output_key(entities: dict[str, str]) -> OutputKey | None:
     )
 
 
-def sidecar_fov(path: Path) -> float | None:
-    """The stimulus field of view a map's sidecar records, if any.
-
-    Parameters
-    ----------
-    path : Path
-        A map file.
-
-    Returns
-    -------
-    float or None
-    """
-    fov = _sidecar(path).get("Stimulus", {}).get("FieldOfViewDeg")
+def _fov(record: dict) -> float | None:
+    fov = (record.get("Stimulus") or {}).get("FieldOfViewDeg")
     return float(fov) if isinstance(fov, int | float) else None
 
 
-def sidecar_noise_model(path: Path) -> str | None:
-    """The noise model (``ols``, ``ar1``...) a map's sidecar records its fit used, if any.
-
-    Parameters
-    ----------
-    path : Path
-        A map file.
-
-    Returns
-    -------
-    str or None
-    """
-    option = (_sidecar(path).get("FitSettings", {}).get("noise_model") or {}).get("option")
+def _noise_model(record: dict) -> str | None:
+    option = ((record.get("FitSettings") or {}).get("noise_model") or {}).get("option")
     return option if isinstance(option, str) else None
+
+
+def _from_sidecar(entry: ParticipantMaps, path: Path) -> None:
+    """Fill ``entry``'s field of view and noise model from a map's sidecar, read once, where unknown."""
+    if entry.fov_deg is not None and entry.noise_model is not None:
+        return
+    record = _sidecar(path)
+    entry.fov_deg = entry.fov_deg or _fov(record)
+    entry.noise_model = entry.noise_model or _noise_model(record)
 
 
 def _sidecar(path: Path) -> dict:
@@ -283,16 +270,14 @@ def find_participant_maps(
             entry = found.setdefault(key, ParticipantMaps(key))
             entry.maps.setdefault(param, {})[hemi] = read_gifti_map(path)
             entry.files.append(path)
-            entry.fov_deg = entry.fov_deg or sidecar_fov(path)
-            entry.noise_model = entry.noise_model or sidecar_noise_model(path)
+            _from_sidecar(entry, path)
         elif ext == ".dscalar.nii" and "param" not in entities:
             if f"{key.stem()}_{MAP_SUFFIX}{ext}" != path.name:
                 continue
             entry = found.setdefault(key, ParticipantMaps(key))
             entry.maps.update(read_cifti_maps(path))
             entry.files.append(path)
-            entry.fov_deg = entry.fov_deg or sidecar_fov(path)
-            entry.noise_model = entry.noise_model or sidecar_noise_model(path)
+            _from_sidecar(entry, path)
     _attach_stat_maps(found, stats)
     return list(found.values())
 
