@@ -31,6 +31,7 @@ _LAZY = {
     "MODELS": "prfmap.engine.catalog",
     "model_parameters": "prfmap.engine.models",
     "Stimulus": "prfmap.engine.stimulus",
+    "seeded_by_gaussian": "prfmap.engine.stages",
 }
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "model_parameters",
     "polar_grid",
     "predict",
+    "seeded_by_gaussian",
     "select_backend",
     "spm_hrf",
 ]

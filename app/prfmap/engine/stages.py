@@ -195,6 +195,28 @@ SEED_R2_SHARE = 0.5
 far below it, and the search is most of a seeded model's cost."""
 
 
+def seeded_by_gaussian(r2: np.ndarray, refine_r2_min: float, share: float = 1.0) -> np.ndarray:
+    """The units a model seeded from a Gaussian fit seeds and refines; the others keep the Gaussian.
+
+    Those whose Gaussian r² reaches ``share`` of ``refine_r2_min`` (1 for a refined Gaussian fit,
+    :data:`SEED_R2_SHARE` for a grid's).
+
+    Parameters
+    ----------
+    r2 : ndarray, shape (units,)
+        The Gaussian fit's r² (NaN: not fitted).
+    refine_r2_min : float
+        The refinement's threshold.
+    share : float
+        Of the threshold.
+
+    Returns
+    -------
+    ndarray of bool, shape (units,)
+    """
+    return np.maximum(np.nan_to_num(np.asarray(r2, dtype=np.float64)), 0.0) >= share * refine_r2_min
+
+
 def _finite(values: np.ndarray, model: PRFModel, name: str) -> np.ndarray:
     """A Gaussian start's parameter, its default where the start has none (a unit it did not fit)."""
     values = np.asarray(values, dtype=np.float64)
@@ -263,7 +285,7 @@ def _seed_start(
     theta = natural_values(gauss.params, u_gauss)
     theta[:, 2] = np.maximum(theta[:, 2], sigma_floor)
     start = model.from_report({**{k: theta[:, i] for i, k in enumerate(gauss.names)}, **fixed})
-    chosen = np.flatnonzero(np.maximum(gauss_corr, 0.0) ** 2 >= share * plan.refine_r2_min)
+    chosen = np.flatnonzero(seeded_by_gaussian(np.maximum(gauss_corr, 0.0) ** 2, plan.refine_r2_min, share))
     candidates = model.seed_candidates(start[chosen], keep=set(fixed))
     for name, value in fixed.items():
         candidates[:, :, model.names.index(name)] = value

@@ -16,7 +16,16 @@ from typing import Any
 import numpy as np
 
 from prfmap.config import Config
-from prfmap.engine import HRF, FitResult, NoiseModel, Stimulus, catalog, estimate_hrf, estimate_noise
+from prfmap.engine import (
+    HRF,
+    FitResult,
+    NoiseModel,
+    Stimulus,
+    catalog,
+    estimate_hrf,
+    estimate_noise,
+    seeded_by_gaussian,
+)
 from prfmap.participant.checkpoint import fit_chunked
 from prfmap.participant.crossval import (
     CrossValidation,
@@ -334,7 +343,7 @@ def _checkpointed_fit(
             start["predictions"] = np.asarray(gauss.predictions)
         fit_kwargs["gauss_start"] = start
         settings["gauss_start"] = _digest(start)
-        seeded = int(np.sum(np.nan_to_num(start["r2"]) >= config.fit.refine_r2_min))
+        seeded = int(np.sum(seeded_by_gaussian(start["r2"], config.fit.refine_r2_min)))
         chunk = seeded_chunk_units(chunk, data.data.shape[0], seeded)
     result = fit_chunked(
         data.data,
