@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import prfmap
+from prfmap.io.runs import RunInput
 from prfmap.synth import SynthConfig, load_truth, make_synthetic_dataset
 
 APP_DIR = Path(prfmap.__file__).resolve().parents[1]
@@ -88,6 +89,25 @@ def run_prfmap(
         text=True,
         timeout=timeout,
         check=False,
+    )
+
+
+def run_input(kind: str, bold, mask=None, space: str = "x", den: str | None = None) -> RunInput:
+    """A run of sub-01 (task prf, run 1, TR 1.5 s) with only its BOLD (and mask) given."""
+    return RunInput(
+        subject="01",
+        session=None,
+        task="prf",
+        run=1,
+        space=space,
+        den=den,
+        kind=kind,
+        bold=bold,
+        mask=mask,
+        tr=1.5,
+        events=None,
+        confounds=None,
+        stim_file=None,
     )
 
 

@@ -51,6 +51,7 @@ DEFERRED_IMPORTS = {
     ("prfmap.cli.run", "prfmap.group"),
     ("prfmap.cli.run", "prfmap.report.rebuild"),
     ("prfmap.io.spaces", "templateflow.conf"),
+    ("prfmap.io.meshes", "templateflow.conf"),
     ("prfmap.engine", "keras"),
     ("prfmap.engine.backend", "keras"),
 }

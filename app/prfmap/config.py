@@ -112,12 +112,16 @@ class PreprocessingConfig:
     bold_scale : {"raw", "percent"}
         What the series are: BOLD as acquired (converted to percent signal change of its mean), or
         already percent signal change (fitted as given).
+    smooth_fwhm : float or None
+        FWHM (mm) of the spatial smoothing applied as the runs are read (:mod:`prfmap.io.smoothing`);
+        None for none.
     """
 
     dummy_scans: int | None = None
     high_pass_hz: float = 0.01
     confounds: tuple[str, ...] = ()
     bold_scale: str = "raw"
+    smooth_fwhm: float | None = None
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "random_seed": ("--random-seed", "value"),
     "high_pass_hz": ("--high-pass-hz", "value"),
     "bold_scale": ("--bold-scale", "value"),
+    "smooth_fwhm": ("--smooth-fwhm", "value"),
     "confounds": ("--confounds", "list"),
     "dummy_scans": ("--dummy-scans", "value"),
     "stimulus_fov_deg": ("--stimulus-fov-deg", "value"),

@@ -53,6 +53,7 @@ PRFMAP_OPTIONS: tuple[Option, ...] = (
     Option(("--dummy-scans",)),
     Option(("--high-pass-hz",)),
     Option(("--bold-scale",)),
+    Option(("--smooth-fwhm",)),
     Option(("--confounds",), nargs="+"),
     Option(("--model",), nargs="+"),
     Option(("--refine",)),

@@ -330,6 +330,7 @@ def _participant_invocation(tmp_path: Path) -> dict:
         "dummy_scans": 4,
         "high_pass_hz": 0.02,
         "bold_scale": "percent",
+        "smooth_fwhm": 4.0,
         "confounds": ["trans_x", "rot_z"],
         "model": ["css", "dog"],
         "refine": "sgd",

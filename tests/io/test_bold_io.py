@@ -10,28 +10,11 @@ import nibabel as nib
 import numpy as np
 import pytest
 
+from helpers import run_input
 from prfmap.errors import BadDataError, ExitCode, MissingInputError
 from prfmap.io.bold import load_bold
 from prfmap.io.geometry import CiftiGeometry, GiftiGeometry, VolumeGeometry
 from prfmap.io.runs import RunInput
-
-
-def run_input(kind, bold, mask=None) -> RunInput:
-    return RunInput(
-        subject="01",
-        session=None,
-        task="prf",
-        run=1,
-        space="x",
-        den=None,
-        kind=kind,
-        bold=bold,
-        mask=mask,
-        tr=1.5,
-        events=None,
-        confounds=None,
-        stim_file=None,
-    )
 
 
 def gifti_run(ds, run=1) -> RunInput:

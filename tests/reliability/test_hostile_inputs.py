@@ -16,12 +16,11 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from helpers import run_prfmap
+from helpers import run_input, run_prfmap
 from prfmap.errors import ExitCode, PrfmapError
 from prfmap.io.aperture import load_aperture
 from prfmap.io.bids import find_inputs
 from prfmap.io.bold import load_bold
-from prfmap.io.runs import RunInput
 
 NO_SHRINK = [Phase.explicit, Phase.reuse, Phase.generate]
 # CI replays a fixed set of examples (a failure there must be reproducible); local runs explore anew
@@ -66,24 +65,6 @@ def damaged(draw: st.DrawFn, original: bytes) -> bytes:
     for _ in range(draw(st.integers(1, 8))):
         data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
     return bytes(data)
-
-
-def run_input(kind: str, bold, mask=None) -> RunInput:
-    return RunInput(
-        subject="01",
-        session=None,
-        task="prf",
-        run=1,
-        space="x",
-        den=None,
-        kind=kind,
-        bold=bold,
-        mask=mask,
-        tr=1.5,
-        events=None,
-        confounds=None,
-        stim_file=None,
-    )
 
 
 def _gifti_bytes(n: int = 30, frames: int = 6) -> bytes:

@@ -102,6 +102,7 @@ def build_config(opts: Namespace) -> Config:
             high_pass_hz=opts.high_pass_hz,
             confounds=tuple(opts.confounds or ()),
             bold_scale=opts.bold_scale,
+            smooth_fwhm=opts.smooth_fwhm or None,
         ),
         fit=_fit_section(opts),
         outputs=_outputs(opts, output_dir),

@@ -356,6 +356,17 @@ def build_parser() -> argparse.ArgumentParser:
         "as given, the amplitude and baseline in their unit)",
     )
     g_pre.add_argument(
+        "--smooth-fwhm",
+        type=nonnegative_float,
+        default=0.0,
+        metavar="MM",
+        help="spatial smoothing (FWHM in mm) of every run before the fit: volumes with nilearn's Gaussian "
+        "(as NiftiMasker's smoothing_fwhm, before the brain mask), surfaces on the space's midthickness "
+        "surface with nilearn's FreeSurfer-style smoothing (fsnative: fMRIPrep's surfaces); 0 for none. "
+        "Smoothing trades noise for blur: pRF sizes grow, and neighbouring units' standard errors are no "
+        "longer independent",
+    )
+    g_pre.add_argument(
         "--confounds",
         nargs="+",
         metavar="COLUMN",

@@ -208,6 +208,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="a quick test-size dataset (smaller aperture, shorter runs, few "
         "grayordinates/voxels for fsLR and T1w)",
     )
+    parser.add_argument(
+        "--voxel-mm",
+        type=positive_float,
+        default=3.0,
+        metavar="MM",
+        help="T1w only: the voxels' side in mm (default: 3); the head keeps its size, so smaller voxels "
+        "give more of them, each spanning less of the retinotopic map",
+    )
     parser.add_argument("--overwrite", action="store_true", help="write into OUT_DIR even if it is not empty")
     parser.add_argument("--version", action="version", version=f"prfmap-synth {__version__}")
     return parser
@@ -237,6 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     too_wide = [w for w in args.bar_widths or () if w > fov]
     if too_wide:
         parser.error(f"--bar-widths {too_wide[0]:g} exceeds the {fov:g}° field of view")
+    if args.voxel_mm != 3.0 and args.space != "T1w":
+        parser.error(f"--voxel-mm applies to --space T1w, not {args.space}")
     if out.is_dir() and any(out.iterdir()) and not args.overwrite:
         parser.error(f"OUT_DIR {out} is not empty; choose a new folder or pass --overwrite")
     realism = {
@@ -262,6 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prf_models=args.prf_models,  # a list, or the default's one name
         bar_widths=tuple(args.bar_widths or ()),
         stimulus_design=args.stimulus_design,
+        voxel_mm=args.voxel_mm,
         **(CLEAN if args.clean else realism),
     )
     make_synthetic_dataset(out, config)

@@ -22,6 +22,7 @@ from nibabel.spatialimages import HeaderDataError
 from prfmap.errors import BadDataError, MissingInputError, one_line, why_missing
 from prfmap.io.geometry import CiftiGeometry, GiftiGeometry, UnitGeometry, VolumeGeometry
 from prfmap.io.runs import Kind, RunInput
+from prfmap.io.smoothing import Smoothing, smooth_cifti, smooth_gifti, smooth_volume
 
 READ_ERRORS = (
     OSError,
@@ -103,7 +104,7 @@ def read_gifti(path: Path, remedy: str = "e.g. re-run fMRIPrep") -> np.ndarray:
         raise _bad(path, err, remedy) from None
 
 
-def _load_gifti(run: RunInput) -> tuple[np.ndarray, GiftiGeometry]:
+def _load_gifti(run: RunInput, smoothing: Smoothing | None) -> tuple[np.ndarray, GiftiGeometry]:
     parts = {h: read_gifti(Path(run.bold[h])) for h in ("L", "R")}
     if parts["L"].shape[1] != parts["R"].shape[1]:
         raise BadDataError(
@@ -111,12 +112,14 @@ def _load_gifti(run: RunInput) -> tuple[np.ndarray, GiftiGeometry]:
             f"{Path(run.bold['R']).name} has {parts['R'].shape[1]}; re-create the run's outputs"
         )
     geom = GiftiGeometry(hemis={h: p.shape[0] for h, p in parts.items()})
-    return np.concatenate([parts["L"], parts["R"]], axis=0), geom
+    data = np.concatenate([parts["L"], parts["R"]], axis=0)
+    return (smooth_gifti(data, geom.hemis, smoothing) if smoothing else data), geom
 
 
-def _load_cifti(path: Path) -> tuple[np.ndarray, CiftiGeometry]:
+def _load_cifti(path: Path, smoothing: Smoothing | None) -> tuple[np.ndarray, CiftiGeometry]:
     _, models, data = _read_cifti(path, nib.cifti2.SeriesAxis, "a time series (dtseries)")
-    return _float32(data.T), CiftiGeometry(brain_models=models)
+    data = _float32(data.T)
+    return (smooth_cifti(data, models, smoothing) if smoothing else data), CiftiGeometry(brain_models=models)
 
 
 def _read_cifti(
@@ -202,7 +205,9 @@ def grid_distance(shape: tuple[int, ...], affine: np.ndarray, other: np.ndarray)
     return mm, mm / side if side > 0 else float("inf")
 
 
-def _load_volume(path: Path, mask_path: Path) -> tuple[np.ndarray, VolumeGeometry]:
+def _load_volume(
+    path: Path, mask_path: Path, smoothing: Smoothing | None
+) -> tuple[np.ndarray, VolumeGeometry]:
     img = _load(path)
     mask, mask_affine = read_mask(mask_path)
     try:
@@ -224,14 +229,17 @@ def _load_volume(path: Path, mask_path: Path) -> tuple[np.ndarray, VolumeGeometr
             "voxels are accepted); use the mask of the same space and resolution"
         )
     try:
-        data = _float32(np.asanyarray(img.dataobj, dtype=np.float32)[mask])
+        volumes = np.asanyarray(img.dataobj, dtype=np.float32)
+        if smoothing:
+            volumes = smooth_volume(np.require(volumes, requirements="W"), img.affine, smoothing.fwhm_mm)
+        data = _float32(volumes[mask])
     except READ_ERRORS as err:
         raise _bad(path, err) from None
     geom = VolumeGeometry(mask=mask, affine=np.asarray(img.affine), header=img.header.copy())
     return data, geom
 
 
-def load_bold(run: RunInput) -> tuple[np.ndarray, UnitGeometry]:
+def load_bold(run: RunInput, smoothing: Smoothing | None = None) -> tuple[np.ndarray, UnitGeometry]:
     """Load a run's BOLD as (units, volumes) float32 and the geometry to write maps back.
 
     Parameters
@@ -239,6 +247,9 @@ def load_bold(run: RunInput) -> tuple[np.ndarray, UnitGeometry]:
     run : RunInput
         From :func:`prfmap.io.bids.find_inputs`. GIFTI: units are the left then the right
         hemisphere's vertices; CIFTI: all grayordinates; volume: voxels inside ``run.mask``.
+    smoothing : Smoothing, optional
+        Spatial smoothing applied as the run is read (:mod:`prfmap.io.smoothing`): volumes before
+        their brain mask is applied, surfaces on their meshes.
 
     Returns
     -------
@@ -255,12 +266,12 @@ def load_bold(run: RunInput) -> tuple[np.ndarray, UnitGeometry]:
         A file is corrupt, unreadable or inconsistent (hemispheres, mask).
     """
     if run.kind == "gifti":
-        return _load_gifti(run)
+        return _load_gifti(run, smoothing)
     if run.kind == "cifti":
-        return _load_cifti(Path(run.bold))
+        return _load_cifti(Path(run.bold), smoothing)
     if run.mask is None:
         raise MissingInputError(f"no brain mask given for {Path(run.bold).name}")
-    return _load_volume(Path(run.bold), Path(run.mask))
+    return _load_volume(Path(run.bold), Path(run.mask), smoothing)
 
 
 def header_tr(path: Path, kind: Kind) -> float | None:

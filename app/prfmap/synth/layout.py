@@ -237,9 +237,9 @@ def _box(shape, lo, hi) -> np.ndarray:
     return out
 
 
-def _volume_layout(small: bool) -> tuple[UnitGeometry, dict, np.ndarray, np.ndarray]:
-    shape = (12, 14, 10) if small else (32, 40, 28)
-    zooms = 3.0
+def _volume_layout(small: bool, voxel_mm: float = 3.0) -> tuple[UnitGeometry, dict, np.ndarray, np.ndarray]:
+    shape = tuple(round(n * 3.0 / voxel_mm) for n in ((12, 14, 10) if small else (32, 40, 28)))
+    zooms = voxel_mm
     affine = np.diag([zooms, zooms, zooms, 1.0])
     affine[:3, 3] = -np.array(shape) * zooms / 2
     ijk = np.indices(shape).reshape(3, -1).T.astype(float)
@@ -285,7 +285,7 @@ def make_layout(
     elif config.space == "fsLR":
         geom, coords, prf, empty = _fslr_layout(config.small)
     elif config.space == "T1w":
-        geom, coords, prf, empty = _volume_layout(config.small)
+        geom, coords, prf, empty = _volume_layout(config.small, config.voxel_mm)
     elif config.space == "fsnative":
         anat = native_hemispheres(rng)
         geom, coords, prf, empty = _gifti_layout([(anat[h].pial, anat[h].sphere) for h in ("L", "R")])
