@@ -52,6 +52,10 @@ DEFERRED_IMPORTS = {
     ("prfmap.cli.run", "prfmap.report.rebuild"),
     ("prfmap.io.spaces", "templateflow.conf"),
     ("prfmap.io.meshes", "templateflow.conf"),
+    ("prfmap.cli.stimulus", "prfmap.stimulus"),
+    ("prfmap.cli.stimulus", "prfmap.stimulus.output"),
+    ("prfmap.cli.stimulus", "prfmap.stimulus.qc"),
+    ("prfmap.cli.synth", "prfmap.synth.dataset"),
     ("prfmap.engine", "keras"),
     ("prfmap.engine.backend", "keras"),
 }

@@ -13,14 +13,15 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prfmap import __version__
 from prfmap.cli.parser import PrfmapArgumentParser, nonnegative_float, positive_float, positive_int
 from prfmap.errors import ExitCode, PrfmapError, one_line, output_error
-from prfmap.stimulus import Options, Screen, make_aperture, open_source
 from prfmap.stimulus.geometry import CENTRES
-from prfmap.stimulus.output import check_output, events_update, qc_paths, write_all
-from prfmap.stimulus.qc import summary_rows
+
+if TYPE_CHECKING:
+    from prfmap.stimulus import Options
 
 PROG = "prfmap-stimulus"
 
@@ -241,6 +242,9 @@ def _crop_and_output(parser: argparse.ArgumentParser) -> None:
 
 def options_from(args: argparse.Namespace) -> Options:
     """The :class:`Options` the parsed arguments ask for."""
+    # Deferred, as in run(): --help needs none of the readers (they import nilearn, imageio, scipy.io).
+    from prfmap.stimulus import Options, Screen
+
     screen = Screen(
         tuple(args.screen_size_cm) if args.screen_size_cm else None,
         args.screen_distance_cm,
@@ -266,6 +270,11 @@ def options_from(args: argparse.Namespace) -> Options:
 
 def run(args: argparse.Namespace, command: str) -> list[str]:
     """Make and write the aperture; returns the summary lines."""
+    # Deferred: --help needs none of the readers and writers (they import nilearn, imageio, scipy.io).
+    from prfmap.stimulus import make_aperture, open_source
+    from prfmap.stimulus.output import check_output, events_update, qc_paths, write_all
+    from prfmap.stimulus.qc import summary_rows
+
     check_output(args.output, args.overwrite)
     options = options_from(args)
     source = open_source(

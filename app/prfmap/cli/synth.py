@@ -25,7 +25,6 @@ from prfmap.synth.config import (
     STIMULUS_DESIGNS,
     SynthConfig,
 )
-from prfmap.synth.dataset import make_synthetic_dataset
 from prfmap.synth.model import NOISE_MODELS
 
 
@@ -275,6 +274,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         voxel_mm=args.voxel_mm,
         **(CLEAN if args.clean else realism),
     )
+    # Deferred: --help needs none of the forward model and writers (nilearn's fsaverage, the meshes).
+    from prfmap.synth.dataset import make_synthetic_dataset
+
     make_synthetic_dataset(out, config)
     print(
         f"prfmap-synth: wrote {args.subjects} participant(s) × {args.runs} run(s) in "

@@ -10,8 +10,34 @@
 This package imports only :mod:`prfmap.io` and :mod:`prfmap.errors` from prfmap.
 """
 
-from prfmap.stimulus.geometry import Screen
-from prfmap.stimulus.pipeline import Options, StimulusResult, make_aperture, open_source
-from prfmap.stimulus.sources import ArrayFrames
+from __future__ import annotations
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prfmap.stimulus.geometry import Screen
+    from prfmap.stimulus.pipeline import Options, StimulusResult, make_aperture, open_source
+    from prfmap.stimulus.sources import ArrayFrames
+
+_MODULE_OF = {
+    "ArrayFrames": "sources",
+    "Options": "pipeline",
+    "Screen": "geometry",
+    "StimulusResult": "pipeline",
+    "make_aperture": "pipeline",
+    "open_source": "pipeline",
+}
 __all__ = ["ArrayFrames", "Options", "Screen", "StimulusResult", "make_aperture", "open_source"]
+
+
+def __getattr__(name: str) -> Any:
+    """The package's names, each imported from its module on first use.
+
+    ``prfmap-stimulus --help`` imports this package for its choices, not its readers and writers.
+    """
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
+    globals()[name] = value
+    return value

@@ -6,10 +6,26 @@ and pRFs lie), :mod:`~prfmap.synth.response` and :mod:`~prfmap.synth.model` (the
 :mod:`~prfmap.synth.dataset` (``make_synthetic_dataset``, ``load_truth``).
 """
 
-from prfmap.synth.config import CLEAN, DEFAULT_NOISE, SPACES, SynthConfig
-from prfmap.synth.dataset import load_truth, make_synthetic_dataset
-from prfmap.synth.response import bar_apertures, gaussian_overlap
+from __future__ import annotations
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prfmap.synth.config import CLEAN, DEFAULT_NOISE, SPACES, SynthConfig
+    from prfmap.synth.dataset import load_truth, make_synthetic_dataset
+    from prfmap.synth.response import bar_apertures, gaussian_overlap
+
+_MODULE_OF = {
+    "CLEAN": "config",
+    "DEFAULT_NOISE": "config",
+    "SPACES": "config",
+    "SynthConfig": "config",
+    "bar_apertures": "response",
+    "gaussian_overlap": "response",
+    "load_truth": "dataset",
+    "make_synthetic_dataset": "dataset",
+}
 __all__ = [
     "CLEAN",
     "DEFAULT_NOISE",
@@ -20,3 +36,15 @@ __all__ = [
     "load_truth",
     "make_synthetic_dataset",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The package's names, each imported from its module on first use.
+
+    ``prfmap-synth --help`` imports this package for its choices, not its forward model and writers.
+    """
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
+    globals()[name] = value
+    return value

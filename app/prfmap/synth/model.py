@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 HRF_DELAY = 6.0
 HRF_UNDERSHOOT = 16.0
@@ -62,10 +62,9 @@ def hrf_integral(
     """
     t = np.maximum(np.asarray(t, dtype=np.float64), 0.0)
     delay = np.asarray(delay, dtype=np.float64)
-    peak = stats.gamma.cdf(t, delay / dispersion, scale=dispersion)
-    under = stats.gamma.cdf(
-        t, (HRF_UNDERSHOOT + delay - HRF_DELAY) / HRF_U_DISPERSION, scale=HRF_U_DISPERSION
-    )
+    # the gamma distribution's CDF, gammainc(shape, t / scale) (as scipy.stats.gamma.cdf computes it)
+    peak = special.gammainc(delay / dispersion, t / dispersion)
+    under = special.gammainc((HRF_UNDERSHOOT + delay - HRF_DELAY) / HRF_U_DISPERSION, t / HRF_U_DISPERSION)
     return (peak - HRF_RATIO * under) / (1.0 - HRF_RATIO)
 
 
