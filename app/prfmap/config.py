@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 SECTIONS = ("inputs", "preprocessing", "fit", "outputs", "execution")
-_PATHS = ("bids_dir", "stimulus", "output_dir", "work_dir")
+_PATHS = ("bids_dir", "stimulus", "output_dir", "work_dir", "bids_database_dir")
 
 
 def _frozen_mapping(value: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
@@ -246,6 +246,9 @@ class ExecutionConfig:
     work_dir : Path or None
         Intermediate files and checkpoints (absolute); None: a temporary folder and
         ``output_dir/.prfmap-work``.
+    bids_database_dir : Path or None
+        Where the pybids index is kept and reused (``--bids-database-dir``, absolute); None:
+        ``work_dir/bids_db``.
     verbose : int
         ``-v`` count.
     """
@@ -258,6 +261,7 @@ class ExecutionConfig:
     mem_gb: float | None = None
     mem_gb_auto: bool = False
     work_dir: Path | None = None
+    bids_database_dir: Path | None = None
     verbose: int = 0
     fs_license_file: Path | None = None
 

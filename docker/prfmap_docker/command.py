@@ -11,6 +11,8 @@ from prfmap_docker.options import BY_NAME, Option
 BIDS_DIR = "/data"
 OUTPUT_DIR = "/out"
 WORK_DIR = "/work"
+WRITABLE_DIRS = {"--work-dir": WORK_DIR, "--bids-database-dir": "/bids_db"}
+"""Where each read-write folder option is mounted in the container."""
 DERIVATIVES_ROOT = "/derivatives"
 INPUTS_ROOT = "/inputs"
 DEFAULT_BACKEND = "jax"
@@ -105,7 +107,7 @@ def _rewrite(plan: RunPlan, opt: Option, values: list[str]) -> list[str]:
     if opt.path == "work_dir":
         path = _host_path(values[0])
         plan.create_dirs.append(path)
-        return [plan.bind(path, WORK_DIR, read_only=False)]
+        return [plan.bind(path, WRITABLE_DIRS[name], read_only=False)]
     if opt.path == "file":
         path = _existing(values[0], name, directory=False)
         folder = plan.bind(path.parent, f"{INPUTS_ROOT}/{name.lstrip('-')}", read_only=True)

@@ -28,7 +28,8 @@ class Option:
     path : {"dir", "file", "named_dir", "work_dir"} or None
         What its values are on the host: ``file`` (mounted read-only through its folder),
         ``named_dir`` (``NAME=PATH`` or a bare ``PATH``, mounted read-only),
-        ``work_dir`` (mounted read-write), or None for values passed through unchanged.
+        ``work_dir`` (a folder mounted read-write, created if missing: ``--work-dir``,
+        ``--bids-database-dir``), or None for values passed through unchanged.
     """
 
     names: tuple[str, ...]
@@ -46,6 +47,7 @@ PRFMAP_OPTIONS: tuple[Option, ...] = (
     Option(("--space",)),
     Option(("--derivatives",), nargs="+", path="named_dir"),
     Option(("--bids-filter-file",), path="file"),
+    Option(("--bids-database-dir",), path="work_dir"),
     Option(("--skip-bids-validation", "--skip_bids_validation"), nargs=0),
     Option(("--fs-license-file", "--fs_license_file"), path="file"),
     Option(("--stimulus",), path="file"),
@@ -65,9 +67,10 @@ PRFMAP_OPTIONS: tuple[Option, ...] = (
     Option(("--random-seed",)),
     Option(("--backend",)),
     Option(("--device",)),
-    Option(("--nprocs", "--nthreads")),
+    Option(("--nprocs", "--nthreads", "--n_cpus", "--n-cpus")),
     Option(("--omp-nthreads", "--omp_nthreads")),
     Option(("--mem-gb", "--mem_gb")),
+    Option(("--mem-mb", "--mem_mb", "--mem")),
     Option(("--work-dir", "-w"), path="work_dir"),
     Option(("--save-predictions",), nargs=0),
     Option(("--r2-threshold",)),

@@ -34,8 +34,12 @@ def test_habit_flags_are_accepted_and_logged(bids, tmp_path):
         tmp_path / "no-license.txt",
         "--omp-nthreads",
         "1",
-        "--nprocs",
+        "--n_cpus",
         "2",
+        "--mem-mb",
+        "3072",
+        "--bids-database-dir",
+        tmp_path / "bids_index",
     )
     assert done.returncode == 18, done.stderr
     assert "--fs-license-file" in done.stdout and "not used" in done.stdout
@@ -44,6 +48,37 @@ def test_habit_flags_are_accepted_and_logged(bids, tmp_path):
     (config,) = (out / "logs").glob("*_config.json")
     execution = json.loads(config.read_text())["execution"]
     assert execution["omp_nthreads"] == 1 and execution["fs_license_file"].endswith("no-license.txt")
+    assert execution["nprocs"] == 2 and execution["mem_gb"] == 3.0
+    assert execution["bids_database_dir"] == str(tmp_path / "bids_index")
+    # the pybids index is kept there, for the next call over the same dataset
+    assert any(p.name.startswith("index-") for p in (tmp_path / "bids_index").iterdir())
+
+
+@pytest.mark.parametrize("flag", ["--nprocs", "--nthreads", "--n_cpus", "--n-cpus"])
+def test_fmriprep_spellings_of_nprocs(flag):
+    assert build_parser().parse_args(["b", "o", "participant", flag, "3"]).nprocs == 3
+
+
+@pytest.mark.parametrize("flag", ["--mem", "--mem_mb", "--mem-mb"])
+def test_fmriprep_spellings_of_memory_in_mb(flag):
+    assert build_parser().parse_args(["b", "o", "participant", flag, "2048"]).mem_mb == 2048
+
+
+def test_memory_in_gb_and_mb_at_once_is_a_usage_error(bids, tmp_path):
+    done = run_prfmap(bids, tmp_path / "out", "participant", "--mem-gb", "2", "--mem-mb", "2048")
+    assert done.returncode == 64
+    assert done.stderr.strip() == "prfmap: error: give --mem-gb 2 or --mem-mb 2048, not both"
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_an_unknown_option_is_named_wherever_it_stands(where, capsys):
+    from prfmap.cli.run import main
+
+    options = ["--cpus", "4"]
+    positionals = ["/nonexistent/bids", "/nonexistent/out", "participant"]
+    assert main(options + positionals if where == "before" else positionals + options) == 64
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("prfmap: error: unrecognized arguments: --cpus"), line
 
 
 def test_an_invalid_dataset_exits_16_unless_validation_is_skipped(bids, tmp_path):

@@ -205,6 +205,9 @@ def test_version_and_help(capsys) -> None:
     assert "bids_dir output_dir {participant,group}" in out.replace("\n", " ").replace("  ", " ")
     for group in ("Options for filtering BIDS queries", "Stimulus", "Model fitting", "Outputs"):
         assert group in out
+    # the documentation is named, at the address the package metadata gives
+    (docs,) = re.findall(r'^Documentation = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M)
+    assert docs in out.replace("\n", "")
 
 
 def test_not_bids_exits_16_and_writes_nothing(tmp_path: Path, capsys) -> None:

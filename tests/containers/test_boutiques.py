@@ -323,6 +323,7 @@ def _participant_invocation(tmp_path: Path) -> dict:
         "space": "fsLR:den-32k",
         "derivatives": [f"fmriprep={fmriprep}"],
         "bids_filter_file": str(tmp_path / "filter.json"),
+        "bids_database_dir": str(tmp_path / "bids_index"),
         "skip_bids_validation": True,
         "fs_license_file": str(tmp_path / "license.txt"),
         "stimulus": str(tmp_path / "aperture.npy"),
@@ -345,6 +346,7 @@ def _participant_invocation(tmp_path: Path) -> dict:
         "nprocs": 2,
         "omp_nthreads": 1,
         "mem_gb": 3.5,
+        "mem_mb": 2048,
         "work_dir": str(tmp_path / "work"),
         "save_predictions": True,
         "r2_threshold": 0.25,
@@ -362,7 +364,8 @@ def test_simulated_participant_command_parses(tmp_path, descriptor):
     assert set(invocation) == described, "the example should set every participant input"
     ns = parse(simulate(invocation, tmp_path))
     expected = dict(invocation)
-    for key in ("bids_dir", "output_dir", "bids_filter_file", "stimulus", "work_dir", "fs_license_file"):
+    paths = ("bids_dir", "output_dir", "bids_filter_file", "bids_database_dir", "stimulus", "work_dir")
+    for key in (*paths, "fs_license_file"):
         expected[key] = Path(invocation[key])
     expected["derivatives"] = [("fmriprep", tmp_path / "fmriprep")]
     expected["verbose_count"] = 2

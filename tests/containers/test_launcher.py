@@ -123,6 +123,8 @@ def test_mounts_command_user_image_and_exit_code(dataset):
             dataset / "filter.json",
             "-w",
             dataset / "work",
+            "--bids-database-dir",
+            dataset / "bids_index",
             "--model",
             "css",
             "-vv",
@@ -141,6 +143,7 @@ def test_mounts_command_user_image_and_exit_code(dataset):
         "/inputs/stimulus": (dataset / "stim", True),
         "/inputs/bids-filter-file": (dataset, True),
         "/work": (dataset / "work", False),
+        "/bids_db": (dataset / "bids_index", False),
     }
     assert set(mounts) == set(expected)
     for target, (source, read_only) in expected.items():
@@ -162,6 +165,8 @@ def test_mounts_command_user_image_and_exit_code(dataset):
         "/inputs/bids-filter-file/filter.json",
         "--work-dir",
         "/work",
+        "--bids-database-dir",
+        "/bids_db",
         "--model",
         "css",
         "-vv",

@@ -34,10 +34,10 @@ def test_keep_and_restore(tmp_path):
     database = tmp_path / "db"
     database.mkdir()
     (database / "layout_index.sqlite").write_bytes(b"index")
-    assert not bids_index.restore(tmp_path / "work", "abc", tmp_path / "copy")
-    bids_index.keep(tmp_path / "work", "abc", database)
-    bids_index.keep(tmp_path / "work", "abc", database)  # kept once
-    assert bids_index.restore(tmp_path / "work", "abc", tmp_path / "copy")
+    assert not bids_index.restore(tmp_path / "work" / "bids_db", "abc", tmp_path / "copy")
+    bids_index.keep(tmp_path / "work" / "bids_db", "abc", database)
+    bids_index.keep(tmp_path / "work" / "bids_db", "abc", database)  # kept once
+    assert bids_index.restore(tmp_path / "work" / "bids_db", "abc", tmp_path / "copy")
     assert (tmp_path / "copy" / "layout_index.sqlite").read_bytes() == b"index"
     assert not (tmp_path / "copy" / bids_index.COMPLETE).exists()
     assert [p.name for p in (tmp_path / "work" / "bids_db").iterdir()] == ["index-abc"]

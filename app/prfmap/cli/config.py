@@ -63,6 +63,7 @@ def build_config(opts: Namespace) -> Config:
         output_dir,
         _absolute(opts.work_dir) if participant else None,
         [p for _, p in derivatives] if participant else [],
+        _absolute(opts.bids_database_dir) if participant else None,
     )
     inputs = InputsConfig(
         bids_dir=bids_dir,
@@ -82,16 +83,20 @@ def build_config(opts: Namespace) -> Config:
             f"--omp-nthreads {opts.omp_nthreads} exceeds --nprocs {opts.nprocs}; each process's "
             "pools cannot use more threads than the whole run"
         )
-    mem_gb_auto = participant and not opts.mem_gb
+    if opts.mem_mb and opts.mem_gb:
+        raise UsageError(f"give --mem-gb {opts.mem_gb:g} or --mem-mb {opts.mem_mb:g}, not both")
+    mem_gb = opts.mem_gb or (opts.mem_mb / 1024 if opts.mem_mb else None)
+    mem_gb_auto = participant and not mem_gb
     execution = ExecutionConfig(
         analysis_level=opts.analysis_level,
         backend=opts.backend or os.environ.get("KERAS_BACKEND") or "jax",
         device=opts.device,
         nprocs=opts.nprocs,
         omp_nthreads=opts.omp_nthreads,
-        mem_gb=default_mem_gb() if mem_gb_auto else opts.mem_gb,
+        mem_gb=default_mem_gb() if mem_gb_auto else mem_gb,
         mem_gb_auto=mem_gb_auto,
         work_dir=_absolute(opts.work_dir),
+        bids_database_dir=_absolute(opts.bids_database_dir),
         verbose=opts.verbose_count,
         fs_license_file=_absolute(opts.fs_license_file),
     )
@@ -161,13 +166,18 @@ def _outputs(opts: Namespace, output_dir: Path) -> OutputsConfig:
 
 
 def check_output_locations(
-    bids_dir: Path, output_dir: Path, work_dir: Path | None, derivatives: list[Path]
+    bids_dir: Path,
+    output_dir: Path,
+    work_dir: Path | None,
+    derivatives: list[Path],
+    database_dir: Path | None = None,
 ) -> None:
     """Refuse output and work folders in the datasets being read, with every path resolved first.
 
     ``output_dir`` and ``work_dir`` may not be, or lie inside, ``bids_dir``'s raw tree or a
     derivatives folder being read (``--derivatives``, else ``bids_dir/derivatives/fmriprep``);
-    ``bids_dir/derivatives/<anything else>`` is allowed.
+    ``bids_dir/derivatives/<anything else>`` is allowed. ``database_dir`` (``--bids-database-dir``)
+    follows the rules of ``work_dir``.
 
     Raises
     ------
@@ -177,7 +187,8 @@ def check_output_locations(
     """
     raw = bids_dir.resolve()
     read = [Path(p).resolve() for p in derivatives]  # none at the group level: output_dir is read
-    for option, folder in (("output_dir", output_dir), ("--work-dir", work_dir)):
+    folders = (("output_dir", output_dir), ("--work-dir", work_dir), ("--bids-database-dir", database_dir))
+    for option, folder in folders:
         if folder is None:
             continue
         where = folder.resolve()
@@ -196,11 +207,21 @@ def check_output_locations(
                 f"into; use a folder outside it or under {raw / 'derivatives'}"
             )
     if work_dir is not None:
-        _check_work_dir(work_dir, output_dir)
+        _check_work_dir(
+            "--work-dir",
+            work_dir,
+            output_dir,
+            "its pybids database and checkpoints",
+            "omit --work-dir to keep the checkpoints in output_dir/.prfmap-work/",
+        )
+    if database_dir is not None:
+        _check_work_dir(
+            "--bids-database-dir", database_dir, output_dir, "its pybids database", "omit --bids-database-dir"
+        )
 
 
-def _check_work_dir(work_dir: Path, output_dir: Path) -> None:
-    """Refuse a work dir whose files (pybids database, checkpoints) would join the derivatives.
+def _check_work_dir(option: str, work_dir: Path, output_dir: Path, holds: str, remedy: str) -> None:
+    """Refuse a work folder whose files (pybids database, checkpoints) would join the derivatives.
 
     Neither ``output_dir`` nor a folder in it, except a hidden one (which BIDS tools skip).
     """
@@ -208,7 +229,6 @@ def _check_work_dir(work_dir: Path, output_dir: Path) -> None:
     if where == out or (where.is_relative_to(out) and not where.relative_to(out).parts[0].startswith(".")):
         shown = "is output_dir" if where == out else f"lies inside output_dir {output_dir}"
         raise UsageError(
-            f"--work-dir {work_dir} {shown}: its pybids database and checkpoints would become part of "
-            "the derivatives (which the BIDS validator rejects); give a folder outside output_dir, or "
-            "omit --work-dir to keep the checkpoints in output_dir/.prfmap-work/"
+            f"{option} {work_dir} {shown}: {holds} would become part of the derivatives (which the BIDS "
+            f"validator rejects); give a folder outside output_dir, or {remedy}"
         )

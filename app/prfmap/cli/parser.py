@@ -41,17 +41,57 @@ class _HelpFormatter(argparse.HelpFormatter):
         return text
 
 
+DOCS_URL = "https://github.com/prfmap/prfmap/tree/main/docs"
+"""The documentation (pyproject.toml's ``Documentation`` URL), named by every ``--help``."""
+
+
 class PrfmapArgumentParser(argparse.ArgumentParser):
     """An argument parser whose errors are one line and BIDS-Apps exit codes.
 
     Usage errors exit 64; an unknown analysis level exits 17.
     """
 
+    _arguments: list[str] = []
+
+    def parse_known_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201 - argparse's signature
+        """As argparse's, keeping the arguments for :meth:`error`."""
+        self._arguments = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def unknown_options(self) -> list[str]:
+        """The arguments that look like options and are none of this parser's (nor a unique prefix of one).
+
+        Returns
+        -------
+        list of str
+        """
+        known = list(self._option_string_actions)
+        unknown = []
+        for argument in self._arguments:
+            if argument == "--":
+                break
+            name = argument.split("=", 1)[0]
+            if not name.startswith("-") or name == "-" or name[1:2].isdigit() or name in known:
+                continue
+            if not (
+                self.allow_abbrev and name.startswith("--") and sum(k.startswith(name) for k in known) == 1
+            ):
+                unknown.append(name)
+        return unknown
+
     def error(self, message: str) -> NoReturn:
-        """Print ``prfmap: error: <message>`` on one line and exit 64 (17 for the level)."""
+        """Print ``prfmap: error: <message>`` on one line and exit 64 (17 for the level).
+
+        An unknown option placed before the positional arguments takes their places, so that the
+        analysis level reads as the output folder: that is reported as the unknown option (64).
+        """
         code = ExitCode.USAGE
         if message.startswith("argument analysis_level: invalid choice"):
-            code = ExitCode.UNKNOWN_LEVEL
+            unknown = self.unknown_options()
+            if unknown:
+                message = f"unrecognized arguments: {' '.join(unknown)}"
+            else:
+                code = ExitCode.UNKNOWN_LEVEL
         message = one_line(message)
         sys.stderr.write(f"{self.prog}: error: {message}; see '{self.prog} --help'\n")
         sys.exit(int(code))
@@ -208,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
             "65 unusable input data, 66 a referenced input file is missing, 73 an output or work "
             "file cannot be written (disk full, no permission), 75 another prfmap run is processing "
             "the same participant into output_dir, 130 or 143 stopped by SIGINT or SIGTERM (run the "
-            "same command again to resume)."
+            f"same command again to resume). Documentation: {DOCS_URL}"
         ),
         formatter_class=_HelpFormatter,
     )
@@ -301,6 +341,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not validate bids_dir (by default, as BIDS Apps do, the BIDS validator "
         "bids-validator-deno checks it when installed and errors exit 16)",
+    )
+    g_bids.add_argument(
+        "--bids-database-dir",
+        dest="bids_database_dir",
+        type=Path,
+        metavar="DIR",
+        help="folder where the pybids index of the datasets is kept, and reused while their files "
+        "are unchanged, as fMRIPrep's option (default: --work-dir/bids_db, else a temporary folder)",
     )
     g_bids.add_argument(
         "--fs-license-file",
@@ -460,6 +508,8 @@ def build_parser() -> argparse.ArgumentParser:
     g_perf.add_argument(
         "--nprocs",
         "--nthreads",
+        "--n_cpus",
+        "--n-cpus",
         dest="nprocs",
         type=positive_int,
         metavar="N",
@@ -482,6 +532,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="GB",
         help="upper bound on the memory the fit may use, in GB; sets the tile sizes "
         "(default: a safe fraction of the available memory)",
+    )
+    g_perf.add_argument(
+        "--mem-mb",
+        "--mem_mb",
+        "--mem",
+        dest="mem_mb",
+        type=positive_float,
+        metavar="MB",
+        help="the same bound in MB, as fMRIPrep's option (not with --mem-gb)",
     )
     g_perf.add_argument(
         "--work-dir",

@@ -103,25 +103,26 @@ def _check_filter_keys(filters: Mapping[str, Any]) -> None:
         )
 
 
-def _layout(bids_dir: Path, derivative_paths: list[Path], work_dir: Path | None) -> BIDSLayout:
+def _layout(bids_dir: Path, derivative_paths: list[Path], databases: Path | None) -> BIDSLayout:
+    """The pybids layout of the datasets; its database in ``databases`` (kept there for the next call)."""
     kwargs: dict[str, Any] = {}
     key = ""
-    if work_dir is not None:
-        db = Path(work_dir) / "bids_db" / f"{socket.gethostname()}-{os.getpid()}"
+    if databases is not None:
+        db = Path(databases) / f"{socket.gethostname()}-{os.getpid()}"
         db.mkdir(parents=True, exist_ok=True)
         key = bids_index.dataset_key([bids_dir, *derivative_paths], "validate=False")
-        kwargs.update(database_path=db, reset_database=not bids_index.restore(work_dir, key, db))
+        kwargs.update(database_path=db, reset_database=not bids_index.restore(databases, key, db))
     try:
         layout = BIDSLayout(
             bids_dir, validate=False, derivatives=[str(p) for p in derivative_paths], **kwargs
         )
         if kwargs.get("reset_database"):
-            bids_index.keep(work_dir, key, kwargs["database_path"])
+            bids_index.keep(databases, key, kwargs["database_path"])
         return layout
     except Exception as err:  # noqa: BLE001 - sorted below: a full work disk, or an index failure
         msg = one_line(err)
         full = getattr(err, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "disk is full" in msg
-        if work_dir is not None and full:
+        if databases is not None and full:
             raise OSError(errno.ENOSPC, "No space left on device", str(kwargs["database_path"])) from None
         bad = _invalid_json(bids_dir, derivative_paths)
         if bad is not None:  # pybids' own message names no file (a TypeError) or wraps the decoder's
@@ -351,7 +352,12 @@ def find_inputs(  # noqa: PLR0913 - its keyword-only options are the command lin
     return find_runs(inputs, work_dir=work_dir)
 
 
-def find_runs(inputs: InputsConfig, *, work_dir: str | os.PathLike | None = None) -> list[RunInput]:
+def find_runs(
+    inputs: InputsConfig,
+    *,
+    work_dir: str | os.PathLike | None = None,
+    database_dir: str | os.PathLike | None = None,
+) -> list[RunInput]:
     """Find the runs an already checked inputs section selects (see :func:`find_inputs`).
 
     Parameters
@@ -359,7 +365,9 @@ def find_runs(inputs: InputsConfig, *, work_dir: str | os.PathLike | None = None
     inputs : InputsConfig
         Built by :func:`prfmap.io.datasets.inputs_config` or the command line.
     work_dir : path-like, optional
-        Where the pybids database goes.
+        The pybids database goes to ``work_dir/bids_db`` (as in :func:`find_inputs`).
+    database_dir : path-like, optional
+        Where the pybids database goes instead (``--bids-database-dir``).
 
     Returns
     -------
@@ -378,7 +386,8 @@ def find_runs(inputs: InputsConfig, *, work_dir: str | os.PathLike | None = None
     extensions = _query_values(filters, "extension", _BOLD_EXTENSIONS)
     suffixes = _query_values(filters, "suffix", ("bold",))
     roots = [path for _, path in inputs.derivatives]
-    layout = _layout(inputs.bids_dir, roots, Path(work_dir) if work_dir else None)
+    databases = Path(database_dir) if database_dir else Path(work_dir) / "bids_db" if work_dir else None
+    layout = _layout(inputs.bids_dir, roots, databases)
     try:
         bold = layout.get(scope="derivatives", suffix=suffixes, extension=extensions, **filters)
     except (ValueError, TypeError) as err:

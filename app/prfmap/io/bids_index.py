@@ -2,11 +2,12 @@
 
 pybids reads every file name and JSON sidecar of the raw dataset and its derivatives into an SQLite
 database, seconds for a small dataset and minutes for a large one, on every call of prfmap. As
-fMRIPrep's ``--bids-database-dir`` does, the database is kept (here under ``--work-dir/bids_db``) and
-the next call over the same dataset loads it instead. "The same" is checked, not assumed: the index
-is keyed by every file's path, size and modification time under the roots (one ``os.walk``, far less
-than indexing) with pybids' version and the query's arguments, so any change indexes again. Each
-process works on its own copy, so participants run at once can share a work directory.
+fMRIPrep's ``--bids-database-dir`` does, the database is kept (in ``--bids-database-dir``, else
+``--work-dir/bids_db``) and the next call over the same dataset loads it instead. "The same" is checked,
+not assumed: the index is keyed by every file's path, size and modification time under the roots (one
+``os.walk``, far less than indexing) with pybids' version and the query's arguments, so any change
+indexes again. Each process works on its own copy, so participants run at once can share a work
+directory.
 """
 
 from __future__ import annotations
@@ -54,13 +55,13 @@ def dataset_key(roots: Sequence[Path], options: str = "") -> str:
     return digest.hexdigest()
 
 
-def kept_index(work_dir: Path, key: str) -> Path:
-    """Where the index of the dataset with ``key`` is kept under ``work_dir``.
+def kept_index(folder: Path, key: str) -> Path:
+    """Where the index of the dataset with ``key`` is kept in ``folder``.
 
     Parameters
     ----------
-    work_dir : Path
-        ``--work-dir``.
+    folder : Path
+        ``--bids-database-dir``, or ``--work-dir/bids_db``.
     key : str
         :func:`dataset_key` of the dataset.
 
@@ -68,16 +69,16 @@ def kept_index(work_dir: Path, key: str) -> Path:
     -------
     Path
     """
-    return Path(work_dir) / "bids_db" / f"index-{key}"
+    return Path(folder) / f"index-{key}"
 
 
-def restore(work_dir: Path, key: str, database: Path) -> bool:
+def restore(folder: Path, key: str, database: Path) -> bool:
     """Copy the kept index of ``key`` into ``database`` (a fresh folder).
 
     Parameters
     ----------
-    work_dir : Path
-        ``--work-dir``.
+    folder : Path
+        Where indexes are kept (:func:`kept_index`).
     key : str
         :func:`dataset_key` of the dataset.
     database : Path
@@ -88,7 +89,7 @@ def restore(work_dir: Path, key: str, database: Path) -> bool:
     bool
         Whether an index was kept (else pybids indexes the dataset).
     """
-    kept = kept_index(work_dir, key)
+    kept = kept_index(folder, key)
     if not (kept / COMPLETE).exists():
         return False
     shutil.rmtree(database, ignore_errors=True)
@@ -96,7 +97,7 @@ def restore(work_dir: Path, key: str, database: Path) -> bool:
     return True
 
 
-def keep(work_dir: Path, key: str, database: Path) -> None:
+def keep(folder: Path, key: str, database: Path) -> None:
     """Keep a copy of the freshly built index in ``database`` for the next call.
 
     Best effort: a full disk or another process keeping the same index at once leaves things as they
@@ -104,14 +105,14 @@ def keep(work_dir: Path, key: str, database: Path) -> None:
 
     Parameters
     ----------
-    work_dir : Path
-        ``--work-dir``.
+    folder : Path
+        Where indexes are kept (:func:`kept_index`).
     key : str
         :func:`dataset_key` of the dataset.
     database : Path
         The folder pybids indexed into.
     """
-    kept = kept_index(work_dir, key)
+    kept = kept_index(folder, key)
     if (kept / COMPLETE).exists():
         return
     staging = kept.with_name(f"{kept.name}.tmp-{os.getpid()}")

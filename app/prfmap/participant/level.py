@@ -71,7 +71,7 @@ def run_participant_level(config: Config, command: Sequence[str] = ()) -> list[P
         logger.info("memory budget %.1f GB (--mem-gb; default: half the available memory)", execution.mem_gb)
     with stop_on_signal(how_to_resume(config), exit_deadline=True), _work_dir(execution.work_dir) as work_dir:
         recover_staging(output_dir)
-        runs = find_runs(config.inputs, work_dir=work_dir)
+        runs = find_runs(config.inputs, work_dir=work_dir, database_dir=execution.bids_database_dir)
         written: list[Path] = []
         for subject in sorted({r.subject for r in runs}):
             with _participant_log(output_dir, subject), participant_lock(output_dir, subject):
