@@ -39,7 +39,13 @@ $(VENV)/.test-installed: $(BIN)/python pyproject.toml $(REQ)/build.txt $(REQ)/te
 	  && command -v apt-get >/dev/null && apt-get update -qq \
 	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge; } \
 	  || echo "slurm-wlm or munge is missing: the SLURM test needs them (and root)"
-	touch $@ $(VENV)/.demo-installed
+	touch $@ $(VENV)/.demo-installed $(VENV)/.docs-installed
+
+# The documentation environment: prfmap with the JAX backend and the docs tools only, at the test
+# environment's pins (a constraints file installs nothing it does not name).
+$(VENV)/.docs-installed: $(BIN)/python pyproject.toml $(REQ)/build.txt $(REQ)/test.txt
+	$(PIP_PINNED) $(REQ)/test.txt -e ".[jax,docs]"
+	touch $@
 
 demo: $(VENV)/.demo-installed
 	rm -rf $(DEMO_DIR)
@@ -56,7 +62,7 @@ lint: $(VENV)/.test-installed
 
 # The documentation site (Sphinx): offline, every warning an error. tests/test_docs.py builds it too,
 # so `make test` (and CI) does.
-docs: $(VENV)/.test-installed
+docs: $(VENV)/.docs-installed
 	$(BIN)/sphinx-build -W -b html docs docs/_build/html
 	@echo "Documentation: docs/_build/html/index.html"
 
