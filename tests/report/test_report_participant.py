@@ -117,7 +117,50 @@ def test_units_beyond_the_stimulated_field_are_counted(context: ReportContext, t
     maps["eccentricity"][far] = 2500.0
     ctx = small_context(context, maps=maps, surface=None, data=None)
     text = write_participant_report(tmp_path, "01", ctx).read_text()
-    assert f"{before + 25} units with r² ≥ 0.1 lie beyond it" in text
+    assert f"{before + 25} more (r² ≥ 0.1) lie beyond it" in text
+
+
+def test_every_count_of_a_section_agrees(context: ReportContext, tmp_path: Path, monkeypatch) -> None:
+    """One definition per count: the lead, the summary table, the figures' units and their captions."""
+    from prfmap.engine import catalog
+    from prfmap.report import figures
+
+    maps = dict(context.maps)
+    above = np.flatnonzero(np.nan_to_num(maps["r2"], nan=-1) >= 0.1)
+    status = np.zeros(maps["r2"].size)
+    status[above[::5]] = catalog.STATUS_BITS["at_bound"]  # a fifth of them doubtful
+    maps["status"] = status
+    drawn: dict[str, int] = {}
+
+    def counting(name, draw):
+        def wrapper(*args, **kwargs):
+            r2 = args[3] if name == "coverage" else args[2]
+            drawn[name] = int(np.sum(np.nan_to_num(r2, nan=-1) >= 0.1))
+            drawn[f"{name} title"] = kwargs.get("shown")
+            return draw(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(figures, "visual_field_coverage", counting("coverage", figures.visual_field_coverage))
+    monkeypatch.setattr(figures, "eccentricity_sigma", counting("ecc-sigma", figures.eccentricity_sigma))
+    text = html.unescape(
+        write_participant_report(tmp_path, "01", small_context(context, maps=maps)).read_text()
+    )
+
+    doubtful, shown = len(above[::5]), len(above) - len(above[::5])
+    assert f"{len(above)} with r² ≥ 0.1, {doubtful} of them flagged doubtful: {shown} shown" in text
+    cells = dict(re.findall(r"<tr><th[^>]*>([^<]+)</th><td>([^<]+)</td></tr>", text))
+    assert cells["Units with r² ≥ 0.1"] == str(len(above))
+    assert cells["Of those, flagged doubtful (left out)"] == str(doubtful)
+    assert cells["Units shown (r² ≥ 0.1, not doubtful)"] == str(shown)
+    median = np.median(maps["r2"][np.setdiff1d(above, above[::5])])
+    assert cells["Median r² of the units shown"] == f"{median:.3f}"
+    inside = (maps["eccentricity"] <= 10) & (maps["sigma"] <= 10)
+    beyond = int(np.sum(inside[np.setdiff1d(above, above[::5])] == 0))
+    assert drawn["coverage"] == drawn["ecc-sigma"] == shown - beyond
+    assert drawn["coverage title"] == drawn["ecc-sigma title"] == "r² ≥ 0.1, not doubtful"
+    assert f"The {shown} units shown (r² ≥ 0.1, not doubtful)" in text
+    assert f"{len(above)} at or above the threshold 0.1, {doubtful} of them flagged doubtful" in text
 
 
 def test_fit_line_and_example_units() -> None:

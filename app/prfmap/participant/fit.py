@@ -243,12 +243,16 @@ def fit_loaded(
             f"{n_bad} of {fitted.size} units had no usable signal (NaN or constant: medial "
             "wall, outside the brain) and are NaN in the maps",
         )
+    threshold = config.outputs.r2_threshold
+    above = fitted & (np.nan_to_num(r2, nan=-np.inf) >= threshold)
     logger.info(
-        "%s: fitted %d units in %.1f s, median r² %.3f",
+        "%s: fitted %d units in %.1f s; %d with r² ≥ %g (median r² of those %.3f)",
         plan.name,
         int(fitted.sum()),
         seconds,
-        float(np.nanmedian(r2[fitted])) if fitted.any() else float("nan"),
+        int(above.sum()),
+        threshold,
+        float(np.median(r2[above])) if above.any() else float("nan"),
     )
     cv = without_unfitted(cross_validate_fit(loaded, config, progress, owned=owned, shared=shared), result)
     return FitOutcome(loaded, result, seconds, warnings, cv, tuple(owned))
@@ -422,14 +426,14 @@ def participant_hrf(
     )
     logger.info(
         "%s: participant HRF from %d units in %.1f s: peak delay %.2f s, dispersion %.2f "
-        "(maximum at %.2f s; SPM's canonical: 6 s, 1, 5 s), between-unit delay SD %.2f s",
+        "(maximum at %.2f s; SPM's canonical: 6 s, 1, 5 s)%s",
         name,
         hrf.units,
         time.perf_counter() - start,
         hrf.delay,
         hrf.dispersion,
         hrf.peak_s(),
-        hrf.delay_sd,
+        f", between-unit delay SD {hrf.delay_sd:.2f} s" if spread else "",  # folds do not estimate it
     )
     return hrf
 

@@ -142,6 +142,7 @@ def visual_field_coverage(
     fov_deg: float | None,
     path: Path,
     max_units: int = 3000,
+    shown: str | None = None,
 ) -> Path:
     """PRF centres coloured by r², and the coverage (the maximum of the pRF Gaussians).
 
@@ -157,6 +158,8 @@ def visual_field_coverage(
         Output PNG.
     max_units : int
         The coverage uses at most this many units (the best by r²).
+    shown : str, optional
+        Which units are drawn, in words for the title (default ``"r² ≥ <threshold>"``).
 
     Returns
     -------
@@ -194,8 +197,8 @@ def visual_field_coverage(
         fig.colorbar(im, ax=ax1, label="coverage: max pRF (fraction)", shrink=0.8)
     else:
         for ax in (ax0, ax1):
-            ax.text(0, 0, f"no unit with r² ≥ {threshold:g}", ha="center", va="center")
-    ax0.set_title(f"pRF centres ({idx.size} units, r² ≥ {threshold:g})", fontsize=10)
+            ax.text(0, 0, f"no unit with {shown or f'r² ≥ {threshold:g}'}", ha="center", va="center")
+    ax0.set_title(f"pRF centres ({idx.size} units, {shown or f'r² ≥ {threshold:g}'})", fontsize=10)
     ax1.set_title("Visual-field coverage", fontsize=10)
     return save(
         fig,
@@ -226,7 +229,7 @@ def fit_line(xv: np.ndarray, yv: np.ndarray, weights: np.ndarray) -> tuple[float
 
 
 def eccentricity_sigma(
-    ecc: np.ndarray, sigma: np.ndarray, r2: np.ndarray, threshold: float, path: Path
+    ecc: np.ndarray, sigma: np.ndarray, r2: np.ndarray, threshold: float, path: Path, shown: str | None = None
 ) -> tuple[Path, tuple[float, float] | None]:
     """Scatter of sigma against eccentricity with an r²-weighted fitted line.
 
@@ -238,6 +241,8 @@ def eccentricity_sigma(
         Units with r² below it are left out.
     path : Path
         Output PNG.
+    shown : str, optional
+        Which units are drawn, in words for the title (default ``"r² ≥ <threshold>"``).
 
     Returns
     -------
@@ -261,7 +266,7 @@ def eccentricity_sigma(
         ax.legend(loc="upper left", fontsize=8)
     ax.set_xlabel("eccentricity (deg)")
     ax.set_ylabel("pRF size σ (deg)")
-    ax.set_title(f"Eccentricity vs σ ({e.size} units, r² ≥ {threshold:g})", fontsize=10)
+    ax.set_title(f"Eccentricity vs σ ({e.size} units, {shown or f'r² ≥ {threshold:g}'})", fontsize=10)
     meta = {
         "Title": "pRF size against eccentricity",
         "Description": "eccentricity (deg), sigma (deg), r² (fraction)",
@@ -270,7 +275,11 @@ def eccentricity_sigma(
 
 
 def r2_histogram(
-    r2: np.ndarray, threshold: float, path: Path, others: dict[str, np.ndarray] | None = None
+    r2: np.ndarray,
+    threshold: float,
+    path: Path,
+    others: dict[str, np.ndarray] | None = None,
+    doubtful: int | None = None,
 ) -> Path:
     """Histogram of r² with the threshold marked.
 
@@ -282,6 +291,10 @@ def r2_histogram(
         Drawn as a vertical line.
     path : Path
         Output PNG.
+    others : dict, optional
+        Other r²-type maps (held-out data) drawn as outlines.
+    doubtful : int, optional
+        Of the units at or above the threshold, those flagged doubtful (said in the title).
 
     Returns
     -------
@@ -304,7 +317,10 @@ def r2_histogram(
     ax.set_xlabel("variance explained (fraction)")
     ax.set_ylabel("units")
     above = int(np.sum(values >= threshold))
-    ax.set_title(f"r² ({above} of {values.size} units ≥ {threshold:g})", fontsize=10)
+    title = f"r² ({above} of {values.size} units ≥ {threshold:g}"
+    if doubtful is not None:
+        title += f", {doubtful} of them doubtful"
+    ax.set_title(title + ")", fontsize=10)
     ax.legend(fontsize=8)
     return save(
         fig, path, {"Title": "r² histogram", "Description": "variance explained (fraction), units (count)"}

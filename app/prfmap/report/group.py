@@ -56,7 +56,8 @@ class ParticipantRow:
     units : int
         Units with a finite r².
     units_good : int
-        Units with r² at or above the threshold.
+        Units with r² at or above the threshold and not flagged doubtful (the participant report's
+        units shown).
     medians : dict of str to float
         Median of each r²-type map over the units at or above the threshold.
     coverage : float or None
@@ -121,7 +122,7 @@ def participant_row(
     maps : dict
         Label → hemisphere → (vertices,) values (``r2``, ``x``, ``y``, ``sigma``, other r²-type maps).
     r2_threshold : float
-        Units at or above it count as fitted well.
+        Units at or above it, and not flagged doubtful in a ``status`` map, count as fitted well.
     fov_deg : float, optional
         Width of the stimulated field (for the coverage).
     output_dir : Path
@@ -137,6 +138,8 @@ def participant_row(
     }
     r2 = joined.get("r2", np.array([]))
     good = np.isfinite(r2) & (r2 >= r2_threshold)
+    if "status" in joined:  # the units a participant's report shows: not flagged doubtful
+        good &= ~catalog.doubtful(joined["status"])
     medians = {}
     for label in (k for k in joined if is_r2(k)):
         values = joined[label][good]
@@ -331,8 +334,9 @@ def _count_histogram(count: np.ndarray, n_subjects: int, path: Path) -> Path:
 
 def _table(fit: GroupFit) -> tuple[list[str], list[list[str]], list[str | None]]:
     r2_labels = sorted({k for p in fit.participants for k in p.medians}, key=lambda k: (k != "r2", k))
-    header = ["participant", "sessions", "units fitted", f"units with r² ≥ {fit.r2_threshold:g}"]
-    header += [f"median {k} (r² ≥ {fit.r2_threshold:g})" for k in r2_labels]
+    shown = f"r² ≥ {fit.r2_threshold:g}, not doubtful"
+    header = ["participant", "sessions", "units fitted", f"units shown ({shown})"]
+    header += [f"median {k} (units shown)" for k in r2_labels]
     header.append("visual-field coverage (%)")
     rows, links = [], []
     for p in fit.participants:

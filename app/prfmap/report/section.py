@@ -87,12 +87,14 @@ class FitSection(MapFigures):
         self.rel = rel
         self.maps = _visual_field_maps(ctx.maps)
         self.r2 = self.maps.get("r2", np.full(self._n_units(), np.nan))
-        self.good = np.isfinite(self.r2) & (self.r2 >= ctx.r2_threshold)
+        # one definition of each count, used by every figure, table and sentence of the section:
+        # above (r² at or above the threshold) = good (shown) + doubtful (flagged, left out)
+        self.above = np.isfinite(self.r2) & (self.r2 >= ctx.r2_threshold)
         status = self.maps.get("status")
-        self.doubtful = np.zeros_like(self.good)
+        self.doubtful = np.zeros_like(self.above)
         if status is not None:
-            self.doubtful = self.good & catalog.doubtful(status)
-            self.good &= ~self.doubtful
+            self.doubtful = self.above & catalog.doubtful(status)
+        self.good = self.above & ~self.doubtful
         self.prefix = f"sub-{ctx.subject.removeprefix('sub-')}_{key}"
         self.anchor = key
         self.warnings = list(ctx.warnings)
@@ -143,6 +145,12 @@ class FitSection(MapFigures):
         return self.fig_dir / filename, f"{self.rel}/{filename}"
 
     @property
+    def shown_words(self) -> str:
+        """The units the figures show, in the words every figure and table uses."""
+        words = f"r² ≥ {self.ctx.r2_threshold:g}"
+        return f"{words}, not doubtful" if "status" in self.maps else words
+
+    @property
     def threshold_text(self) -> str:
         """Which units the figures show, in words."""
         text = f"shown: r² ≥ {self.ctx.r2_threshold:g}"
@@ -159,8 +167,8 @@ class FitSection(MapFigures):
         inside = (m["eccentricity"] <= limit) & (m["sigma"] > 0) & (m["sigma"] <= limit)
         outside = int(np.sum(self.good & ~inside))
         note = (
-            f" Shown: units with eccentricity and σ up to {limit:g}° (the stimulated field); "
-            f"{outside} units with r² ≥ {ctx.r2_threshold:g} lie beyond it."
+            f" Drawn: those with eccentricity and σ up to {limit:g}° (the stimulated field); "
+            f"{outside} more ({self.shown_words}) lie beyond it."
         )
         return np.where(inside, self.r2, np.nan), note
 
@@ -168,22 +176,24 @@ class FitSection(MapFigures):
         """The visual-field figures: pRF centres and sizes of the units shown."""
         ctx, m, thr = self.ctx, self.maps, self.ctx.r2_threshold
         r2, note = self._inside()
+        r2 = np.where(self.good, r2, np.nan)  # the units shown, and only those
+        words = self.shown_words
         shown = []
         if all(k in m for k in ("x", "y", "sigma")):
             path, src = self._fig("coverage")
-            figures.visual_field_coverage(m["x"], m["y"], m["sigma"], r2, thr, ctx.fov_deg, path)
+            figures.visual_field_coverage(m["x"], m["y"], m["sigma"], r2, thr, ctx.fov_deg, path, shown=words)
             shown.append(
                 Figure(
                     src,
                     "pRF centres (x, y in deg) coloured by r² (fraction), and the visual-field "
                     "coverage (maximum pRF, fraction)",
-                    f"Left: pRF centres of units with r² ≥ {thr:g}. Right: coverage, the maximum over "
-                    f"their Gaussian pRFs; dashed: the stimulated field.{note}",
+                    f"Left: pRF centres of the {int(self.good.sum())} units shown ({words}). Right: "
+                    f"coverage, the maximum over their Gaussian pRFs; dashed: the stimulated field.{note}",
                 )
             )
         if "eccentricity" in m and "sigma" in m:
             path, src = self._fig("ecc-sigma")
-            _, line = figures.eccentricity_sigma(m["eccentricity"], m["sigma"], r2, thr, path)
+            _, line = figures.eccentricity_sigma(m["eccentricity"], m["sigma"], r2, thr, path, shown=words)
             fit = (
                 "fitted line (r²-weighted least squares): "
                 f"sigma = {line[0]:.3f} × eccentricity + {line[1]:.3f}°"
@@ -194,7 +204,7 @@ class FitSection(MapFigures):
                 Figure(
                     src,
                     "pRF size σ (deg) against eccentricity (deg), coloured by r² (fraction)",
-                    f"Units with r² ≥ {thr:g}; {fit}.{note}",
+                    f"The {int(self.good.sum())} units shown ({words}); {fit}.{note}",
                 )
             )
         return shown
@@ -204,13 +214,21 @@ class FitSection(MapFigures):
         ctx = self.ctx
         path, src = self._fig("r2-hist")
         extra = {k: self.maps[k] for k in self.maps if is_r2(k) and k != "r2"}
-        figures.r2_histogram(self.r2, ctx.r2_threshold, path, extra)
+        doubtful = int(self.doubtful.sum()) if "status" in self.maps else None
+        figures.r2_histogram(self.r2, ctx.r2_threshold, path, extra, doubtful)
         shown = [
             Figure(
                 src,
                 "histogram of variance explained r² (fraction) over units (count)",
-                f"Variance explained by the {ctx.model} model"
+                f"Variance explained by the {ctx.model} model in all {int(np.isfinite(self.r2).sum())} "
+                "units fitted"
                 + (f", and {', '.join(extra)} on held-out data" if extra else "")
+                + f"; {int(self.above.sum())} at or above the threshold {ctx.r2_threshold:g}"
+                + (
+                    f", {doubtful} of them flagged doubtful and left out of the other figures"
+                    if doubtful
+                    else ""
+                )
                 + ".",
             )
         ]
@@ -291,12 +309,14 @@ class FitSection(MapFigures):
         ctx = self.ctx
         finite = np.isfinite(self.r2)
         text = (
-            f"{int(finite.sum())} of {self._n_units()} units fitted; {int(self.good.sum())} with "
+            f"{int(finite.sum())} of {self._n_units()} units fitted; {int(self.above.sum())} with "
             f"r² ≥ {ctx.r2_threshold:g}"
         )
+        if "status" in self.maps:
+            text += f", {int(self.doubtful.sum())} of them flagged doubtful: {int(self.good.sum())} shown"
         median = _median(self.r2[self.good])
         if median is not None:
-            text += f" (median r² {median:.2f}"
+            text += f" (median r² of those shown {median:.2f}"
             for label in (k for k in self.maps if is_r2(k) and k != "r2"):
                 other = _median(self.maps[label][self.good])
                 if other is not None:
@@ -334,12 +354,16 @@ class FitSection(MapFigures):
             ("Runs", ", ".join(ctx.runs) or "—"),
             ("Repetition time", f"{ctx.tr:g} s" if ctx.tr else "unknown"),
             ("Dummy scans dropped", ctx.dummy_scans),
-            ("Units fitted", self._n_units()),
-            (f"Units with r² ≥ {ctx.r2_threshold:g}", int(self.good.sum())),
-            (
-                "Median r²",
-                f"{np.median(self.r2[np.isfinite(self.r2)]):.3f}" if np.isfinite(self.r2).any() else "—",
-            ),
+            ("Units", self._n_units()),
+            ("Units fitted", int(np.isfinite(self.r2).sum())),
+            (f"Units with r² ≥ {ctx.r2_threshold:g}", int(self.above.sum())),
+        ]
+        if "status" in self.maps:
+            rows.append(("Of those, flagged doubtful (left out)", int(self.doubtful.sum())))
+        median = _median(self.r2[self.good])
+        rows += [
+            (f"Units shown ({self.shown_words})", int(self.good.sum())),
+            ("Median r² of the units shown", f"{median:.3f}" if median is not None else "—"),
         ]
         if self.uncertain is not None:
             flagged, fitted, share = self._uncertain_share()
