@@ -33,6 +33,7 @@ from prfmap.derivatives import (
     write_dataset_files,
 )
 from prfmap.derivatives.comparison import COMPARISON_MODEL
+from prfmap.engine import catalog
 from prfmap.errors import PrfmapError
 from prfmap.io.bids import find_runs
 from prfmap.io.logs import LogFile
@@ -45,6 +46,7 @@ from prfmap.participant.load import load_fit
 from prfmap.participant.outputs import comparison_context, report_context, write_comparison, write_outcome
 from prfmap.participant.plan import checkpoint_dir, how_to_resume, plan_fits, replaced_by
 from prfmap.report.participant import write_participant_report
+from prfmap.report.rebuild import fit_key_of, other_fits
 from prfmap.runtime.progress import make_progress
 from prfmap.runtime.signals import check_stop, stop_on_signal
 
@@ -73,12 +75,13 @@ def run_participant_level(config: Config, command: Sequence[str] = ()) -> list[P
         recover_staging(output_dir)
         runs = find_runs(config.inputs, work_dir=work_dir, database_dir=execution.bids_database_dir)
         written: list[Path] = []
-        for subject in sorted({r.subject for r in runs}):
+        subjects = sorted({r.subject for r in runs})
+        for k, subject in enumerate(subjects, 1):
             with _participant_log(output_dir, subject), participant_lock(output_dir, subject):
                 try:
                     recover_staging(output_dir, subject)
                     mine = [r for r in runs if r.subject == subject]
-                    written += run_participant(config, subject, mine, command)
+                    written += run_participant(config, subject, mine, command, of=(k, len(subjects)))
                 except Exception as err:
                     if not isinstance(err, PrfmapError):
                         logger.error("sub-%s failed", subject, exc_info=True)
@@ -88,7 +91,11 @@ def run_participant_level(config: Config, command: Sequence[str] = ()) -> list[P
 
 
 def run_participant(
-    config: Config, subject: str, runs: Sequence[RunInput], command: Sequence[str] = ()
+    config: Config,
+    subject: str,
+    runs: Sequence[RunInput],
+    command: Sequence[str] = (),
+    of: tuple[int, int] = (1, 1),
 ) -> list[Path]:
     """Load, fit, write and report every fit of one participant; returns the files published.
 
@@ -102,16 +109,21 @@ def run_participant(
         Its runs.
     command : sequence of str
         The command line, shown in the report.
+    of : tuple of int
+        This participant's place among those of the run, and their number.
 
     Returns
     -------
     list of Path
         The files published.
     """
+    start = time.perf_counter()
     plans = plan_fits(runs, config.fit.model)
+    place = f" (participant {of[0]} of {of[1]})" if of[1] > 1 else ""
     logger.info(
-        "sub-%s: %d run(s) in %d fit(s): %s",
+        "sub-%s%s: %d run(s) in %d fit(s): %s",
         subject,
+        place,
         len(runs),
         len(plans),
         ", ".join(p.name for p in plans),
@@ -120,7 +132,8 @@ def run_participant(
     fits = sum(models * (1 + (len(p.runs) if config.outputs.cvr2 and len(p.runs) > 1 else 0)) for p in plans)
     fitted: list[FitOutcome] = []
     compared: list[ComparedFit] = []
-    with make_progress(title=f"sub-{subject}", fits=fits) as progress:
+    title = f"sub-{subject}" + (f" ({of[0]}/{of[1]})" if of[1] > 1 else "")
+    with make_progress(title=title, fits=fits) as progress:
         for plan in plans:
             outcomes = fit_models(load_fit(plan, config, progress), config, progress)
             fitted += outcomes
@@ -145,8 +158,17 @@ def run_participant(
     links = config.inputs.dataset_links
     relative = {name: relative_link(path, output_dir) for name, path in links.items()}
     write_dataset_files(output_dir, source_datasets(links), relative)
-    logger.info("sub-%s: published %d files under %s", subject, len(published), output_dir)
     remove_checkpoints(checkpoint_dir(config, subject), [p for group in fitted for p in group.checkpoints])
+    report = output_dir / f"sub-{subject}.html"
+    logger.info(
+        "sub-%s%s done in %.0f s: %d files under %s%s",
+        subject,
+        place,
+        time.perf_counter() - start,
+        len(published),
+        output_dir,
+        f"; report {report}" if config.outputs.report and report.is_file() else "",
+    )
     return published
 
 
@@ -182,7 +204,26 @@ def _stage_and_publish(
             )
             for c, files in zip(compared, published_as, strict=True)
         ]
-        path = write_participant_report(stage, subject, contexts, comparisons)
+        fits = [fit_key_of(group.loaded.plan.key) for group in fitted]
+        earlier, earlier_comparisons = other_fits(config, subject, fits, list(command))
+        if earlier:
+            logger.info(
+                "sub-%s: the report also shows the %d earlier fit(s) on disk this run does not replace",
+                subject,
+                len(earlier),
+            )
+        order = {model: i for i, model in enumerate(catalog.MODELS)}
+        shown = sorted(
+            contexts + earlier,
+            key=lambda c: (
+                c.session or "",
+                c.task or "",
+                c.space,
+                c.den or "",
+                order.get(c.model, len(order)),
+            ),
+        )
+        path = write_participant_report(stage, subject, shown, comparisons + earlier_comparisons)
         logger.info("sub-%s: report %s", subject, output_dir / path.relative_to(stage))
     keys = [group.loaded.plan.key for group in fitted]
     keys += [dataclasses.replace(c.gauss.loaded.plan.key, model=COMPARISON_MODEL) for c in compared]

@@ -97,7 +97,7 @@ def write_participant_report(
         sections=sections,
         about=about,
     )
-    log.info("report written to %s", path)
+    log.debug("report written to %s", path)
     return path
 
 

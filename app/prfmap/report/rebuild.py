@@ -14,7 +14,7 @@ import json
 import logging
 import shutil
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -359,6 +359,61 @@ def participant_contexts(
         for key, files in fits.items()
         if key[-1] != COMPARISON_MODEL  # a comparison is shown with its models (read_comparisons)
     ]
+
+
+def fit_key_of(key: Any) -> tuple[str | None, ...]:
+    """An output key's fit, as :data:`FIT_ENTITIES` name it in the file names read back.
+
+    Parameters
+    ----------
+    key : prfmap.derivatives.naming.OutputKey
+        One fit's entities.
+
+    Returns
+    -------
+    tuple
+    """
+    return (key.session, key.task, key.space, key.den, key.res, key.model)
+
+
+def other_fits(
+    config: Config, subject: str, fitted: Sequence[tuple[str | None, ...]], command: list[str] | None = None
+) -> tuple[list[ReportContext], list[ComparisonContext]]:
+    """The participant's fits already on disk that this run does not replace, read back for its report.
+
+    A participant fitted with one model and then another keeps both sets of maps; its report shows
+    both. A fit on disk that cannot be read back is left out of the report with a warning.
+
+    Parameters
+    ----------
+    config : Config
+        The run's configuration (the datasets and the r² threshold).
+    subject : str
+        Label without ``sub-``.
+    fitted : sequence of tuple
+        :func:`fit_key_of` of each fit of this run.
+    command : list of str, optional
+        The command line, shown in the reports.
+
+    Returns
+    -------
+    tuple
+        The fits' report contexts, and the comparisons on disk whose Gaussian fit is among them.
+    """
+    output_dir = config.outputs.output_dir
+    links = {"raw": Path(config.inputs.bids_dir), **dict(config.inputs.dataset_links)}
+    contexts = []
+    for key, files in _maps_by_fit(output_dir, subject).items():
+        if key in fitted or key[-1] == COMPARISON_MODEL:
+            continue
+        try:
+            contexts.append(_context(files, subject, links, output_dir, config.outputs.r2_threshold, command))
+        except PrfmapError as err:
+            log.warning(
+                "sub-%s: the report leaves out the earlier fit %s: %s", subject, files[0][0].name, err
+            )
+    # a comparison is read with its Gaussian fit: one this run fitted again is not among ``contexts``
+    return contexts, read_comparisons(output_dir, subject, contexts) if contexts else []
 
 
 def rebuild_reports(config: Config, command: list[str] | None = None) -> list[Path]:
