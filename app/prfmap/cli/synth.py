@@ -68,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--space",
         choices=SPACES,
         default="fsaverage5",
-        help="fsaverage5 GIFTI, fsLR CIFTI (den-91k) or a T1w NIfTI volume",
+        help="fsaverage5 GIFTI, fsLR CIFTI (den-91k), a T1w NIfTI volume, or fsnative GIFTI on "
+        "synthetic participant surfaces (written with fMRIPrep's anat surfaces)",
     )
     parser.add_argument(
         "--noise",

@@ -69,7 +69,8 @@ def _preprocessing(pre: Mapping[str, Any], dummy_scans: int, cite: Citations) ->
         removed.append(f"the confounds {', '.join(confounds)}")
     if removed:
         parts.append(
-            f", and {' and '.join(removed)} were regressed out; the same regressors were projected out "
+            f", and {' and '.join(removed)} {'were' if len(removed) > 1 else 'was'} regressed out; the same "
+            "regressors were projected out "
             "of every model prediction, so that filtering does not bias the pRF sizes"
         )
     smoothing = ""
