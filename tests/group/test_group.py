@@ -128,7 +128,9 @@ def test_group_maps_sidecars_and_report(grouped: tuple[Path, list]) -> None:
     np.testing.assert_allclose(r2_l, 0.5, atol=1e-6)
     html = (out / "group.html").read_text()
     assert "sub-01, sub-02" in html and "nilearn" in html
-    kinds = {p.stem.rsplit("_", 1)[-1] for p in check_page(out / "group.html")}
+    drawn = check_page(out / "group.html")
+    assert len(drawn) == len(set(drawn)), "a figure is drawn twice"
+    kinds = {p.stem.rsplit("_", 1)[-1] for p in drawn}
     labels = ("polarangle", "eccentricity", "sigma", "r2", "count")
     assert kinds == {f"{k}-{label}" for k in ("flat", "views") for label in labels} | {"count-hist"}
     rows = re.findall(r"<tr><td>(sub-0\d)</td><td>—</td><td>(\d+)</td><td>(\d+)</td><td>([0-9.]+)</td>", html)
@@ -296,3 +298,24 @@ def test_fits_and_participants_left_out_are_logged(tmp_path: Path, caplog) -> No
         "have it (sub-01; missing: sub-02)"
     ) in caplog.text
     assert "sub-03 left out of the group: its maps are in volume spaces only (T1w)" in caplog.text
+
+
+def test_participants_never_fitted_and_a_group_of_one_are_named(tmp_path: Path, caplog) -> None:
+    rng = np.random.default_rng(7)
+    bids = tmp_path / "bids"
+    for sub in ("01", "02", "03"):
+        (bids / f"sub-{sub}").mkdir(parents=True)
+    out = tmp_path / "out"
+    write_maps(out, "01", "fsaverage5", participant(rng, 0.0, 0.5))
+    with caplog.at_level("WARNING", logger="prfmap.group"):
+        run_group(out, report=False, bids_dir=bids)
+    assert (
+        f"sub-02, sub-03 of bids_dir have no participant maps under {out} and are not in the group"
+    ) in caplog.text
+    assert "the group has one participant (sub-01): its group maps are that participant's maps" in caplog.text
+    caplog.clear()
+    write_maps(out, "02", "fsaverage5", participant(rng, 0.0, 0.5))
+    write_maps(out, "03", "fsaverage5", participant(rng, 0.0, 0.5))
+    with caplog.at_level("WARNING", logger="prfmap.group"):
+        run_group(out, report=False, bids_dir=bids)
+    assert "of bids_dir" not in caplog.text and "one participant" not in caplog.text

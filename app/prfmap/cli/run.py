@@ -163,6 +163,7 @@ def _run_level(config: Config, command: list[str]) -> None:
         r2_threshold=config.outputs.r2_threshold,
         threshold_on=config.outputs.threshold_on,
         report=config.outputs.report,
+        bids_dir=config.inputs.bids_dir,
     )
 
 

@@ -120,6 +120,7 @@ def run_group(
     r2_threshold: float = 0.1,
     report: bool = True,
     threshold_on: str = "r2",
+    bids_dir: str | Path | None = None,
 ) -> list[GroupResult]:
     """Write group maps of every fit that all participants share in a template space.
 
@@ -137,6 +138,8 @@ def run_group(
         Threshold the variance explained in the fitted data (``r2``) or in held-out runs
         (``cvr2``: every participant needs ``cvr2`` maps, i.e. two or more runs; its mean is
         written too).
+    bids_dir : str or Path, optional
+        The raw dataset: its participants without maps (never fitted) are named in the log.
 
     Returns
     -------
@@ -178,6 +181,12 @@ def run_group(
             f"no participant maps (*_{MAP_SUFFIX}.func.gii or .dscalar.nii) under {output_dir}; "
             "run the participant level first"
         )
+    _log_unfitted(bids_dir, output_dir, participant_labels, set(subjects) | set(volume_only))
+    if len(subjects) == 1:
+        logger.warning(
+            "the group has one participant (sub-%s): its group maps are that participant's maps",
+            subjects[0],
+        )
     by_fit: dict[FitKey, list[ParticipantMaps]] = defaultdict(list)
     for s in sets:
         if s.key.space in TEMPLATE_SPACES:
@@ -204,6 +213,26 @@ def run_group(
         fits = [_report_fit(output_dir, r, by_fit[r.fit]) for r in results]
         write_group_report(output_dir, fits, comparisons)
     return results
+
+
+def _log_unfitted(
+    bids_dir: str | Path | None, output_dir: Path, participant_labels: Sequence[str] | None, have: set[str]
+) -> None:
+    """A warning naming the raw dataset's participants that have no maps (never fitted)."""
+    if bids_dir is None or participant_labels:
+        return
+    raw = {p.name.removeprefix("sub-") for p in Path(bids_dir).glob("sub-*") if p.is_dir()}
+    unfitted = sorted(raw - have)
+    if unfitted:
+        logger.warning(
+            "%s of bids_dir %s no participant maps under %s and %s not in the group; run the "
+            "participant level for %s first",
+            ", ".join(f"sub-{s}" for s in unfitted),
+            "has" if len(unfitted) == 1 else "have",
+            output_dir,
+            "is" if len(unfitted) == 1 else "are",
+            "it" if len(unfitted) == 1 else "them",
+        )
 
 
 def _log_skipped(

@@ -393,7 +393,9 @@ def _group_maps(
 ) -> tuple[list[Figure], list[Figure], list[str], list[str]]:
     n = len(fit.subjects)
     threshold_text = f"shown: ≥ 1 participant with r² ≥ {fit.r2_threshold:g}"
-    labels = map_labels({k: None for k in fit.maps[next(iter(fit.maps))]}) + ["count"]
+    # the participant count last, once (map_labels counts it among the extras)
+    labels = [k for k in map_labels({k: None for k in fit.maps[next(iter(fit.maps))]}) if k != "count"]
+    labels.append("count")
     items: list[MapItem] = []
 
     def draw(name: str, style: MapStyle, values: dict[str, np.ndarray], alt: str, caption: str) -> None:
