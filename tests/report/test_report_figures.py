@@ -196,3 +196,22 @@ def test_methods_name_model_refiner_hrf_and_cross_validation() -> None:
     assert "Kay KN" in cited and "Kingma DP" in cited and "Glasser MF" in cited and "Friston KJ" in cited
     numbers = [int(n) for n in re.findall(r"\[(\d+)\]", text)]
     assert numbers == sorted(numbers) and numbers[-1] == len(refs)
+
+
+def test_a_status_combination_has_one_colour_in_every_participants_map() -> None:
+    from prfmap.report.legends import category_index, status_style
+
+    # two participants: the same combinations at different frequencies, and one only the second has
+    first = np.array([0.0] * 50 + [2.0] * 30 + [130.0] * 5 + [516.0] * 2)
+    second = np.array([0.0] * 3 + [2.0] * 80 + [130.0] * 40 + [516.0] * 9 + [4.0] * 20)
+    colours = []
+    for values in (first, second):
+        style = status_style(values)
+        index = category_index(style, values)
+        colours.append({int(code): float(index[values == code][0]) for code in np.unique(values)})
+        # the legend names each code beside the colour its units are drawn in
+        assert [style.slot(i) for i, (code, _) in enumerate(style.categories)] == [
+            colours[-1][code] for code, _ in style.categories
+        ]
+    assert all(colours[0][code] == colours[1][code] for code in colours[0])
+    assert len(set(colours[1].values())) == len(colours[1])  # no two combinations share a colour

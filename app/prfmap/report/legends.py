@@ -5,7 +5,9 @@ Colour scales set from the data, units on every colour bar, and a hemifield colo
 
 from __future__ import annotations
 
+import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +89,8 @@ class MapStyle:
     categories : tuple of (int, str)
         A categorical map (the status bits): the codes present, each drawn in its own colour and
         named in a legend instead of a colour bar; empty for a continuous map.
+    slots : tuple of int
+        The colour of each category (its value on the scale); empty: category ``i`` in colour ``i``.
     """
 
     label: str
@@ -98,6 +102,11 @@ class MapStyle:
     cyclic: bool = False
     scale_note: str = ""
     categories: tuple[tuple[int, str], ...] = ()
+    slots: tuple[int, ...] = ()
+
+    def slot(self, i: int) -> int:
+        """The colour (value on the scale) of category ``i``."""
+        return self.slots[i] if self.slots else i
 
     @property
     def bar_label(self) -> str:
@@ -235,18 +244,58 @@ def status_style(values: np.ndarray) -> MapStyle:
     -------
     MapStyle
         With ``categories`` set, most frequent combination first; beyond the colours available
-        the rarest combinations are left undrawn, and the scale note says how many.
+        the rarest combinations are left undrawn, and the scale note says how many. A combination
+        has the same colour in every map where no other combination takes it first
+        (:func:`status_slots`), so that participants' maps compare at a glance.
     """
     codes = catalog.status_codes(np.asarray(values, dtype=np.float64)[np.isfinite(values)])
     present, counts = np.unique(codes, return_counts=True)
     order = present[np.argsort(-counts, kind="stable")]
-    colours, cmap = next(((n, c) for n, c in CATEGORY_CMAPS if n >= order.size), CATEGORY_CMAPS[-1])
+    colours, cmap = CATEGORY_CMAPS[-1]
     kept = order[:colours]
     note = "one colour per combination of status bits present"
     if order.size > kept.size:
         note += f" ({order.size - kept.size} rarer combinations not drawn)"
     categories = tuple((int(code), status_label(int(code))) for code in kept)
-    return MapStyle("status", TITLES["status"], "bits", cmap, -0.5, colours - 0.5, False, note, categories)
+    slots = status_slots([code for code, _ in categories], colours)
+    return MapStyle(
+        "status",
+        TITLES["status"],
+        "bits",
+        cmap,
+        -0.5,
+        colours - 0.5,
+        False,
+        note,
+        categories,
+        tuple(slots[code] for code, _ in categories),
+    )
+
+
+def status_slots(codes: Sequence[int], colours: int) -> dict[int, int]:
+    """A colour for each status code that depends on the code, not on the map.
+
+    Each code takes the colour its value hashes to, or, when a smaller code of the same map took
+    it, the next free one.
+
+    Parameters
+    ----------
+    codes : sequence of int
+        Distinct codes, at most ``colours`` of them.
+    colours : int
+        Colours of the palette.
+
+    Returns
+    -------
+    dict of int to int
+    """
+    slots: dict[int, int] = {}
+    for code in sorted(codes):
+        slot = int(hashlib.blake2b(str(code).encode(), digest_size=4).hexdigest(), 16) % colours
+        while slot in slots.values():
+            slot = (slot + 1) % colours
+        slots[code] = slot
+    return slots
 
 
 def category_index(style: MapStyle, values: np.ndarray) -> np.ndarray:
@@ -255,7 +304,7 @@ def category_index(style: MapStyle, values: np.ndarray) -> np.ndarray:
     index = np.full(values.shape, np.nan)
     codes = catalog.status_codes(values)
     for i, (code, _) in enumerate(style.categories):
-        index[np.isfinite(values) & (codes == code)] = i
+        index[np.isfinite(values) & (codes == code)] = style.slot(i)
     return index
 
 
@@ -276,7 +325,9 @@ def draw_category_legend(ax: plt.Axes, style: MapStyle, threshold_text: str = ""
     matplotlib.legend.Legend
     """
     cmap, norm = colormaps[style.cmap], Normalize(style.vmin, style.vmax)
-    handles = [Patch(facecolor=cmap(norm(i)), label=name) for i, (_, name) in enumerate(style.categories)]
+    handles = [
+        Patch(facecolor=cmap(norm(style.slot(i))), label=name) for i, (_, name) in enumerate(style.categories)
+    ]
     ax.axis("off")
     title = style.bar_label + (f"\n{threshold_text}" if threshold_text else "")
     return ax.legend(handles=handles, loc="center", fontsize=7, title=title, title_fontsize=8, frameon=False)
