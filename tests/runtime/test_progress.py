@@ -68,16 +68,34 @@ def test_one_display_on_a_terminal(caplog: pytest.LogCaptureFixture) -> None:
         assert progress.terminal
         seen = simulated_run(progress, clock)
     assert seen == sorted(seen) and seen[-1] == 1.0
-    # each fit is a third, each of its two chunks a sixth; once the first chunk showed its stages
-    # (grid, refine), each is half a chunk: the second chunk's grid ends at 1/6 + 1/12
+    # each fit is a third; the first fit's prelude (loading, HRF) half of it, each of its two chunks a
+    # quarter; once the first chunk showed its stages (grid, refine), each is half a chunk: the second
+    # chunk's grid ends at (1/2 + 1/4 + 1/8) / 3; the second fit's prelude is a third of it (one part
+    # more than the two chunks the first fit had), its first chunk ends at (1 + 1/3 + 1/3) / 3
     per_chunk = 5 + 9 + 1
-    assert seen[per_chunk - 1] == pytest.approx(1 / 6) and seen[2 * per_chunk - 1] == pytest.approx(1 / 3)
-    assert seen[per_chunk + 4] == pytest.approx(1 / 6 + 1 / 12)
+    assert seen[per_chunk - 1] == pytest.approx(0.75 / 3) and seen[2 * per_chunk - 1] == pytest.approx(1 / 3)
+    assert seen[per_chunk + 4] == pytest.approx(0.875 / 3)
+    assert seen[3 * per_chunk - 1] == pytest.approx(5 / 9)
     text = stream.getvalue()
     assert "sub-01 fit 1/3 · chunk 1/2 · grid" in text and "fit 3/3 · done 100%|" in text
     assert "elapsed" in text and " left" in text
     assert text.count("\n") == 1, "the display is redrawn in place and left once, at the end"
     assert progress._bar is None and not caplog.records
+
+
+def test_the_fraction_moves_before_the_first_chunk() -> None:
+    """Loading, the participant HRF and the noise model are counted: the display is not at 0 % for them."""
+    progress = Progress(stream=Terminal(), clock=Clock(), fits=2)
+    with progress:
+        seen = []
+        for stage, total in (("load runs", 2), ("HRF grid", 10), ("HRF refine", 5), ("noise", 3)):
+            for done in range(total + 1):
+                progress(stage, done, total)
+                seen.append(progress.fraction)
+        assert seen == sorted(seen) and 0.2 < seen[-1] < 0.25  # nearly all of the first fit's half
+        progress("chunks", 0, 4)
+        progress("grid", 1, 2)
+        assert progress.fraction > seen[-1]
 
 
 def test_log_lines_go_through_tqdm_while_the_display_is_up(monkeypatch) -> None:

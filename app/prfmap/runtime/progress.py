@@ -32,10 +32,12 @@ class Progress:
     the display and never break it.
 
     The overall fraction counts the announced ``fits`` (the main fit and each cross-validation
-    fold) as equal parts; within a fit, its chunks as equal parts; within a chunk, the stages
-    (grid, refine, seed, ...) as equal parts of the sequence the first finished chunk went
-    through. What precedes a fit's chunks (loading, the participant HRF) shows as the stage
-    without moving the fraction. The fraction never decreases.
+    fold) as equal parts; within a fit, what precedes its chunks (loading, the participant HRF,
+    the noise model: its prelude) as one part more than the chunks the previous fit had (half the
+    first fit), each prelude stage half of what is left of it; the chunks as equal parts of the
+    rest; within a chunk, the stages (grid, refine, seed, ...) as equal parts of the sequence the
+    first finished chunk went through. A fit without a prelude gives its chunks the whole fit.
+    The fraction never decreases.
 
     Off a terminal, a log line (``<stage>: <done>/<total> (<pct>%)``) is written at the start of a
     stage, at its end, and at most every ``interval_s`` seconds in between, so container and SLURM
@@ -85,6 +87,9 @@ class Progress:
         self._chunks = self._chunks_done = 0
         self._sequence: list[str] = []
         self._learned: list[str] | None = None
+        self._last_chunks = 1
+        self._prelude: list[tuple[str, int]] = []
+        self._prelude_share = 0.0
         self.fraction = 0.0
 
     def __call__(self, stage: str, done: int, total: int) -> None:
@@ -140,11 +145,21 @@ class Progress:
                 self._sequence, self._stage = [], None
             if total and done >= total:
                 self._fits_done = min(self._fits_done + 1, self.fits)
-                self._chunks = self._chunks_done = 0
-            self._raise((self._fits_done + (done / total if self._chunks and total else 0.0)) / self.fits)
+                self._last_chunks, self._chunks, self._chunks_done = max(total, 1), 0, 0
+                self._prelude, self._prelude_share = [], 0.0
+                self._raise(self._fits_done / self.fits)
+            else:
+                self._raise(self._in_fit(done / total if self._chunks and total else 0.0))
             return f"chunk {done}/{total}" if total and done < total else "done"
         step = done / total if total else 0.0
-        if not self._chunks:  # before the fit's chunks: loading, the participant HRF
+        if not self._chunks:  # before the fit's chunks: loading, the participant HRF, the noise model
+            if not self._prelude_share:
+                self._prelude_share = 1.0 / (self._last_chunks + 1)
+            if not self._prelude or self._prelude[-1] != (stage, total):
+                self._prelude.append((stage, total))
+            k = len(self._prelude) - 1
+            within = 1.0 - 0.5**k * (1.0 - 0.5 * step)  # each stage takes half of what is left
+            self._raise((self._fits_done + self._prelude_share * within) / self.fits)
             return f"{stage} {done}/{total}"
         if self._stage != (stage, total):
             self._stage = (stage, total)
@@ -152,8 +167,13 @@ class Progress:
         k = len(self._sequence) - 1
         parts = len(self._learned) if self._learned and k < len(self._learned) else k + 2
         within = min((k + step) / parts, 1.0)
-        self._raise((self._fits_done + (self._chunks_done + within) / self._chunks) / self.fits)
+        self._raise(self._in_fit((self._chunks_done + within) / self._chunks))
         return f"chunk {self._chunks_done + 1}/{self._chunks} · {stage} {done}/{total}"
+
+    def _in_fit(self, chunks_fraction: float) -> float:
+        """The overall fraction when the current fit's chunks are ``chunks_fraction`` done."""
+        share = self._prelude_share
+        return (self._fits_done + share + (1.0 - share) * chunks_fraction) / self.fits
 
     def _raise(self, fraction: float) -> None:
         self.fraction = min(max(self.fraction, fraction), 1.0)
