@@ -257,7 +257,7 @@ class FitSection(MapFigures):
             "run",
             "volumes",
             "median tSNR",
-            f"median tSNR, r² ≥ {self.ctx.r2_threshold:g}",
+            "median tSNR, units shown",
             "mean FD (mm)",
             "max FD (mm)",
             "volumes FD > 0.5 mm",
