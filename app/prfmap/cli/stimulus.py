@@ -272,7 +272,11 @@ def run(args: argparse.Namespace, command: str) -> list[str]:
     """Make and write the aperture; returns the summary lines."""
     # Deferred: --help needs none of the readers and writers (they import nilearn, imageio, scipy.io).
     from prfmap.stimulus import make_aperture, open_source
+
+    # Deferred as the readers are: the writers import nibabel's and the QC sheet's libraries.
     from prfmap.stimulus.output import check_output, events_update, qc_paths, write_all
+
+    # Deferred as the readers are: the QC summary is only needed once an aperture is made.
     from prfmap.stimulus.qc import summary_rows
 
     check_output(args.output, args.overwrite)

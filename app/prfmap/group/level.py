@@ -287,6 +287,8 @@ def _report_fit(output_dir: Path, result: GroupResult, members: list[Participant
         fov_deg=result.fov_deg,
         participants=rows,
         ivw=result.ivw,
+        contributes=f"{'cvr2' if result.threshold_on == 'cvr2' else 'r²'} ≥ {result.r2_threshold:g}"
+        + (", not doubtful" if all("status" in m.maps for m in members) else ""),
     )
 
 

@@ -189,6 +189,9 @@ class GroupFit:
         Hemisphere → label → (vertices,) inverse-variance-weighted group mean (``stat-ivwmean``;
         ``polarangle`` derived from the weighted x and y); empty without the participants'
         standard errors. Drawn beside the group map of the same label.
+    contributes : str
+        When a participant contributes at a vertex, in words (default ``r² ≥ <threshold>``), e.g.
+        ``"r² ≥ 0.1, not doubtful"``.
     """
 
     task: str
@@ -202,6 +205,7 @@ class GroupFit:
     fov_deg: float | None = None
     participants: list[ParticipantRow] = field(default_factory=list)
     ivw: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    contributes: str = ""
 
     def __str__(self) -> str:
         den = f" den-{self.den}" if self.den else ""
@@ -319,6 +323,11 @@ def _comparison_section(output_dir: Path, comparison: GroupComparison, index: in
     }
 
 
+def _contributes(fit: GroupFit) -> str:
+    """When a participant contributes at a vertex, in the words of every figure and table."""
+    return fit.contributes or f"r² ≥ {fit.r2_threshold:g}"
+
+
 def _count_histogram(count: np.ndarray, n_subjects: int, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(5, 3.2), layout="constrained")
     ax.hist(count, bins=np.arange(-0.5, n_subjects + 1.5, 1.0), color="steelblue")
@@ -392,7 +401,7 @@ def _group_maps(
     fit: GroupFit, fig_dir: Path, rel: str, prefix: str
 ) -> tuple[list[Figure], list[Figure], list[str], list[str]]:
     n = len(fit.subjects)
-    threshold_text = f"shown: ≥ 1 participant with r² ≥ {fit.r2_threshold:g}"
+    threshold_text = f"shown: ≥ 1 participant with {_contributes(fit)}"
     # the participant count last, once (map_labels counts it among the extras)
     labels = [k for k in map_labels({k: None for k in fit.maps[next(iter(fit.maps))]}) if k != "count"]
     labels.append("count")
@@ -477,7 +486,7 @@ def _section(output_dir: Path, fit: GroupFit, index: int) -> dict:
     hist = Figure(
         f"{rel}/{path.name}",
         "histogram of vertices (count) by participants contributing (count)",
-        f"Vertices by the number of participants with r² ≥ {fit.r2_threshold:g}.",
+        f"Vertices by the number of participants with {_contributes(fit)}.",
     )
     header, rows, links = _table(fit)
     summary = [
@@ -493,8 +502,8 @@ def _section(output_dir: Path, fit: GroupFit, index: int) -> dict:
         "anchor": f"fit{index}",
         "title": str(fit),
         "lead": (
-            f"{n} participants; {int(np.sum(count >= 1))} vertices with at least one participant at "
-            f"r² ≥ {fit.r2_threshold:g}, {int(np.sum(count == n))} with all of them."
+            f"{n} participants; {int(np.sum(count >= 1))} vertices with at least one participant "
+            f"contributing ({_contributes(fit)}), {int(np.sum(count == n))} with all of them."
         ),
         "warnings": warnings,
         "maps": flat or views,
@@ -503,8 +512,8 @@ def _section(output_dir: Path, fit: GroupFit, index: int) -> dict:
         "table_header": header,
         "table_rows": list(zip(rows, links, strict=True)),
         "coverage_note": (
-            f"Coverage: the share of the stimulated field where at least one pRF of the units "
-            f"with r² ≥ {fit.r2_threshold:g} reaches half its peak."
+            "Coverage: the share of the stimulated field where at least one pRF of the units shown "
+            f"(r² ≥ {fit.r2_threshold:g}, not doubtful) reaches half its peak."
         ),
         "count_figure": hist,
         "summary_rows": summary,
