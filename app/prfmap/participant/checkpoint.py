@@ -261,9 +261,7 @@ def fit_chunked(  # noqa: PLR0913 - keyword-only: what a chunked fit needs and w
         if progress:
             progress("chunks", i + 1, len(starts))
         check_stop(f"after chunk {i + 1} of {len(starts)} of {name} (saved in {where})", how_to_resume)
-    logger.info(
-        "%s: %d chunk(s) fitted, %d taken from earlier checkpoints", name, fitted, len(starts) - fitted
-    )
+    logger.info("%s: %d chunk(s) fitted, %d reused", name, fitted, len(starts) - fitted)
     logger.debug("%s: checkpoints in %s", name, where)
     return _merge(str(kwargs.get("model", "gauss")), chunks, chunk)
 
