@@ -161,12 +161,12 @@ def run_participant(
     remove_checkpoints(checkpoint_dir(config, subject), [p for group in fitted for p in group.checkpoints])
     report = output_dir / f"sub-{subject}.html"
     logger.info(
-        "sub-%s%s done in %.0f s: %d files under %s%s",
+        "sub-%s%s: published %d files under %s in %.0f s%s",
         subject,
         place,
-        time.perf_counter() - start,
         len(published),
         output_dir,
+        time.perf_counter() - start,
         f"; report {report}" if config.outputs.report and report.is_file() else "",
     )
     return published
