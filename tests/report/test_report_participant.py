@@ -328,7 +328,7 @@ def test_status_map_has_a_categorical_legend(context: ReportContext, tmp_path: P
     from matplotlib.colors import Normalize
 
     from prfmap.engine import catalog
-    from prfmap.report.legends import draw_category_legend, style_for
+    from prfmap.report.legends import draw_category_legend, status_slots, style_for
 
     bits = catalog.STATUS_BITS
     rng = np.random.default_rng(3)
@@ -366,7 +366,8 @@ def test_status_map_has_a_categorical_legend(context: ReportContext, tmp_path: P
         assert sorted(listed) == sorted(expected)  # every combination shown, and only those
         meta = Image.open(page.parent / src).text
         assert meta["Title"] == "fit status (sum of bits)" and all(e in meta["Description"] for e in expected)
-    # The legend itself: its entries, most frequent first, each in its own qualitative colour
+    # The legend itself: its entries, most frequent first, each in its own qualitative colour, the
+    # colour of its code (the same in every map)
     style = style_for("status", status[shown], 20.0)
     fig, ax = plt.subplots()
     legend = draw_category_legend(ax, style)
@@ -375,7 +376,8 @@ def test_status_map_has_a_categorical_legend(context: ReportContext, tmp_path: P
     ]
     colours = [tuple(h.get_facecolor()) for h in legend.legend_handles]
     cmap = colormaps[style.cmap]
-    assert colours == [cmap(Normalize(style.vmin, style.vmax)(i)) for i in range(len(present))]
+    slots = status_slots(present, 20)
+    assert colours == [cmap(Normalize(style.vmin, style.vmax)(slots[c])) for c in present]
     assert len(set(colours)) == len(present)
     plt.close(fig)
     # The flattened map draws the categories in those colours, not blends of them
