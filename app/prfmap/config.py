@@ -24,6 +24,9 @@ from typing import Any
 
 SECTIONS = ("inputs", "preprocessing", "fit", "outputs", "execution")
 _PATHS = ("bids_dir", "stimulus", "output_dir", "work_dir", "bids_database_dir")
+MAX_SMOOTH_FWHM_MM = 20.0
+"""The widest ``--smooth-fwhm``: wider kernels average over whole visual areas (and take hours on a
+fine mesh: the surface smoothing's iterations grow with the square of the width)."""
 
 
 def _frozen_mapping(value: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
@@ -113,8 +116,8 @@ class PreprocessingConfig:
         What the series are: BOLD as acquired (converted to percent signal change of its mean), or
         already percent signal change (fitted as given).
     smooth_fwhm : float or None
-        FWHM (mm) of the spatial smoothing applied as the runs are read (:mod:`prfmap.io.smoothing`);
-        None for none.
+        FWHM (mm) of the spatial smoothing applied as the runs are read (:mod:`prfmap.io.smoothing`),
+        at most :data:`MAX_SMOOTH_FWHM_MM`; None for none.
     """
 
     dummy_scans: int | None = None

@@ -52,3 +52,15 @@ def test_a_kernel_narrower_than_the_mesh_is_refused(small_synth: Path, tmp_path:
     assert len(lines) == 1 and lines[0].startswith("prfmap: error: --smooth-fwhm 2 smooths nothing"), lines
     assert "use at least 3.1 mm" in lines[0]
     assert only_logs(out)
+
+
+@pytest.mark.parametrize("fwhm", ["20.5", "1e6", "inf", "-1"])
+def test_a_kernel_wider_than_any_visual_area_or_negative_is_a_usage_error(
+    fwhm: str, tmp_path: Path, capsys
+) -> None:
+    """A hostile width used to run for hours (the surface smoothing's iterations grow as its square)."""
+    out = tmp_path / "out"
+    assert main([str(tmp_path / "bids"), str(out), "participant", "--smooth-fwhm", fwhm]) == 64
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("prfmap: error: argument --smooth-fwhm: ") and fwhm in line, line
+    assert not out.exists()

@@ -189,3 +189,5 @@ def test_no_surface_on_disk_is_a_missing_input(tmp_path: Path) -> None:
     with pytest.raises(MissingInputError, match="no sub-01_hemi-L_midthickness.surf.gii"):
         smoothing_for(run_input("gifti", {}, space="fsnative"), 4.0, tmp_path)
     assert smoothing_for(run_input("gifti", {}, space="fsnative"), 0.0, tmp_path) is None
+    with pytest.raises(UsageError, match=r"--smooth-fwhm 25 is not in \(0, 20\] mm"):
+        smoothing_for(run_input("volume", Path("x"), Path("m")), 25.0, tmp_path)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from prfmap import __version__
+from prfmap.config import MAX_SMOOTH_FWHM_MM
 from prfmap.engine import catalog
 from prfmap.errors import ExitCode, one_line, why_missing
 from prfmap.io.datasets import FOV_RANGE_DEG, check_fov_deg, read_bids_filter
@@ -176,6 +177,16 @@ def nonnegative_float(value: str) -> float:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
     if not number >= 0 or number == float("inf"):
         raise argparse.ArgumentTypeError(f"{value!r} must be zero or a positive number")
+    return number
+
+
+def smooth_fwhm(value: str) -> float:
+    """An argparse type: a FWHM in mm, from 0 (no smoothing) to :data:`MAX_SMOOTH_FWHM_MM`."""
+    number = nonnegative_float(value)
+    if number > MAX_SMOOTH_FWHM_MM:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is wider than {MAX_SMOOTH_FWHM_MM:g} mm: such a kernel averages whole visual areas"
+        )
     return number
 
 
@@ -405,12 +416,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g_pre.add_argument(
         "--smooth-fwhm",
-        type=nonnegative_float,
+        type=smooth_fwhm,
         default=0.0,
         metavar="MM",
         help="spatial smoothing (FWHM in mm) of every run before the fit: volumes with nilearn's Gaussian "
         "(as NiftiMasker's smoothing_fwhm, before the brain mask), surfaces on the space's midthickness "
-        "surface with nilearn's FreeSurfer-style smoothing (fsnative: fMRIPrep's surfaces); 0 for none. "
+        f"surface with nilearn's FreeSurfer-style smoothing (fsnative: fMRIPrep's surfaces); 0 for none, at "
+        f"most {MAX_SMOOTH_FWHM_MM:g}. "
         "Smoothing trades noise for blur: pRF sizes grow, and neighbouring units' standard errors are no "
         "longer independent",
     )

@@ -31,6 +31,7 @@ import numpy as np
 from nilearn.image import smooth_img
 from nilearn.surface import InMemoryMesh, PolyMesh, SurfaceImage
 
+from prfmap.config import MAX_SMOOTH_FWHM_MM
 from prfmap.errors import BadDataError, MissingInputError, UsageError
 from prfmap.io.meshes import TemplateMeshes, find_midthickness
 from prfmap.io.runs import RunInput
@@ -149,10 +150,13 @@ def smoothing_for(run: RunInput, fwhm_mm: float | None, fmriprep_dir: Any) -> Sm
     MissingInputError
         No midthickness surface of the run's space is on disk.
     UsageError
-        The FWHM is too small for the mesh: FreeSurfer's smoothing would do no iteration.
+        The FWHM is too small for the mesh (FreeSurfer's smoothing would do no iteration), or wider
+        than :data:`prfmap.config.MAX_SMOOTH_FWHM_MM`.
     """
     if not fwhm_mm:
         return None
+    if not 0 < fwhm_mm <= MAX_SMOOTH_FWHM_MM:
+        raise UsageError(f"--smooth-fwhm {fwhm_mm:g} is not in (0, {MAX_SMOOTH_FWHM_MM:g}] mm")
     if run.kind == "volume":
         return Smoothing(float(fwhm_mm))
     meshes, source = find_midthickness(run.subject, run.space, run.den, fmriprep_dir)
