@@ -151,6 +151,50 @@ def test_a_stop_while_a_record_is_written_reaches_the_code_that_logged() -> None
     assert "--- Logging error ---" in swallowed.stderr and swallowed.stdout.splitlines() == ["carried on"]
 
 
+REENTRY = """
+import io, logging, os, signal, threading, time
+from prfmap.io.logs import Console
+from prfmap.runtime.signals import StopRequested, stop_on_signal
+
+
+class Stream(io.StringIO):
+    busy = signalled = False
+
+    def write(self, text):
+        if self.busy:
+            print("re-entered by", threading.current_thread().name)
+        self.busy = True
+        try:
+            if not self.signalled:
+                self.signalled = True
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)  # the handler runs here, inside the write
+            return super().write(text)
+        finally:
+            self.busy = False
+
+
+stream = Stream()
+logging.getLogger("prfmap").addHandler(Console(stream))
+logging.getLogger("prfmap").setLevel(logging.INFO)
+with stop_on_signal("try again"):
+    try:
+        logging.getLogger("prfmap.test").warning("a record")
+    except StopRequested:
+        print("stopped")
+    time.sleep(0.5)
+print("logged:", "SIGTERM received: stopping now" in stream.getvalue())
+"""
+
+
+def test_the_signal_is_logged_without_writing_into_a_stream_being_written() -> None:
+    """The handler used to log itself, into the log file the main thread was flushing: 'reentrant call'
+    and a logging traceback on stderr (seen in CI, once in many runs); the watchdog logs it instead."""
+    proc = _python(REENTRY)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.splitlines() == ["stopped", "logged: True"]
+
+
 DEFERRED = """
 import os, signal, time
 from prfmap.runtime.signals import StopRequested, deferred_stop, stop_on_signal

@@ -169,8 +169,8 @@ def end_process(code: int) -> NoReturn:
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
-    if not _requested:
-        logger.warning("%s received: stopping now", signal.Signals(signum).name)
+    # No logging here: the signal can arrive while the main thread writes a log file, and a write
+    # into the same buffered stream from the handler fails ("reentrant call"); the watchdog logs it.
     _requested.append(signum)
     if not _state["deferred"]:
         raise StopRequested(_stop_message(signum), signum)
@@ -206,6 +206,7 @@ def _watch(read_fd: int, cancelled: threading.Event) -> None:
             return
         stops = [b for b in data if b in {int(s) for s in STOP_SIGNALS}]
         if stops:
+            logger.warning("%s received: stopping now", signal.Signals(stops[0]).name)
             if not cancelled.wait(GRACE_S):
                 _force_exit(stops[0], _stop_message(stops[0]))
             return
