@@ -341,6 +341,6 @@ FIT_SETTINGS = {
 
 def fit_settings(**changes):
     """A :class:`prfmap.engine.FitSettings` as a fit of the toy sizes above records it, with ``changes``."""
-    from prfmap.engine.settings import FitSettings
+    from prfmap.engine.catalog.settings import FitSettings
 
     return FitSettings(**{**FIT_SETTINGS, **changes})

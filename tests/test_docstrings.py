@@ -23,15 +23,16 @@ BACKEND_MODULES = {"jax.py", "torch.py", "tensorflow.py"}
 INTERFACE = {name for name in dir(BackendModule) if not name.startswith("_")}
 
 
-def _classes(tree: ast.Module) -> dict[str, ast.ClassDef]:
+def _classes(tree: ast.Module, seen: frozenset[Path] = frozenset()) -> dict[str, ast.ClassDef]:
     """The classes of a module, and those it imports from prfmap (a base may live elsewhere)."""
     found = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("prfmap."):
-            source = PACKAGE.parent / (node.module.replace(".", "/") + ".py")
-            if not source.is_file():
+            base = PACKAGE.parent / node.module.replace(".", "/")
+            source = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+            if not source.is_file() or source in seen:  # a package's module imports its package
                 continue
-            theirs = _classes(ast.parse(source.read_text()))
+            theirs = _classes(ast.parse(source.read_text()), seen | {source})
             found.update(
                 {a.name: theirs[a.name] for a in node.names if a.name in theirs and a.name not in found}
             )

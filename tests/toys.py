@@ -15,12 +15,12 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 from keras import ops
 
-from prfmap.engine import catalog, core
-from prfmap.engine.core_ops import at_least
-from prfmap.engine.gaussians import GaussModel
+from prfmap.engine import catalog, kernels
+from prfmap.engine.backend.ops import at_least
 from prfmap.engine.models import PRFModel
+from prfmap.engine.models.gaussians import GaussModel
+from prfmap.engine.models.transforms import Param
 from prfmap.engine.solvers import Data, Solution, project
-from prfmap.engine.transforms import Param
 
 
 class SaturatingModel(GaussModel):
@@ -95,10 +95,10 @@ class ScaledGradient:
         return ()
 
     def _evaluate(self, u: Any, data: Data) -> tuple[Any, Any, Any]:
-        cost, jtj, jte = core.vp_normal_equations(
+        cost, jtj, jte = kernels.vp_normal_equations(
             self.model, u, data.y, data.free, data.stim, data.hrf_t, data.q
         )
-        return cost, jte, at_least(ops.diagonal(jtj, axis1=1, axis2=2), core.TINY)
+        return cost, jte, at_least(ops.diagonal(jtj, axis1=1, axis2=2), kernels.TINY)
 
     def init(self, u: Any, data: Data) -> ScaledGradientState:
         cost, gradient, scale = self._evaluate(u, data)
@@ -112,7 +112,7 @@ class ScaledGradient:
         u_new = project(state.u - move * state.gradient / state.scale, data)
         cost, gradient, scale = self._evaluate(u_new, data)
         accept = state.active & (cost < state.cost) & ops.isfinite(cost)
-        rel = (state.cost - cost) / at_least(state.cost, core.TINY)
+        rel = (state.cost - cost) / at_least(state.cost, kernels.TINY)
         step = ops.where(accept, state.step * self.grow, state.step * self.shrink)
         done = (accept & (rel < self.tol)) | (step < self.shortest)
         a1 = accept[:, None]

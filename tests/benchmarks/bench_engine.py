@@ -77,7 +77,7 @@ def stage_flops(settings: dict[str, Any], units: int, frames: int, distinct: int
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Make the workload, fit it (a warm-up pass first) and return the JSON records."""
     from prfmap.engine import backend_info, fit_prf
-    from prfmap.engine.search import clear_grid_cache
+    from prfmap.engine.fit.search import clear_grid_cache
 
     workload = WORKLOADS[args.workload]
     case = make(workload, units=args.units)

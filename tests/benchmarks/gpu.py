@@ -103,7 +103,7 @@ def fit_case(name: str, dry: bool, mem_gb: float) -> dict[str, Any]:
     from workloads import WORKLOADS, distinct_frames, make
 
     from prfmap.engine import fit_prf
-    from prfmap.engine.search import clear_grid_cache
+    from prfmap.engine.fit.search import clear_grid_cache
 
     workload = WORKLOADS[name]
     if dry:

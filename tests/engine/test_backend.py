@@ -103,10 +103,10 @@ BROADCAST_PRODUCTS = [
 @pytest.mark.backend
 @pytest.mark.parametrize("compiled", ["0", "1"])
 def test_broadcast_matmul_runs_and_matches_numpy(tmp_path, backend, compiled):
-    """core_ops.matmul on broadcast shapes, in a subprocess so that a crash fails only this test."""
+    """backend.ops.matmul on broadcast shapes, in a subprocess so that a crash fails only this test."""
     code = (
         "import sys, numpy as np; sys.path.insert(0, sys.argv[1]);"
-        "from keras import ops; from prfmap.engine.core_ops import matmul;"
+        "from keras import ops; from prfmap.engine.backend.ops import matmul;"
         "from prfmap.engine.backend import compile_enabled, get_backend;"
         f"shapes = {BROADCAST_PRODUCTS!r}; rng = np.random.default_rng(0);"
         "fn = get_backend().compile_fun(matmul) if compile_enabled() else matmul\n"

@@ -90,8 +90,8 @@ def test_a_capped_amplitude_is_the_bounded_least_squares_solution(n_bases):
     from keras import ops
     from scipy.optimize import lsq_linear
 
-    from prfmap.engine import core
-    from prfmap.engine.core_ops import to_numpy
+    from prfmap.engine import kernels
+    from prfmap.engine.backend.ops import to_numpy
 
     rng = np.random.default_rng(n_bases)
     a = rng.normal(size=(12, n_bases, 60))
@@ -99,8 +99,8 @@ def test_a_capped_amplitude_is_the_bounded_least_squares_solution(n_bases):
     weights[:, 0] = rng.uniform(0, 120, 12)
     y = np.einsum("ul,ulf->uf", weights, a) + rng.normal(0, 1, (12, 60))
     high = 60.0
-    beta, gram = core.linear_fit(ops.convert_to_tensor(a), ops.convert_to_tensor(y))
-    capped = to_numpy(core.capped_amplitude(beta, gram, high))
+    beta, gram = kernels.linear_fit(ops.convert_to_tensor(a), ops.convert_to_tensor(y))
+    capped = to_numpy(kernels.capped_amplitude(beta, gram, high))
     lower, upper = np.full(n_bases, -np.inf), np.full(n_bases, np.inf)
     upper[0] = high
     expected = np.array([lsq_linear(a[u].T, y[u], bounds=(lower, upper)).x for u in range(len(y))])
@@ -144,9 +144,9 @@ def test_rejected_refinements_are_finalised_again_alone_with_the_same_result(sti
     again: the written fit equals a final fit of every unit at the parameters written."""
     from functools import partial
 
+    from prfmap.engine.fit.result import checked_fit, final_fit
     from prfmap.engine.models import free_mask, get_model
     from prfmap.engine.problem import make_problem, project_units
-    from prfmap.engine.result import checked_fit, final_fit
 
     rng = np.random.default_rng(4)
     n = 40

@@ -17,9 +17,9 @@ from conftest import TR, random_params
 from prfmap.cli.parser import build_parser
 from prfmap.derivatives import map_sidecar
 from prfmap.engine import Stimulus, catalog, fit_prf, predict
-from prfmap.engine.levenberg_marquardt import LevenbergMarquardt
+from prfmap.engine.fit.stages import RefinePlan
 from prfmap.engine.models import get_model, reported_parameters
-from prfmap.engine.stages import RefinePlan
+from prfmap.engine.solvers.levenberg_marquardt import LevenbergMarquardt
 
 APP = str(Path(__file__).resolve().parents[2] / "app")
 

@@ -114,7 +114,7 @@ def test_predictions_agree_across_backends(tmp_path, backend):
 def test_autodiff_gradients_of_every_parameter_are_finite_and_nonzero(model, stim):
     from keras import ops
 
-    from prfmap.engine import core
+    from prfmap.engine import kernels
     from prfmap.engine.problem import make_problem
 
     m = get_model(model)
@@ -128,7 +128,7 @@ def test_autodiff_gradients_of_every_parameter_are_finite_and_nonzero(model, sti
     y = data - data.mean(axis=1, keepdims=True)
 
     def loss(u, y):
-        return ops.sum(core.vp_cost(m, u, y, prob.stim, prob.hrf_t, prob.q))
+        return ops.sum(kernels.vp_cost(m, u, y, prob.stim, prob.hrf_t, prob.q))
 
     value, grad = get_backend().value_and_grad(loss)(
         ops.convert_to_tensor(u, dtype="float64"), ops.convert_to_tensor(y, dtype="float64")

@@ -5,8 +5,8 @@ import pytest
 
 from conftest import TR, random_params
 from prfmap.engine import HRF, estimate_hrf, fit_prf, predict
+from prfmap.engine.estimate.hrf import top_units
 from prfmap.engine.hrf import hrf_kernels
-from prfmap.engine.participant_hrf import top_units
 from prfmap.synth.model import unit_kernels
 
 

@@ -6,9 +6,9 @@ import pytest
 
 from conftest import FOV, TR, bar_design, random_params
 from prfmap.engine import Stimulus, cartesian_grid, catalog, fit_prf, predict
+from prfmap.engine.fit.search import seed_search
 from prfmap.engine.models import get_model
 from prfmap.engine.problem import make_problem, nuisance_basis
-from prfmap.engine.search import seed_search
 
 pytestmark = pytest.mark.backend  # docs/validation.md: the seeding is checked on every backend
 
@@ -102,7 +102,7 @@ def test_candidates_sharing_their_gaussians_score_as_when_each_is_computed(name,
     """The seed candidates of a surround model share the unit's centre and size and a few surround
     sizes: the search computes those Gaussians once per unit and picks the same candidates with the
     same scores."""
-    import prfmap.engine.search as search
+    import prfmap.engine.fit.search as search
 
     stim = Stimulus(bar_design(80, 21), FOV)
     rng = np.random.default_rng(25)

@@ -9,11 +9,11 @@ import pytest
 from keras import ops
 
 from prfmap.engine import batching
-from prfmap.engine.adam import Adam
 from prfmap.engine.backend import get_backend
-from prfmap.engine.core_ops import tensor, to_numpy
+from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.models import get_model
 from prfmap.engine.solvers import Data, Solution, iterate
+from prfmap.engine.solvers.adam import Adam
 
 
 class HalvingState(NamedTuple):

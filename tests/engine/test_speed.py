@@ -7,14 +7,15 @@ import pytest
 from keras import ops
 
 from conftest import FOV, TR, bar_design, random_params
-from prfmap.engine import Stimulus, estimate_hrf, fit_prf, frames, predict, streaming
-from prfmap.engine.core_ops import spd_solve, tensor, to_numpy
+from prfmap.engine import Stimulus, estimate_hrf, fit_prf, predict
+from prfmap.engine.backend.ops import spd_solve, tensor, to_numpy
+from prfmap.engine.fit.search import best_grid_points, clear_grid_cache, grid_predictions
 from prfmap.engine.hrf import convolution_matrices, hrf_kernels
-from prfmap.engine.levenberg_marquardt import LevenbergMarquardt
 from prfmap.engine.models import get_model
 from prfmap.engine.problem import make_problem, project_units
-from prfmap.engine.search import best_grid_points, clear_grid_cache, grid_predictions
-from prfmap.engine.solvers import refine_units
+from prfmap.engine.solvers import refine_units, streaming
+from prfmap.engine.solvers.levenberg_marquardt import LevenbergMarquardt
+from prfmap.engine.stimulus import frames
 
 
 def two_runs() -> Stimulus:

@@ -17,9 +17,9 @@ import pytest
 from conftest import FOV, TR, bar_design, random_params
 from prfmap.engine import HRF, NoiseModel, Stimulus, catalog, fit_prf, predict
 from prfmap.engine.fit import HRF_VARIABILITY
+from prfmap.engine.fit.uncertainty import Z95, Uncertainty, _inverse, doubtful_uncertainty
 from prfmap.engine.hrf import CANONICAL
 from prfmap.engine.problem import nuisance_basis
-from prfmap.engine.uncertainty import Z95, Uncertainty, _inverse, doubtful_uncertainty
 
 RUNS = (148, 148)
 

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from prfmap.engine import Stimulus
-from prfmap.engine.grid import polar_grid
+from prfmap.engine.fit.grid import polar_grid
 from prfmap.io.aperture import load_aperture
 from prfmap.io.resample import AreaResampler, fit_pixel_deg
 from prfmap.synth import SynthConfig, bar_apertures, gaussian_overlap

@@ -15,7 +15,7 @@ from PIL import Image
 from helpers import fit_settings
 from page_checks import check_page
 from prfmap.engine import catalog
-from prfmap.engine.uncertainty import CENTRE_SE_LIMIT
+from prfmap.engine.fit.uncertainty import CENTRE_SE_LIMIT
 from prfmap.report.context import ReportContext
 from prfmap.report.legends import UNCERTAIN_CENTRE_FRACTION, centre_se_style
 from prfmap.report.methods import methods_text

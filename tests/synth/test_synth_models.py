@@ -169,8 +169,8 @@ def test_overlap_matches_the_engines_css_and_dog_models():
     from keras import ops
 
     from prfmap.engine.models import get_model
+    from prfmap.engine.models.transforms import EPS
     from prfmap.engine.stimulus import Stimulus, StimulusTensors
-    from prfmap.engine.transforms import EPS
 
     design = bar_apertures(SynthConfig(small=True))
     stim = Stimulus(design, fov_deg=20.0)

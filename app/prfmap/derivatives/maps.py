@@ -10,7 +10,7 @@ import numpy as np
 
 from prfmap.derivatives.naming import MAP_SUFFIX, OutputKey, sidecar_of
 from prfmap.derivatives.sidecars import map_sidecar, with_reference
-from prfmap.engine.settings import FitSettings
+from prfmap.engine.catalog.settings import FitSettings
 from prfmap.io.atomic import write_json_atomic
 from prfmap.io.geometry import UnitGeometry
 

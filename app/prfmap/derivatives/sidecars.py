@@ -8,7 +8,7 @@ from typing import Any
 
 from prfmap.derivatives.naming import OutputKey
 from prfmap.engine import catalog
-from prfmap.engine.settings import FitSettings
+from prfmap.engine.catalog.settings import FitSettings
 from prfmap.io.references import spatial_reference
 
 POLAR_ANGLE_CONVENTION = (

@@ -16,22 +16,22 @@ from prfmap.engine.backend import get_backend, select_backend
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
 _LAZY = {
-    "FitResult": "prfmap.engine.result",
+    "FitResult": "prfmap.engine.fit.result",
     "fit_prf": "prfmap.engine.fit",
-    "estimate_hrf": "prfmap.engine.participant_hrf",
-    "estimate_noise": "prfmap.engine.noise_estimate",
+    "estimate_hrf": "prfmap.engine.estimate.hrf",
+    "estimate_noise": "prfmap.engine.estimate.noise",
     "NoiseModel": "prfmap.engine.noise",
     "FitOptions": "prfmap.engine.options",
-    "FitSettings": "prfmap.engine.settings",
+    "FitSettings": "prfmap.engine.catalog.settings",
     "HRF": "prfmap.engine.hrf",
     "predict": "prfmap.engine.prediction",
-    "cartesian_grid": "prfmap.engine.grid",
-    "polar_grid": "prfmap.engine.grid",
+    "cartesian_grid": "prfmap.engine.fit.grid",
+    "polar_grid": "prfmap.engine.fit.grid",
     "spm_hrf": "prfmap.engine.hrf",
     "MODELS": "prfmap.engine.catalog",
     "model_parameters": "prfmap.engine.models",
     "Stimulus": "prfmap.engine.stimulus",
-    "seeded_by_gaussian": "prfmap.engine.stages",
+    "seeded_by_gaussian": "prfmap.engine.fit.stages",
 }
 
 __all__ = [

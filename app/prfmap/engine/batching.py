@@ -11,9 +11,10 @@ from functools import partial
 
 import numpy as np
 
-from prfmap.engine import catalog, frames
+from prfmap.engine import catalog
 from prfmap.engine.backend import compile_enabled, get_backend
 from prfmap.engine.problem import Problem
+from prfmap.engine.stimulus import frames
 
 ProgressFn = Callable[[str, int, int], None]
 DEFAULT_MEM_GB = 2.0
@@ -31,7 +32,7 @@ def compiled(kernel: Callable, *static: Hashable) -> Callable:
     Parameters
     ----------
     kernel : callable
-        A traceable function of the engine (``core.finalize``, ``solvers.iterate_loop``, a solver's
+        A traceable function of the engine (``kernels.finalize``, ``solvers.iterate_loop``, a solver's
         ``step``...).
     *static : hashable
         Its leading arguments that are not tensors (a model, a frozen solver): bound to it, and with

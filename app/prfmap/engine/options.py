@@ -31,7 +31,7 @@ class FitOptions:
     fit_hrf : bool
         The same as ``hrf="vertex"``.
     grid : mapping, optional
-        Grid of ``x``, ``y``, ``sigma`` points (default :func:`prfmap.engine.grid.polar_grid`),
+        Grid of ``x``, ``y``, ``sigma`` points (default :func:`prfmap.engine.fit.grid.polar_grid`),
         searched with the Gaussian; a model with extras then seeds them per unit from a small grid
         of its own around the unit's Gaussian start (``PRFModel.seed_grid``). A grid that also names
         extras (``n``...) is searched with the model itself, without the seeding.

@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 from keras import ops
 
-from prfmap.engine import core
+from prfmap.engine import kernels
+from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.batching import compiled
-from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.hrf import CANONICAL, HRF
 from prfmap.engine.models import PRFModel, floatx, get_model
 from prfmap.engine.problem import make_problem
@@ -69,5 +69,5 @@ def predict(
 
 def _predict_tensor(model: PRFModel, theta: Any, weights: Any, stim: StimulusTensors, hrf_t: Any) -> Any:
     neural = model.neural(theta, stim, jacobian=False)
-    regs = core.hrf_regressors(neural, hrf_t)[0]  # (bases, units, frames)
+    regs = kernels.hrf_regressors(neural, hrf_t)[0]  # (bases, units, frames)
     return ops.sum(ops.transpose(weights)[:, :, None] * regs, axis=0)

@@ -8,12 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from prfmap.engine import frames
 from prfmap.engine.backend import get_backend
-from prfmap.engine.core_ops import tensor, to_numpy
+from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.hrf import CANONICAL, HRF, convolution_matrices, hrf_kernels
 from prfmap.engine.models import PRFModel
-from prfmap.engine.stimulus import Stimulus, StimulusTensors
+from prfmap.engine.stimulus import Stimulus, StimulusTensors, frames
 
 
 @dataclass(frozen=True)
@@ -24,11 +23,11 @@ class Problem:
     ----------
     model : PRFModel
     stim : StimulusTensors
-        The stimulated pixels' apertures, one column per distinct frame (:mod:`~prfmap.engine.frames`),
-        and coordinates.
+        The stimulated pixels' apertures, one column per distinct frame
+        (:mod:`~prfmap.engine.stimulus.frames`), and coordinates.
     hrf_t : tensor, shape (bases, distinct, frames)
         Transposed per-TR convolution matrices of the HRF bases, folded with the expansion of the
-        distinct frames to the frames (:func:`~prfmap.engine.frames.fold_expansion`).
+        distinct frames to the frames (:func:`~prfmap.engine.stimulus.frames.fold_expansion`).
     q : tensor, shape (frames, k)
         Orthonormal nuisance basis (a constant first) projected out of data and predictions.
     dtype : str

@@ -1,7 +1,7 @@
 """Area-averaged resampling of apertures to the resolution the model needs.
 
 The rule: a pixel is at most the smallest pRF size on the fitting grid. The engine's polar grid
-(``prfmap.engine.grid.polar_grid``) starts its sizes at ``GRID_SIGMA_FRACTION`` × the aperture's radius
+(``prfmap.engine.fit.grid.polar_grid``) starts its sizes at ``GRID_SIGMA_FRACTION`` × the aperture's radius
 (2 % of it: 0.2° for a 20° field of view), or one pixel if pixels are coarser. A Gaussian at least one
 pixel wide is summed over a pixel grid to within 1e-8 of its integral (the sampling error of a Gaussian
 decays as ``exp(-2π² σ² / pixel²)``), and area averaging keeps every partially covered pixel's share of

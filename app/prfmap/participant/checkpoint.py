@@ -25,8 +25,8 @@ import numpy as np
 
 from prfmap import __version__
 from prfmap.engine import FitResult, Stimulus, backend_info, fit_prf
-from prfmap.engine.settings import FitSettings
-from prfmap.engine.uncertainty import Uncertainty
+from prfmap.engine.catalog.settings import FitSettings
+from prfmap.engine.fit.uncertainty import Uncertainty
 from prfmap.io.atomic import atomic_path, write_text_atomic
 from prfmap.runtime.signals import check_stop
 

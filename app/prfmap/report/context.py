@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from prfmap.engine.settings import FitSettings
+from prfmap.engine.catalog.settings import FitSettings
 from prfmap.io.geometry import SurfaceLayout
 from prfmap.io.naming import bids_name
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from prfmap import __version__
 from prfmap.engine import catalog
-from prfmap.engine.settings import FitSettings
+from prfmap.engine.catalog.settings import FitSettings
 from prfmap.report.uncertainty import noise_model_text, uncertainty_methods
 
 REFERENCES = {

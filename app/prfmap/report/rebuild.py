@@ -25,7 +25,7 @@ from prfmap.config import Config
 from prfmap.derivatives import MAP_SUFFIX, PYBIDS_CONFIG
 from prfmap.derivatives.comparison import COMPARISON_MODEL
 from prfmap.engine import catalog
-from prfmap.engine.settings import FitSettings
+from prfmap.engine.catalog.settings import FitSettings
 from prfmap.errors import BadDataError, MissingInputError, PrfmapError
 from prfmap.io.aperture import load_aperture
 from prfmap.io.bids import find_inputs

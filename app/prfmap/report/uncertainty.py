@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from prfmap.engine import catalog
-from prfmap.engine.settings import FitSettings
+from prfmap.engine.catalog.settings import FitSettings
 
 CENTRE_SE = "centrese"
 """The label of the centre's standard-error map in figure names (``flat-centrese.png``)."""

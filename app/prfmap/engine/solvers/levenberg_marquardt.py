@@ -8,8 +8,8 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 from keras import ops
 
-from prfmap.engine import core
-from prfmap.engine.core_ops import at_least
+from prfmap.engine import kernels
+from prfmap.engine.backend.ops import at_least
 from prfmap.engine.models import PRFModel
 from prfmap.engine.solvers import Data, Solution, Solver, Tensor, project
 
@@ -77,7 +77,7 @@ class LevenbergMarquardt(Solver[LMState]):
 
     def init(self, u: Tensor, data: Data, damping: Tensor) -> LMState:
         """The cost, Gauss–Newton matrix and gradient at ``u``, with the given damping."""
-        cost, jtj, jte = core.vp_normal_equations(
+        cost, jtj, jte = kernels.vp_normal_equations(
             self.model, u, data.y, data.free, data.stim, data.hrf_t, data.q
         )
         n = ops.shape(u)[0]
@@ -97,7 +97,7 @@ class LevenbergMarquardt(Solver[LMState]):
     def step(self, state: LMState, data: Data) -> LMState:
         """One damped step per unit, kept where the cost drops (the damping falls), else undone (it rises).
 
-        A ``fresh`` unit is evaluated where it is instead (its start: :mod:`~prfmap.engine.streaming`
+        A ``fresh`` unit is evaluated where it is instead (its start: :mod:`~prfmap.engine.solvers.streaming`
         loads units into a running batch that way), and a unit at ``data.max_steps`` steps waits.
         """
         u, cost, jtj, jte, lam, active, rejected, steps, fresh = state
@@ -109,21 +109,21 @@ class LevenbergMarquardt(Solver[LMState]):
         damp = (
             lam[:, None] * diag
             + (1.0 - data.free)[None]
-            + self.diagonal_floor * at_least(ops.max(diag, axis=1, keepdims=True), core.TINY)
+            + self.diagonal_floor * at_least(ops.max(diag, axis=1, keepdims=True), kernels.TINY)
         )
         system = jtj + ops.eye(k, dtype=u.dtype)[None] * damp[:, :, None]
         delta = (
-            -core.solve_spd(system, jte[:, :, None])[:, :, 0]
+            -kernels.solve_spd(system, jte[:, :, None])[:, :, 0]
             * data.free[None]
             * ops.cast(move, u.dtype)[:, None]
         )
         u_new = project(u + delta, data)
-        cost_new, jtj_new, jte_new = core.vp_normal_equations(
+        cost_new, jtj_new, jte_new = kernels.vp_normal_equations(
             self.model, u_new, data.y, data.free, data.stim, data.hrf_t, data.q
         )
         accept = move & (cost_new < cost) & ops.isfinite(cost_new)
         take = accept | fresh
-        rel = (cost - cost_new) / at_least(cost, core.TINY)
+        rel = (cost - cost_new) / at_least(cost, kernels.TINY)
         rejected = ops.where(accept, 0.0, rejected + ops.cast(move, u.dtype))
         done = (accept & (rel < self.tol)) | (rejected >= float(self.max_rejections))
         t1 = take[:, None]

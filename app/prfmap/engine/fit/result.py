@@ -10,14 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from prfmap.engine import catalog, core
+from prfmap.engine import catalog, kernels
+from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.batching import batch_size, compiled, pad, run_batches
-from prfmap.engine.core_ops import tensor, to_numpy
+from prfmap.engine.catalog.settings import FitSettings
+from prfmap.engine.fit.uncertainty import Uncertainty
 from prfmap.engine.models import Bounds, PRFModel
+from prfmap.engine.models.transforms import Param, natural_values, saturated
 from prfmap.engine.problem import Problem, Units
-from prfmap.engine.settings import FitSettings
-from prfmap.engine.transforms import Param, natural_values, saturated
-from prfmap.engine.uncertainty import Uncertainty
 
 __all__ = [
     "CheckedFit",
@@ -41,7 +41,7 @@ class FitResult:
     (a comparison of models), where a unit keeps that fit (:data:`prfmap.engine.catalog.TOOK_GAUSSIAN`).
 
     ``uncertainty`` holds the standard errors and 95 % intervals of the reported parameters
-    (:mod:`~prfmap.engine.uncertainty`), when the fit computed them.
+    (:mod:`~prfmap.engine.fit.uncertainty`), when the fit computed them.
     """
 
     model: str
@@ -184,7 +184,7 @@ def final_fit(
     if rows is not None:
         units, u = Units(units.index[rows], units.y[rows], units.raw[rows]), u[rows]
     model, dtype, n = prob.model, prob.dtype, len(u)
-    fn = compiled(core.finalize, model)
+    fn = compiled(kernels.finalize, model)
     beta, baseline, cost = np.empty((n, prob.n_bases)), np.empty(n), np.empty(n)
     fitted = np.empty_like(units.y) if with_predictions else None
 
@@ -260,7 +260,7 @@ def checked_fit(
     The model's internal parameter names.
     params : sequence of Param, optional
     The model's internal parameters: one whose range transform reached its end
-    (:func:`~prfmap.engine.transforms.saturated`) is on a bound too.
+    (:func:`~prfmap.engine.models.transforms.saturated`) is on a bound too.
 
     Returns
     -------

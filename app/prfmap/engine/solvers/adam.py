@@ -9,7 +9,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 from keras import ops
 
-from prfmap.engine import core
+from prfmap.engine import kernels
 from prfmap.engine.backend import get_backend
 from prfmap.engine.models import PRFModel
 from prfmap.engine.solvers import Data, Solution, Solver, Tensor, project
@@ -66,7 +66,7 @@ class Adam(Solver[AdamState]):
     _grad: Any = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        grad = get_backend().value_and_grad(partial(core.vp_objective, self.model), has_aux=True)
+        grad = get_backend().value_and_grad(partial(kernels.vp_objective, self.model), has_aux=True)
         object.__setattr__(self, "_grad", grad)
 
     def initial_carry(self, n: int) -> tuple[np.ndarray, ...]:

@@ -18,16 +18,15 @@ from typing import Any
 import numpy as np
 from scipy.signal import lfilter
 
-from prfmap.engine import frames
+from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.batching import ProgressFn, compiled, memory_budget
-from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.fit import fit_prf
-from prfmap.engine.grid import grid_theta, polar_grid
+from prfmap.engine.fit.grid import grid_theta, polar_grid
+from prfmap.engine.fit.search import grid_search
 from prfmap.engine.hrf import DELAY, DISPERSION, HRF, hrf_kernels
 from prfmap.engine.models import PRFModel, floatx, get_model
 from prfmap.engine.problem import make_problem, project_units
-from prfmap.engine.search import grid_search
-from prfmap.engine.stimulus import Stimulus, StimulusTensors
+from prfmap.engine.stimulus import Stimulus, StimulusTensors, frames
 
 TOP_FRACTION = 0.05
 """Share of the units (with a finite fit) an estimate uses, clipped to [MIN_UNITS, MAX_UNITS]."""

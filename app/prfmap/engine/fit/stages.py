@@ -14,16 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from prfmap.engine import catalog, frames, streaming
+from prfmap.engine import catalog
 from prfmap.engine.batching import ProgressFn
-from prfmap.engine.grid import grid_theta
-from prfmap.engine.levenberg_marquardt import LevenbergMarquardt
+from prfmap.engine.fit.grid import grid_theta
+from prfmap.engine.fit.search import grid_search, seed_search
 from prfmap.engine.models import Bounds, PRFModel, free_mask, get_model
+from prfmap.engine.models.transforms import natural_values
 from prfmap.engine.problem import Problem
-from prfmap.engine.search import grid_search, seed_search
-from prfmap.engine.solvers import Solver, refine_units, solver_class
-from prfmap.engine.stimulus import Stimulus
-from prfmap.engine.transforms import natural_values
+from prfmap.engine.solvers import Solver, refine_units, solver_class, streaming
+from prfmap.engine.solvers.levenberg_marquardt import LevenbergMarquardt
+from prfmap.engine.stimulus import Stimulus, frames
 
 __all__ = ["RefinePlan", "Refined", "Start", "refine", "start"]
 

@@ -34,10 +34,10 @@ import keras
 import numpy as np
 from keras import ops
 
-from prfmap.engine import core
+from prfmap.engine import kernels
 from prfmap.engine.backend import loops_compiled
+from prfmap.engine.backend.ops import at_least, tensor, to_numpy
 from prfmap.engine.batching import MIN_BATCH, ProgressFn, batch_size, compiled, pad, padded_size, run_batches
-from prfmap.engine.core_ops import at_least, tensor, to_numpy
 from prfmap.engine.models import Bounds
 from prfmap.engine.problem import Problem
 from prfmap.engine.stimulus import StimulusTensors
@@ -76,7 +76,7 @@ def project(u: Tensor, data: Data) -> Tensor:
     """
     u = ops.minimum(ops.maximum(u, data.lower[None]), data.upper[None])
     ecc = ops.sqrt(u[:, 0] * u[:, 0] + u[:, 1] * u[:, 1])
-    shrink = ops.minimum(1.0, data.eccentricity / at_least(ecc, core.TINY))[:, None]
+    shrink = ops.minimum(1.0, data.eccentricity / at_least(ecc, kernels.TINY))[:, None]
     return ops.concatenate([u[:, :2] * shrink, u[:, 2:]], axis=1)
 
 

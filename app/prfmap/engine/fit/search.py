@@ -12,8 +12,9 @@ from functools import partial
 
 import numpy as np
 
-from prfmap.engine import catalog, core, frames
+from prfmap.engine import catalog, kernels
 from prfmap.engine.backend import get_backend
+from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.batching import (
     MIN_BATCH,
     ProgressFn,
@@ -24,9 +25,9 @@ from prfmap.engine.batching import (
     run_batches,
     tiles,
 )
-from prfmap.engine.core_ops import tensor, to_numpy
 from prfmap.engine.models import PRFModel
 from prfmap.engine.problem import Problem
+from prfmap.engine.stimulus import frames
 
 
 def unit_norm(y: np.ndarray) -> np.ndarray:
@@ -106,7 +107,7 @@ def _grid_predictions(prob: Problem, theta_grid: np.ndarray, mem_gb: float) -> n
     item = np.dtype(dtype).itemsize
     n_grid = theta_grid.shape[0]
     g_tile = min(n_grid, budget_rows(mem_gb / 2, prob.pixels * item * 3, hi=4096))
-    predict_fn = compiled(core.grid_responses if folded(prob) else core.grid_predictions, prob.model)
+    predict_fn = compiled(kernels.grid_responses if folded(prob) else kernels.grid_predictions, prob.model)
     preds = []
     for start, stop in tiles(n_grid, g_tile):
         theta = pad(theta_grid[start:stop], g_tile)
@@ -172,9 +173,9 @@ def best_grid_points(
         most = min(most, CPU_TILE_ROWS)  # a CPU: a tile's correlations stay in its caches
     u_tile = _unit_tile(n_units, most)
     if folded(prob):
-        score_fn = partial(compiled(core.grid_score_folded), hrf_t=prob.hrf_t)
+        score_fn = partial(compiled(kernels.grid_score_folded), hrf_t=prob.hrf_t)
     else:
-        score_fn = compiled(core.grid_score)
+        score_fn = compiled(kernels.grid_score)
     best = np.full(n_units, -np.inf)
     best_idx = np.zeros(n_units, dtype=np.int64)
     grid_blocks = [(tensor(pad(grid_unit[a:b], g_block), dtype), a) for a, b in tiles(n_grid, g_block)]
@@ -239,7 +240,7 @@ def shared_sizes(model: PRFModel, candidates: np.ndarray) -> tuple[np.ndarray, n
 
     Where :meth:`PRFModel.candidate_sizes` takes at most half as many values as there are
     candidates (as :meth:`PRFModel.seed_candidates` makes them), the search computes those Gaussians
-    once per unit (:func:`core.seed_score_shared`).
+    once per unit (:func:`kernels.seed_score_shared`).
 
     Parameters
     ----------
@@ -289,11 +290,11 @@ def seed_search(
     y_unit = unit_norm(y_proj)
     shared = shared_sizes(prob.model, candidates)
     if shared is None:
-        score_fn = compiled(core.seed_score, prob.model)
+        score_fn = compiled(kernels.seed_score, prob.model)
     else:
         sizes, which = shared
         per_unit = item * ((len(sizes) + 1) * prob.pixels * 2 + n_cand * prob.frames * 4)
-        score_fn = partial(compiled(core.seed_score_shared, prob.model), tensor(sizes, dtype))
+        score_fn = partial(compiled(kernels.seed_score_shared, prob.model), tensor(sizes, dtype))
     best, best_idx = np.empty(n_units), np.zeros(n_units, dtype=np.int64)
 
     def run(start: int, stop: int, batch: int) -> None:

@@ -59,7 +59,7 @@ STATUS_FLAGS: dict[int, tuple[str, str]] = {
         "the data do not pin the estimate down: a standard error of x, y or sigma is not finite, the "
         "centre's standard error exceeds a fifth of the stimulated radius, the centre's 95 % interval "
         "of eccentricity leaves the stimulated field, or sigma's 95 % interval is wider than the "
-        "stimulated radius (prfmap.engine.uncertainty)",
+        "stimulated radius (prfmap.engine.fit.uncertainty)",
     ),
 }
 """Bits of the ``status`` map; a unit's status is the sum of the bits that apply to it."""

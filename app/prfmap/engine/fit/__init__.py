@@ -1,9 +1,9 @@
 """``fit_prf``: grid search, seeds, refinement and the final fit over all units.
 
-The stages live in :mod:`~prfmap.engine.stages` (starts, refinement) and
-:mod:`~prfmap.engine.result` (the final linear fit, the status of each unit); ``predict`` in
+The stages live in :mod:`~prfmap.engine.fit.stages` (starts, refinement) and
+:mod:`~prfmap.engine.fit.result` (the final linear fit, the status of each unit); ``predict`` in
 :mod:`~prfmap.engine.prediction`; the participant-level HRF, which a fit is handed as an ``HRF``,
-in :mod:`~prfmap.engine.participant_hrf`. Each stage returns new values and its seconds: nothing a
+in :mod:`~prfmap.engine.estimate.hrf`. Each stage returns new values and its seconds: nothing a
 stage returned is changed afterwards.
 """
 
@@ -17,18 +17,15 @@ from typing import Any
 import keras
 import numpy as np
 
-from prfmap.engine import catalog, stages
+from prfmap.engine import catalog
 from prfmap.engine.backend import compile_enabled, get_backend
+from prfmap.engine.backend.ops import to_numpy
 from prfmap.engine.batching import ProgressFn, memory_budget
 from prfmap.engine.catalog import HRF_OPTIONS
-from prfmap.engine.core_ops import to_numpy
-from prfmap.engine.grid import polar_grid
-from prfmap.engine.hrf import HRF, HRF_BASES
-from prfmap.engine.models import floatx, free_mask, get_model
-from prfmap.engine.noise import OLS, NoiseModel, noise_order
-from prfmap.engine.options import FitOptions
-from prfmap.engine.problem import Problem, make_problem, project_units, whitened
-from prfmap.engine.result import (
+from prfmap.engine.catalog.settings import FitSettings
+from prfmap.engine.fit import stages
+from prfmap.engine.fit.grid import polar_grid
+from prfmap.engine.fit.result import (
     GAUSSIAN_FIT,
     FitResult,
     bounds_record,
@@ -36,9 +33,13 @@ from prfmap.engine.result import (
     final_fit,
     keeping_gaussian,
 )
-from prfmap.engine.settings import FitSettings
+from prfmap.engine.fit.uncertainty import doubtful_uncertainty, laplace_uncertainty
+from prfmap.engine.hrf import HRF, HRF_BASES
+from prfmap.engine.models import floatx, free_mask, get_model
+from prfmap.engine.noise import OLS, NoiseModel, noise_order
+from prfmap.engine.options import FitOptions
+from prfmap.engine.problem import Problem, make_problem, project_units, whitened
 from prfmap.engine.stimulus import Stimulus
-from prfmap.engine.uncertainty import doubtful_uncertainty, laplace_uncertainty
 
 __all__ = ["FitOptions", "FitResult", "fit_prf"]
 
@@ -183,7 +184,7 @@ HRF_VARIABILITY = (("delay", 0.5), ("dispersion", 0.1))
 """HRF properties that differ between units around a fit's HRF, with their between-unit standard
 deviations: the peak delay (s; the participant HRF's own estimate, ``HRF.delay_sd``, where it has
 one) and the dispersion. The standard errors include what an HRF off by that much moves the
-estimates by (:func:`~prfmap.engine.uncertainty.laplace_uncertainty`); docs/validation.md,
+estimates by (:func:`~prfmap.engine.fit.uncertainty.laplace_uncertainty`); docs/validation.md,
 "Uncertainty"."""
 
 

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 from keras import ops
 
-from prfmap.engine.core_ops import at_least, matmul
+from prfmap.engine.backend.ops import at_least, matmul
 from prfmap.engine.models import PRFModel
+from prfmap.engine.models.transforms import EPS, Param
 from prfmap.engine.stimulus import StimulusTensors
-from prfmap.engine.transforms import EPS, Param
 
 
 def gaussian_responses(x: Any, y: Any, sigma: Any, stim: StimulusTensors, with_derivatives: bool) -> Any:

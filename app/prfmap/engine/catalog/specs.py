@@ -1,6 +1,6 @@
 """The kinds of entries of the catalogue (:mod:`prfmap.engine.catalog`): parameters, models, refiners.
 
-Plain frozen data: this module imports nothing but :mod:`prfmap.engine.bounds`.
+Plain frozen data: this module imports nothing but :mod:`prfmap.engine.catalog.bounds`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from prfmap.engine.bounds import UNBOUNDED, Bound
+from prfmap.engine.catalog.bounds import UNBOUNDED, Bound
 
 UNITS = {
     "deg": "degrees of visual angle",
@@ -60,7 +60,7 @@ class Parameter:
     description : str
         One line for sidecars and docs.
     bound : Bound
-        Valid range (:mod:`prfmap.engine.bounds`).
+        Valid range (:mod:`prfmap.engine.catalog.bounds`).
     label : str
         The BIDS file label (``desc-<label>`` of a map): alphanumeric, by default the key without
         underscores.

@@ -2,7 +2,7 @@
 
 At the final estimate of every fitted unit (refined or not) the information matrix of all its
 parameters, the linear weights included, is built from the (whitened) residual's Jacobian
-(:func:`~prfmap.engine.core.vp_information`); with the whitened residual variance ``s² = RSS / ν``
+(:func:`~prfmap.engine.kernels.vp_information`); with the whitened residual variance ``s² = RSS / ν``
 (``ν`` = frames − nuisance regressors − fitted parameters) the covariance is ``s² (JJᵀ)⁻¹``. The
 reported parameters' standard errors follow by the delta method (finite-difference gradients of the
 model's report, eccentricity and polar angle included); parameters held in a range by a transform
@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from prfmap.engine import core
+from prfmap.engine import kernels
+from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.batching import batch_size, compiled, pad, run_batches
-from prfmap.engine.core_ops import tensor, to_numpy
+from prfmap.engine.models.transforms import MAX_SCALE, Param, natural_values, saturated
 from prfmap.engine.problem import Problem, Units
-from prfmap.engine.transforms import MAX_SCALE, Param, natural_values, saturated
 
 __all__ = ["Z95", "Uncertainty", "doubtful_uncertainty", "laplace_uncertainty"]
 
@@ -32,7 +32,7 @@ Z95_ONE_SIDED = 1.6448536269514722
 """The one-sided 95 % quantile: the interval of an estimate on the end of its range."""
 INSIDE_LOGIT = 10.0
 """Where the information of a ranged parameter at its range's end is evaluated (``|u|``; the end is
-:data:`~prfmap.engine.transforms.LOGIT_LIMIT`): its natural value differs by 5e-5 of the range, and
+:data:`~prfmap.engine.models.transforms.LOGIT_LIMIT`): its natural value differs by 5e-5 of the range, and
 the derivative that scales its standard error is exact in float32 there, not 0."""
 CENTRE_SE_LIMIT = 0.2
 """A centre whose standard error (the larger of x's and y's) exceeds this fraction of the stimulated
@@ -153,7 +153,7 @@ def _at_range_ends(
 ) -> None:
     """Standard errors and one-sided intervals of the units with a ranged parameter at its range's end.
 
-    There the parameter's derivative vanishes (:func:`~prfmap.engine.transforms.saturated`), so its
+    There the parameter's derivative vanishes (:func:`~prfmap.engine.models.transforms.saturated`), so its
     delta-method standard error would be 0 and the information matrix near singular. Every standard
     error of such a unit is evaluated again with that parameter just inside its range
     (:data:`INSIDE_LOGIT`), and the parameter's 95 % interval is one-sided: from its estimate minus
@@ -204,7 +204,7 @@ def _laplace(
         u, units = u[chosen], Units(units.index[chosen], units.y[chosen], units.raw[chosen])
     model, dtype, n = prob.model, prob.dtype, len(u)
     k, n_bases = u.shape[1], prob.n_bases
-    fn = compiled(core.vp_information, model)
+    fn = compiled(kernels.vp_information, model)
     n_alt = len(hrf_alternatives)
     cost, beta, info = np.empty(n), np.empty(n), np.empty((n, k + n_bases, k + n_bases))
     cross = np.empty((n, k + n_bases, n_alt))

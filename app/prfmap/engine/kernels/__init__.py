@@ -10,10 +10,10 @@ from typing import Any
 
 from keras import ops
 
-from prfmap.engine import catalog, frames
-from prfmap.engine.core_ops import at_least, matmul, spd_solve
+from prfmap.engine import catalog
+from prfmap.engine.backend.ops import at_least, matmul, spd_solve
 from prfmap.engine.models import PRFModel
-from prfmap.engine.stimulus import StimulusTensors
+from prfmap.engine.stimulus import StimulusTensors, frames
 
 TINY = 1e-20
 
@@ -39,7 +39,7 @@ def hrf_regressors(neural: Any, hrf_t: Any) -> Any:
     """Convolve neural responses (J, units, distinct) with each HRF basis: (J, bases, units, frames).
 
     One 2-D product of (J·units, distinct) by the bases side by side (distinct, bases·frames); ``hrf_t``
-    also expands the distinct frames to the frames (:mod:`prfmap.engine.frames`).
+    also expands the distinct frames to the frames (:mod:`prfmap.engine.stimulus.frames`).
 
     Parameters
     ----------
@@ -87,7 +87,7 @@ def solve_small(m: Any, rhs: Any) -> Any:
 def solve_spd(m: Any, rhs: Any) -> Any:
     """Batched solve of symmetric positive definite systems (units, n, n) · x = rhs (units, n, r).
 
-    :func:`~prfmap.engine.core_ops.spd_solve` (issue 18), or ``keras.ops.solve`` with
+    :func:`~prfmap.engine.backend.ops.spd_solve` (issue 18), or ``keras.ops.solve`` with
     ``PRFMAP_REFERENCE=1``.
 
     Parameters

@@ -24,12 +24,12 @@ import numpy as np
 from keras import ops
 
 from prfmap.engine.backend import get_backend, loops_compiled
+from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.batching import MIN_BATCH, ProgressFn, batch_size, compiled, pad, padded_size
-from prfmap.engine.core_ops import tensor, to_numpy
-from prfmap.engine.levenberg_marquardt import LevenbergMarquardt, LMState
 from prfmap.engine.models import Bounds
 from prfmap.engine.problem import Problem
 from prfmap.engine.solvers import Data, clip
+from prfmap.engine.solvers.levenberg_marquardt import LevenbergMarquardt, LMState
 
 REFILL_STEPS = 4
 """Steps between refills of the slots."""

@@ -29,31 +29,31 @@ Write a solver (a frozen dataclass with ``init``, ``step``, ``terminate`` and ``
 :class:`prfmap.engine.solvers.Solver`) and register one :class:`RefinerSpec` naming it, with its
 default iteration budget, tolerance, constructor options and reference.
 
-Bounds are :class:`~prfmap.engine.bounds.Bound` values (:mod:`prfmap.engine.bounds`); the fit status
-bits are in :mod:`prfmap.engine.status`. Both are re-exported here.
+Bounds are :class:`~prfmap.engine.catalog.bounds.Bound` values (:mod:`prfmap.engine.catalog.bounds`);
+the fit status bits are in :mod:`prfmap.engine.catalog.status`. Both are re-exported here.
 """
 
 from __future__ import annotations
 
-from prfmap.engine.bounds import STIMULUS_SCALES as STIMULUS_SCALES
-from prfmap.engine.bounds import UNBOUNDED as UNBOUNDED
-from prfmap.engine.bounds import Bound as Bound
-from prfmap.engine.bounds import Limit as Limit
-from prfmap.engine.specs import AMPLITUDE_MAX as AMPLITUDE_MAX
-from prfmap.engine.specs import CENTRE_RADII as CENTRE_RADII
-from prfmap.engine.specs import NORM_GAIN_MAX as NORM_GAIN_MAX
-from prfmap.engine.specs import SURROUND_SCALE as SURROUND_SCALE
-from prfmap.engine.specs import SURROUND_VANISHED as SURROUND_VANISHED
-from prfmap.engine.specs import UNITS as UNITS
-from prfmap.engine.specs import ModelSpec as ModelSpec
-from prfmap.engine.specs import Parameter as Parameter
-from prfmap.engine.specs import RefinerSpec as RefinerSpec
-from prfmap.engine.status import DOUBTFUL as DOUBTFUL
-from prfmap.engine.status import DOUBTFUL_BITS as DOUBTFUL_BITS
-from prfmap.engine.status import STATUS_BITS as STATUS_BITS
-from prfmap.engine.status import STATUS_FLAGS as STATUS_FLAGS
-from prfmap.engine.status import doubtful as doubtful
-from prfmap.engine.status import status_codes as status_codes
+from prfmap.engine.catalog.bounds import STIMULUS_SCALES as STIMULUS_SCALES
+from prfmap.engine.catalog.bounds import UNBOUNDED as UNBOUNDED
+from prfmap.engine.catalog.bounds import Bound as Bound
+from prfmap.engine.catalog.bounds import Limit as Limit
+from prfmap.engine.catalog.specs import AMPLITUDE_MAX as AMPLITUDE_MAX
+from prfmap.engine.catalog.specs import CENTRE_RADII as CENTRE_RADII
+from prfmap.engine.catalog.specs import NORM_GAIN_MAX as NORM_GAIN_MAX
+from prfmap.engine.catalog.specs import SURROUND_SCALE as SURROUND_SCALE
+from prfmap.engine.catalog.specs import SURROUND_VANISHED as SURROUND_VANISHED
+from prfmap.engine.catalog.specs import UNITS as UNITS
+from prfmap.engine.catalog.specs import ModelSpec as ModelSpec
+from prfmap.engine.catalog.specs import Parameter as Parameter
+from prfmap.engine.catalog.specs import RefinerSpec as RefinerSpec
+from prfmap.engine.catalog.status import DOUBTFUL as DOUBTFUL
+from prfmap.engine.catalog.status import DOUBTFUL_BITS as DOUBTFUL_BITS
+from prfmap.engine.catalog.status import STATUS_BITS as STATUS_BITS
+from prfmap.engine.catalog.status import STATUS_FLAGS as STATUS_FLAGS
+from prfmap.engine.catalog.status import doubtful as doubtful
+from prfmap.engine.catalog.status import status_codes as status_codes
 
 _CENTRE = Bound(Limit(-CENTRE_RADII, "radius"), Limit(CENTRE_RADII, "radius"))
 _SIZE = Bound(Limit(1.0, "pixel"), Limit(1.0, "fov"))
@@ -161,7 +161,7 @@ are that Gaussian's."""
 
 HRF_OPTIONS = ("canonical", "participant", "vertex")
 """How a fit models the HRF: SPM's canonical response; one two-gamma response per participant,
-estimated from its best units and then held fixed (:func:`prfmap.engine.participant_hrf.estimate_hrf`,
+estimated from its best units and then held fixed (:func:`prfmap.engine.estimate.hrf.estimate_hrf`,
 handed to ``fit_prf`` as an ``HRF``); or the
 canonical response plus per-unit temporal and dispersion derivative weights."""
 DEFAULT_HRF = "participant"
@@ -172,13 +172,13 @@ it once per fit and fold and hands it to every chunk."""
 NOISE_OPTIONS = ("ols", "ar1", "ar2", "ar3")
 """Noise models of ``--noise-model``: ordinary least squares (white noise), or an autoregressive
 model of order 1–3 pooled over the units, estimated once per fit and fold before it
-(:func:`prfmap.engine.noise_estimate.estimate_noise`), that the refinement and the standard errors
+(:func:`prfmap.engine.estimate.noise.estimate_noise`), that the refinement and the standard errors
 prewhiten with (generalised least squares)."""
 DEFAULT_NOISE = "ar1"
 """The ``--noise-model`` default, chosen by measurement (docs/validation.md, "Noise model")."""
 
 _LINEAR = ("amplitude", "baseline")
-_MODELS = "prfmap.engine.gaussians"
+_MODELS = "prfmap.engine.models.gaussians"
 
 MODELS: dict[str, ModelSpec] = {
     m.name: m
@@ -236,7 +236,7 @@ REFINERS: dict[str, RefinerSpec] = {
             "Levenberg-Marquardt with the linear weights solved for (variable projection)",
             max_iter=30,
             tol=1e-4,
-            solver="prfmap.engine.levenberg_marquardt:LevenbergMarquardt",
+            solver="prfmap.engine.solvers.levenberg_marquardt:LevenbergMarquardt",
             reference="Marquardt DW (1963). An algorithm for least-squares estimation of nonlinear "
             "parameters. J Soc Ind Appl Math 11(2):431-441. doi:10.1137/0111030",
         ),
@@ -245,7 +245,7 @@ REFINERS: dict[str, RefinerSpec] = {
             "Adam gradient descent on the variable-projection cost",
             max_iter=400,
             tol=1e-5,
-            solver="prfmap.engine.adam:Adam",
+            solver="prfmap.engine.solvers.adam:Adam",
             options={"learning_rate": 0.05},
             reference="Kingma DP, Ba J (2015). Adam: a method for stochastic optimization. ICLR. "
             "arXiv:1412.6980",

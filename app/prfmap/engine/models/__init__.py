@@ -4,7 +4,7 @@ A model maps per-unit parameters ``theta`` (units, K) to a neural time course (u
 the analytic Jacobian of that time course, used by Levenberg–Marquardt; gradient refiners
 differentiate the same function with the backend's autodiff. Amplitudes (and HRF-derivative weights)
 are linear and are solved for, not listed here. The built-in models live in
-:mod:`prfmap.engine.gaussians`; every model is found through its catalogue entry
+:mod:`prfmap.engine.models.gaussians`; every model is found through its catalogue entry
 (:data:`prfmap.engine.catalog.MODELS`), which names its class.
 """
 
@@ -19,8 +19,8 @@ import numpy as np
 from keras import ops
 
 from prfmap.engine import catalog
+from prfmap.engine.models.transforms import Param, from_internal, to_internal
 from prfmap.engine.stimulus import StimulusTensors
-from prfmap.engine.transforms import Param, from_internal, to_internal
 
 
 class Bounds(NamedTuple):
