@@ -217,3 +217,16 @@ def test_the_engine_is_its_extension_points() -> None:
         "estimate",
         "backend",
     } <= packages
+
+
+def test_only_the_backend_reads_the_environment() -> None:
+    """The engine's switches (KERAS_BACKEND's default, PRFMAP_COMPILE, PRFMAP_REFERENCE) are read in
+    ``engine/backend/`` alone: nothing else in the engine touches ``os.environ`` or ``os.getenv``."""
+    readers = []
+    for path in sorted((PACKAGE / "engine").rglob("*.py")):
+        if "backend" in path.relative_to(PACKAGE / "engine").parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "putenv"):
+                readers.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert readers == []

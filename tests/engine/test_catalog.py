@@ -170,8 +170,16 @@ def test_tol_zero_means_zero() -> None:
     assert RefinePlan(lm, 1.0, tol=0.0).solver(problem).tol == 0.0  # not "0 means the default"
     assert RefinePlan(lm, 1.0).solver(problem).tol == lm.tol
     assert RefinePlan(lm, 1.0, max_iter=0).budget == 0 and RefinePlan(lm, 1.0).budget == lm.max_iter
-    sgd = RefinePlan(catalog.get_refiner("sgd"), 1.0, options={"learning_rate": 0.2, "unknown": 1})
+    sgd = RefinePlan(catalog.get_refiner("sgd"), 1.0, options={"learning_rate": 0.2})
     assert sgd.solver(problem).learning_rate == 0.2
+    with pytest.raises(
+        ValueError, match="refiner 'sgd' has no option 'unknown' \\(its options: learning_rate\\)"
+    ):
+        RefinePlan(catalog.get_refiner("sgd"), 1.0, options={"learning_rate": 0.2, "unknown": 1})
+    with pytest.raises(
+        ValueError, match="refiner 'lm' has no option 'learning_rate' \\(its options: none\\)"
+    ):
+        RefinePlan(lm, 1.0, options={"learning_rate": 0.2})
     # a solver is its own compile key: equal fields, equal keys; any field changed, another key
     assert LevenbergMarquardt(problem.model, "float32", 1e-4) == RefinePlan(lm, 1.0).solver(problem)
     assert hash(LevenbergMarquardt(problem.model, "float32", 1e-4, damping_up=4.0)) != hash(
@@ -182,3 +190,16 @@ def test_tol_zero_means_zero() -> None:
 def test_stimulus_scales(stim):
     small = Stimulus(np.ones((3, 5, 5), dtype=np.float32), 8.0)
     assert small.scales == {"radius": pytest.approx(np.hypot(4, 4)), "fov": 8.0, "pixel": 2.0}
+
+
+def test_a_limit_is_stated_in_words_from_its_value() -> None:
+    """The report and the status sidecar say the engine's limits from the numbers the engine applies."""
+    assert [catalog.share_of(f) for f in (0.2, 0.1, 0.25, 1.0, 0.3)] == [
+        "a fifth of ",
+        "a tenth of ",
+        "a quarter of ",
+        "",
+        "0.3 of ",
+    ]
+    text = catalog.STATUS_FLAGS[catalog.STATUS_BITS["uncertain"]][1]
+    assert f"exceeds {catalog.share_of(catalog.CENTRE_SE_LIMIT)}the stimulated radius" in text

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import FOV, TR, bar_design, random_params
-from prfmap.engine import Stimulus, cartesian_grid, fit_prf, predict
+from prfmap.engine import Stimulus, cartesian_grid, catalog, fit_prf, predict
 from prfmap.engine.problem import nuisance_basis
 
 
@@ -69,6 +69,23 @@ def test_refinement_improves_on_the_grid(stim):
     refined = fit_prf(data, stim, TR, refine="lm")
     assert np.median(refined.loss) < 1e-3 * np.median(grid_only.loss)
     assert grid_only.settings.iterations == 0
+
+
+def test_no_iterations_leave_every_unit_at_its_grid_start(stim):
+    """``max_iter=0`` refines nothing: the units are grid-only, not "not converged" (doubtful)."""
+    p = random_params("gauss", 40, np.random.default_rng(15))
+    res = fit_prf(predict(p, stim, TR), stim, TR, refine="lm", max_iter=0)
+    fitted = catalog.status_codes(res.status)[np.isfinite(res.params["x"])]
+    assert fitted.size > 30
+    assert np.all(fitted & catalog.STATUS_BITS["grid_only"])
+    assert not np.any(fitted & catalog.STATUS_BITS["not_converged"])
+    assert res.settings.units_refined == 0 and res.settings.iterations == 0
+
+
+def test_an_option_the_refiner_does_not_declare_is_refused(stim):
+    data = predict(random_params("gauss", 4, np.random.default_rng(16)), stim, TR)
+    with pytest.raises(ValueError, match="refiner 'lm' has no option 'learning_rate'"):
+        fit_prf(data, stim, TR, refine="lm", refine_options={"learning_rate": 0.1})
 
 
 def test_nan_and_flat_units_give_nan_parameters_without_warnings(stim):

@@ -7,7 +7,7 @@ import pytest
 from keras import ops
 
 from conftest import FOV, TR, bar_design, random_params
-from prfmap.engine import Stimulus, estimate_hrf, fit_prf, predict
+from prfmap.engine import Stimulus, backend, estimate_hrf, fit_prf, predict
 from prfmap.engine.backend.ops import spd_solve, tensor, to_numpy
 from prfmap.engine.fit.search import best_grid_points, clear_grid_cache, grid_predictions
 from prfmap.engine.hrf import convolution_matrices, hrf_kernels
@@ -29,7 +29,7 @@ def reference(monkeypatch):
     """A context switch: ``reference(True)`` runs the engine as before the speed changes."""
 
     def switch(on: bool) -> None:
-        monkeypatch.setenv(frames.REFERENCE_ENV, "1" if on else "0")
+        monkeypatch.setenv(backend.REFERENCE_ENV, "1" if on else "0")
 
     yield switch
     clear_grid_cache()

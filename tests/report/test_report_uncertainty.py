@@ -15,9 +15,8 @@ from PIL import Image
 from helpers import fit_settings
 from page_checks import check_page
 from prfmap.engine import catalog
-from prfmap.engine.fit.uncertainty import CENTRE_SE_LIMIT
 from prfmap.report.context import ReportContext
-from prfmap.report.legends import UNCERTAIN_CENTRE_FRACTION, centre_se_style
+from prfmap.report.legends import centre_se_style
 from prfmap.report.methods import methods_text
 from prfmap.report.participant import NOT_DRAWN, write_participant_report
 from prfmap.report.uncertainty import centre_standard_error, noise_model_text
@@ -97,7 +96,7 @@ def test_centre_standard_error_map_is_drawn_with_stat_maps(uncertain_report: Pat
     text = html.unescape(uncertain_report.read_text())
     assert "The larger of the standard errors of x and y" in text
     assert "compares with a fifth of the stimulated radius" in text  # issue 35: it said a tenth
-    assert CENTRE_SE_LIMIT == UNCERTAIN_CENTRE_FRACTION == 0.2  # the engine's limit, as the report states it
+    assert catalog.share_of(catalog.CENTRE_SE_LIMIT) == "a fifth of "  # the limit the engine applies
     assert NOT_DRAWN not in text
 
 

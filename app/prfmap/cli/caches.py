@@ -15,6 +15,8 @@ import tempfile
 from collections.abc import MutableMapping
 from pathlib import Path
 
+from prfmap.engine.backend import COMPILE_ENV, compile_switch
+
 CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
@@ -56,7 +58,7 @@ def place_compile_caches(
         A warning for the log when something was changed, else None.
     """
     env = os.environ if env is None else env
-    if backend != "torch" or env.get("PRFMAP_COMPILE", "1") in ("0", "false", "False", "no"):
+    if backend != "torch" or not compile_switch(env):
         return None
     caches = {v: Path(env[v]) if env.get(v) else default_cache(v, env) for v in CACHE_VARIABLES}
     blocked = {v: p for v, p in caches.items() if not allows_exec(p)}
@@ -70,7 +72,7 @@ def place_compile_caches(
             f"{where}: mounted noexec, where torch.compile cannot load the libraries it builds; "
             f"its caches are under {Path(work_dir) / '.cache'} instead"
         )
-    env["PRFMAP_COMPILE"] = "0"
+    env[COMPILE_ENV] = "0"
     return (
         f"{where}: mounted noexec, where torch.compile cannot load the libraries it builds: "
         "running without compiling (same maps, slower); mount /tmp with exec (docker run --tmpfs "

@@ -24,6 +24,7 @@ from prfmap.config import (
     PreprocessingConfig,
 )
 from prfmap.engine import catalog
+from prfmap.engine.backend import DEFAULT_BACKEND
 from prfmap.errors import UsageError
 from prfmap.io.datasets import bids_root, derivative_roots, read_bids_filter
 from prfmap.runtime.memory import default_mem_gb
@@ -89,7 +90,7 @@ def build_config(opts: Namespace) -> Config:
     mem_gb_auto = participant and not mem_gb
     execution = ExecutionConfig(
         analysis_level=opts.analysis_level,
-        backend=opts.backend or os.environ.get("KERAS_BACKEND") or "jax",
+        backend=opts.backend or os.environ.get("KERAS_BACKEND") or DEFAULT_BACKEND,
         device=opts.device,
         nprocs=opts.nprocs,
         omp_nthreads=opts.omp_nthreads,

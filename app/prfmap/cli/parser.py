@@ -10,13 +10,14 @@ from typing import NoReturn
 from prfmap import __version__
 from prfmap.config import MAX_SMOOTH_FWHM_MM
 from prfmap.engine import catalog
+from prfmap.engine.backend import SUPPORTED_BACKENDS
 from prfmap.errors import ExitCode, one_line, why_missing
 from prfmap.io.datasets import FOV_RANGE_DEG, check_fov_deg, read_bids_filter
 from prfmap.io.spaces import parse_space
 from prfmap.io.timing import parse_slice_time_ref
 
 ANALYSIS_LEVELS = ("participant", "group")
-BACKENDS = ("jax", "torch", "tensorflow")
+BACKENDS = SUPPORTED_BACKENDS
 BOLD_SCALES = ("raw", "percent")
 """``--bold-scale``: BOLD as acquired, or series already in percent signal change."""
 
@@ -474,9 +475,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g_model.add_argument(
         "--noise-model",
-        choices=catalog.NOISE_OPTIONS,
+        choices=tuple(catalog.NOISE_MODELS),
         default=catalog.DEFAULT_NOISE,
-        help="ols: ordinary least squares (white noise); ar1, ar2, ar3: an autoregressive noise model "
+        help="ols: ordinary least squares (white noise); "
+        + ", ".join(n.name for n in catalog.NOISE_MODELS.values() if n.order)
+        + ": an autoregressive noise model "
         "pooled over the units the stimulus does not drive, estimated once per fit (in each "
         "cross-validation fold from the training runs); the refinement and the standard errors "
         "prewhiten data and predictions with it (generalised least squares) (default: %(default)s)",

@@ -8,12 +8,9 @@ public names below load on first use.
 from __future__ import annotations
 
 import importlib
-import os
 from typing import Any
 
 from prfmap.engine.backend import get_backend, select_backend
-
-os.environ.setdefault("KERAS_BACKEND", "jax")
 
 _LAZY = {
     "FitResult": "prfmap.engine.fit.result",

@@ -50,7 +50,7 @@ class FitOptions:
         1e-5); 0 means zero (only the budget stops a unit).
     refine_options : mapping
         Constructor options of the refiner's solver, over its entry's defaults (``sgd``:
-        ``learning_rate``); options the entry does not declare are not passed.
+        ``learning_rate``); an option the entry does not declare is a ``ValueError``.
     refine_r2_min : float
         Refine only units whose grid fit explains at least this fraction of variance; 0 refines all.
     slice_time_ref : float
@@ -102,16 +102,12 @@ class FitOptions:
         base : FitOptions, optional
             The options the keywords change.
         **keywords
-            Fields of :class:`FitOptions`, and ``learning_rate`` (the earlier keyword of ``sgd``'s
-            step size, now ``refine_options={"learning_rate": ...}``).
+            Fields of :class:`FitOptions`.
 
         Returns
         -------
         FitOptions
         """
-        if "learning_rate" in keywords:
-            rate = keywords.pop("learning_rate")
-            keywords["refine_options"] = {**keywords.get("refine_options", {}), "learning_rate": rate}
         unknown = set(keywords) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise TypeError(f"fit_prf() got unexpected keyword arguments {sorted(unknown)}")

@@ -44,7 +44,7 @@ def predict(
     slice_time_ref : float
     hrf : HRF
         The response (its derivatives weighted by ``hrf_deriv``, ``hrf_disp``); the fit's is
-        ``HRF.from_record(result.settings["hrf_model"])``.
+        ``HRF.from_record(result.settings.hrf_model)``.
 
     Returns
     -------

@@ -62,8 +62,6 @@ IVW_COUNT_DESCRIPTION = (
     "participants contributing to the stat-ivwmean map of the parameter at the vertex: those with a "
     "finite estimate and standard error (se > 0), {on} >= threshold and " + DOUBTFUL_TEXT
 )
-THRESHOLD_MAPS = ("r2", "cvr2")
-"""What the group level may threshold on: r2 (the fitted data) or cvr2 (held-out runs)."""
 CVR2_STATISTIC = (
     "mean",
     "1",

@@ -72,28 +72,3 @@ def bids_name(
     if suffix:
         parts.append(suffix)
     return "_".join(parts) + extension
-
-
-def parse_bids_name(name: str) -> tuple[dict[str, str], str, str] | None:
-    """Split a BIDS file name into its entities, suffix and extension.
-
-    Parameters
-    ----------
-    name : str
-        A file name such as ``sub-01_task-prf_space-T1w_boldmap.nii.gz``.
-
-    Returns
-    -------
-    tuple or None
-        ``(entities, suffix, extension)`` with short entity keys in file order and the
-        extension from the first dot (``.func.gii``); None when a part is not ``key-label``.
-    """
-    stem, dot, ext = name.partition(".")
-    *pairs, suffix = stem.split("_")
-    entities = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("-")
-        if not sep or not value:
-            return None
-        entities[key] = value
-    return entities, suffix, dot + ext

@@ -187,11 +187,6 @@ def style_for(
     return MapStyle(label, title, unit, "cividis", float(low), float(high), False, "2nd to 98th percentile")
 
 
-UNCERTAIN_CENTRE_FRACTION = 0.2
-"""The share of the stimulated radius above which the ``uncertain`` status bit calls a centre loose
-(the engine's ``CENTRE_SE_LIMIT``; tests/report/test_report_uncertainty.py checks they agree)."""
-
-
 def centre_se_style(values: np.ndarray, fov_deg: float | None) -> MapStyle:
     """The colour scale of the centre's standard-error map (``max(se_x, se_y)``, degrees).
 
@@ -201,7 +196,7 @@ def centre_se_style(values: np.ndarray, fov_deg: float | None) -> MapStyle:
         The standard errors that will be drawn (finite ones set the scale).
     fov_deg : float, optional
         Full width of the stimulated field: the scale stops where the ``uncertain`` flag starts, a
-        fifth of its radius (:data:`UNCERTAIN_CENTRE_FRACTION`).
+        share of its radius (``catalog.CENTRE_SE_LIMIT``).
 
     Returns
     -------
@@ -213,9 +208,10 @@ def centre_se_style(values: np.ndarray, fov_deg: float | None) -> MapStyle:
     shown = shown[np.isfinite(shown)]
     top = nice_ceiling(float(np.percentile(shown, 95)) if shown.size else 1.0)
     note = "0 to the 95th percentile of the units shown"
-    limit = UNCERTAIN_CENTRE_FRACTION * fov_deg / 2 if fov_deg else None
+    limit = catalog.CENTRE_SE_LIMIT * fov_deg / 2 if fov_deg else None
     if limit and top > limit:
-        top, note = limit, f"0 to the uncertain flag's limit, a fifth of the stimulated radius ({limit:g}°)"
+        share = catalog.share_of(catalog.CENTRE_SE_LIMIT)
+        top, note = limit, f"0 to the uncertain flag's limit, {share}the stimulated radius ({limit:g}°)"
     note += "; larger and infinite standard errors (a singular information matrix) at its top"
     return MapStyle("centrese", TITLES["centrese"], "deg", "magma", 0.0, top, False, note)
 

@@ -72,8 +72,8 @@ class MapFigures:
         if style.label == CENTRE_SE:
             caption += (
                 " The larger of the standard errors of x and y at each unit (Laplace approximation, see "
-                "Methods): the number the uncertain status flag compares with a fifth of the stimulated "
-                "radius."
+                f"Methods): the number the uncertain status flag compares with "
+                f"{catalog.share_of(catalog.CENTRE_SE_LIMIT)}the stimulated radius."
             )
         if style.cyclic:
             caption += (

@@ -18,8 +18,6 @@ from prfmap.engine.catalog.settings import FitSettings
 CENTRE_SE = "centrese"
 """The label of the centre's standard-error map in figure names (``flat-centrese.png``)."""
 UNCERTAIN_BIT = catalog.STATUS_BITS["uncertain"]
-NOISE_MODELS = {"ols": "ordinary least squares (no prewhitening)"}
-"""Words for a noise model whose record carries no description."""
 
 
 def centre_standard_error(stat_maps: Mapping[tuple[str, str], np.ndarray]) -> np.ndarray | None:
@@ -85,7 +83,8 @@ def noise_model_text(settings: FitSettings | None) -> str:
     if not record:
         return ""
     option = str(record.get("option", ""))
-    text = str(record.get("description") or NOISE_MODELS.get(option, option))
+    known = catalog.NOISE_MODELS.get(option)
+    text = str(record.get("description") or (known.description if known else option))
     coefficients = record.get("coefficients")
     if coefficients:
         text += f" (coefficients {', '.join(f'{float(c):.3f}' for c in coefficients)})"
@@ -105,7 +104,7 @@ def uncertainty_methods(settings: FitSettings | None) -> str:
     str
         Sentences, each ending with a full stop and a space.
     """
-    noise = noise_model_text(settings) or NOISE_MODELS["ols"]
+    noise = noise_model_text(settings) or catalog.NOISE_MODELS["ols"].description
     meaning = re.sub(r"\s*\(prfmap\.[\w.]+\)$", "", catalog.STATUS_FLAGS[UNCERTAIN_BIT][1])
     return (
         "Standard errors are Laplace (Gauss–Newton) approximations at each unit's final estimate: the "

@@ -20,11 +20,22 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any, Protocol
 
 from prfmap.errors import UsageError
+
+DEFAULT_BACKEND = "jax"
+"""The backend when ``KERAS_BACKEND`` is unset (Keras' own default is TensorFlow)."""
+REFERENCE_ENV = "PRFMAP_REFERENCE"
+"""``PRFMAP_REFERENCE=1``: the engine without the speed changes of issue 18 (:func:`reference`)."""
+COMPILE_ENV = "PRFMAP_COMPILE"
+"""``PRFMAP_COMPILE=0``: hot functions run uncompiled, for debugging (:func:`compile_enabled`)."""
+_OFF = ("0", "false", "False", "no")
+
+# Keras reads KERAS_BACKEND once, when first imported: the engine's default must be in place first.
+os.environ.setdefault("KERAS_BACKEND", DEFAULT_BACKEND)
 
 
 class BackendModule(Protocol):
@@ -186,7 +197,7 @@ def select_backend(
         If the backend is unknown or not installed, Keras already runs another backend, the GPU index
         is out of range, or a GPU was asked for and the backend sees none.
     """
-    name = name or os.environ.get("KERAS_BACKEND") or "jax"
+    name = name or os.environ.get("KERAS_BACKEND") or DEFAULT_BACKEND
     if name not in SUPPORTED_BACKENDS:
         raise UsageError(f"unknown backend {name!r}: choose one of {', '.join(SUPPORTED_BACKENDS)}")
     if importlib.util.find_spec(_PACKAGE_OF[name]) is None:
@@ -266,7 +277,35 @@ def compile_enabled() -> bool:
     -------
     bool
     """
-    return os.environ.get("PRFMAP_COMPILE", "1") not in ("0", "false", "False", "no")
+    return compile_switch(os.environ)
+
+
+def compile_switch(env: Mapping[str, str]) -> bool:
+    """Whether ``env`` (a process's environment) leaves compilation on: ``PRFMAP_COMPILE`` not off.
+
+    Parameters
+    ----------
+    env : mapping
+        Environment variables.
+
+    Returns
+    -------
+    bool
+    """
+    return env.get(COMPILE_ENV, "1") not in _OFF
+
+
+def reference() -> bool:
+    """Whether ``PRFMAP_REFERENCE=1`` asks for the engine without the speed changes of issue 18.
+
+    Distinct frames, the folded HRF, the streamed refinement and the unrolled Cholesky are then off
+    (:mod:`prfmap.engine.stimulus.frames`), so that what they change in the maps can be measured.
+
+    Returns
+    -------
+    bool
+    """
+    return os.environ.get(REFERENCE_ENV, "0") == "1"
 
 
 def loops_compiled() -> bool:

@@ -46,13 +46,17 @@ from prfmap.engine.catalog.specs import SURROUND_SCALE as SURROUND_SCALE
 from prfmap.engine.catalog.specs import SURROUND_VANISHED as SURROUND_VANISHED
 from prfmap.engine.catalog.specs import UNITS as UNITS
 from prfmap.engine.catalog.specs import ModelSpec as ModelSpec
+from prfmap.engine.catalog.specs import NoiseSpec as NoiseSpec
 from prfmap.engine.catalog.specs import Parameter as Parameter
 from prfmap.engine.catalog.specs import RefinerSpec as RefinerSpec
+from prfmap.engine.catalog.status import CENTRE_SE_LIMIT as CENTRE_SE_LIMIT
 from prfmap.engine.catalog.status import DOUBTFUL as DOUBTFUL
 from prfmap.engine.catalog.status import DOUBTFUL_BITS as DOUBTFUL_BITS
+from prfmap.engine.catalog.status import SIGMA_WIDTH_LIMIT as SIGMA_WIDTH_LIMIT
 from prfmap.engine.catalog.status import STATUS_BITS as STATUS_BITS
 from prfmap.engine.catalog.status import STATUS_FLAGS as STATUS_FLAGS
 from prfmap.engine.catalog.status import doubtful as doubtful
+from prfmap.engine.catalog.status import share_of as share_of
 from prfmap.engine.catalog.status import status_codes as status_codes
 
 _CENTRE = Bound(Limit(-CENTRE_RADII, "radius"), Limit(CENTRE_RADII, "radius"))
@@ -169,11 +173,21 @@ DEFAULT_HRF = "participant"
 ``fit_prf`` keeps ``canonical``: a participant's HRF needs all its units, and the workflow estimates
 it once per fit and fold and hands it to every chunk."""
 
-NOISE_OPTIONS = ("ols", "ar1", "ar2", "ar3")
+NOISE_MODELS: dict[str, NoiseSpec] = {
+    n.name: n
+    for n in (
+        NoiseSpec("ols", "ordinary least squares (no prewhitening)"),
+        *(
+            NoiseSpec(f"ar{p}", f"AR({p}) noise pooled over the units, prewhitened run by run", p)
+            for p in (1, 2, 3)
+        ),
+    )
+}
 """Noise models of ``--noise-model``: ordinary least squares (white noise), or an autoregressive
 model of order 1–3 pooled over the units, estimated once per fit and fold before it
 (:func:`prfmap.engine.estimate.noise.estimate_noise`), that the refinement and the standard errors
-prewhiten with (generalised least squares)."""
+prewhiten with (generalised least squares). The command line's choices, the engine's parser of an
+option (:func:`prfmap.engine.noise.noise_order`) and the report's words all read this registry."""
 DEFAULT_NOISE = "ar1"
 """The ``--noise-model`` default, chosen by measurement (docs/validation.md, "Noise model")."""
 
@@ -302,6 +316,29 @@ def get_refiner(name: str) -> RefinerSpec:
         raise ValueError(f"unknown refine {name!r}; choose from {', '.join(REFINERS)}") from None
 
 
+def get_noise_model(name: str) -> NoiseSpec:
+    """The catalogue entry of a noise model.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`NOISE_MODELS`.
+
+    Returns
+    -------
+    NoiseSpec
+
+    Raises
+    ------
+    ValueError
+        No such noise model (the message lists the choices).
+    """
+    try:
+        return NOISE_MODELS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown noise model {name!r}; choose from {', '.join(NOISE_MODELS)}") from None
+
+
 def parameter_by_label(label: str) -> Parameter | None:
     """The parameter whose BIDS file label is ``label``.
 
@@ -381,6 +418,24 @@ def register_refiner(spec: RefinerSpec) -> RefinerSpec:
     if spec.solver is None:
         raise ValueError(f"refiner {spec.name!r}: name its solver class (solver=)")
     REFINERS[spec.name] = spec
+    return spec
+
+
+def register_noise_model(spec: NoiseSpec) -> NoiseSpec:
+    """Add a noise model to :data:`NOISE_MODELS`.
+
+    Parameters
+    ----------
+    spec : NoiseSpec
+        A new name, its words and its order.
+
+    Returns
+    -------
+    NoiseSpec
+    """
+    if spec.name in NOISE_MODELS:
+        raise ValueError(f"noise model {spec.name!r} already exists")
+    NOISE_MODELS[spec.name] = spec
     return spec
 
 

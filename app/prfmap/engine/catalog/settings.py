@@ -155,10 +155,6 @@ class FitSettings:
             chunk_units=int(chunk_units),
         )
 
-    def __getitem__(self, key: str) -> Any:
-        """Read access by the record's key (``settings["hrf_model"]``), as for the earlier dict."""
-        return self.to_dict()[key]
-
 
 def _plain(value: Any) -> Any:
     """``value`` as JSON writes it: mappings as dicts, tuples as lists."""

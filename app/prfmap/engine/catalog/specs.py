@@ -174,3 +174,23 @@ class RefinerSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
+
+
+@dataclass(frozen=True)
+class NoiseSpec:
+    """A noise model of ``--noise-model``: its name, its words and its autoregressive order.
+
+    Attributes
+    ----------
+    name : str
+        ``--noise-model`` value.
+    description : str
+        What it is, in the report's words (when a fit's record carries no description of its own).
+    order : int
+        The autoregressive order ``p`` the participant's estimate has (0: white noise, no estimate and
+        no prewhitening).
+    """
+
+    name: str
+    description: str
+    order: int = 0

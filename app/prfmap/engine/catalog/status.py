@@ -2,9 +2,39 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
+
+CENTRE_SE_LIMIT = 0.2
+"""A centre whose standard error (the larger of x's and y's) exceeds this fraction of the stimulated
+radius is not pinned down by the data (status bit ``uncertain``)."""
+SIGMA_WIDTH_LIMIT = 1.0
+"""A σ whose 95 % interval is wider than this fraction of the stimulated radius is not pinned down
+(an absolute width: a small σ's interval spans a large factor and is still informative)."""
+_ORDINALS = {2: "half", 3: "third", 4: "quarter", 5: "fifth", 10: "tenth"}
+
+
+def share_of(fraction: float) -> str:
+    """A fraction of something in words, ready to precede it: 0.2 ``"a fifth of "``, 1 ``""``.
+
+    Parameters
+    ----------
+    fraction : float
+        The share.
+
+    Returns
+    -------
+    str
+    """
+    exact = Fraction(fraction).limit_denominator(100)
+    if exact == 1:
+        return ""
+    if exact.numerator == 1 and exact.denominator in _ORDINALS:
+        return f"a {_ORDINALS[exact.denominator]} of "
+    return f"{fraction:g} of "
+
 
 STATUS_FLAGS: dict[int, tuple[str, str]] = {
     1: (
@@ -57,9 +87,9 @@ STATUS_FLAGS: dict[int, tuple[str, str]] = {
     512: (
         "uncertain",
         "the data do not pin the estimate down: a standard error of x, y or sigma is not finite, the "
-        "centre's standard error exceeds a fifth of the stimulated radius, the centre's 95 % interval "
-        "of eccentricity leaves the stimulated field, or sigma's 95 % interval is wider than the "
-        "stimulated radius (prfmap.engine.fit.uncertainty)",
+        f"centre's standard error exceeds {share_of(CENTRE_SE_LIMIT)}the stimulated radius, the centre's "
+        "95 % interval of eccentricity leaves the stimulated field, or sigma's 95 % interval is wider "
+        f"than {share_of(SIGMA_WIDTH_LIMIT)}the stimulated radius (prfmap.engine.fit.uncertainty)",
     ),
 }
 """Bits of the ``status`` map; a unit's status is the sum of the bits that apply to it."""

@@ -48,7 +48,7 @@ def estimate_noise(
     progress: ProgressFn | None = None,
     **fit_options: Any,
 ) -> NoiseModel:
-    """The pooled AR(p) noise model of ``data`` (``option``: ``ols``, ``ar1`` … ``ar6``).
+    """The pooled AR(p) noise model of ``data`` (``option``: a key of ``catalog.NOISE_MODELS``).
 
     Parameters
     ----------

@@ -78,7 +78,7 @@ def fit_prf(
         ``progress(stage, done, total)`` between batches.
     **keywords
         Any field of :class:`FitOptions` (``hrf=``, ``mem_gb=``, ``return_predictions=``...), over
-        ``options``; and ``learning_rate`` for ``refine="sgd"``.
+        ``options``.
 
     Returns
     -------

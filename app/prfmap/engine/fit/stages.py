@@ -22,7 +22,6 @@ from prfmap.engine.models import Bounds, PRFModel, free_mask, get_model
 from prfmap.engine.models.transforms import natural_values
 from prfmap.engine.problem import Problem
 from prfmap.engine.solvers import Solver, refine_units, solver_class, streaming
-from prfmap.engine.solvers.levenberg_marquardt import LevenbergMarquardt
 from prfmap.engine.stimulus import Stimulus, frames
 
 __all__ = ["RefinePlan", "Refined", "Start", "refine", "start"]
@@ -41,7 +40,7 @@ class RefinePlan:
     max_iter, tol : int, float, optional
         Iteration budget and tolerance; None: the entry's (0 is zero).
     options : mapping
-        Solver options over the entry's (only those the entry declares).
+        Solver options over the entry's; an option the entry does not declare is a ``ValueError``.
     refine_r2_min : float
         Grid r² a unit needs to be refined.
     """
@@ -52,6 +51,15 @@ class RefinePlan:
     tol: float | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     refine_r2_min: float = 0.0
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.options) - set(self.refiner.options))
+        if unknown:
+            declared = ", ".join(sorted(self.refiner.options)) or "none"
+            raise ValueError(
+                f"refiner {self.refiner.name!r} has no option {', '.join(map(repr, unknown))} "
+                f"(its options: {declared})"
+            )
 
     @property
     def budget(self) -> int:
@@ -73,8 +81,8 @@ class RefinePlan:
         if self.refiner.solver is None:
             return None
         tol = self.refiner.tol if self.tol is None else self.tol
-        given = {k: v for k, v in self.options.items() if k in self.refiner.options}
-        return solver_class(self.refiner)(prob.model, prob.dtype, tol, **{**self.refiner.options, **given})
+        options = {**self.refiner.options, **self.options}
+        return solver_class(self.refiner)(prob.model, prob.dtype, tol, **options)
 
 
 @dataclass(frozen=True)
@@ -338,12 +346,14 @@ def refine(
     solver = plan.solver(prob)
     iterations = [0, 0]
     refined = u.copy()
+    if solver is not None and plan.budget == 0:  # no step to take: every unit keeps its start
+        solver, flags["grid_only"][:] = None, True
     if solver is not None:
         flags["grid_only"][:] = True
         flags["grid_only"][chosen] = False
     if solver is not None and chosen.size:
-        # issue 18: LM streams its units through the batch (frames.reference(): rounds, as before)
-        streamed = isinstance(solver, LevenbergMarquardt) and not frames.reference()
+        # issue 18: a solver that streams takes units through a batch of slots (reference: rounds)
+        streamed = getattr(solver, "streams", False) and not frames.reference()
         driver = streaming.refine_streaming if streamed else refine_units
         refined[chosen], moving, iterations = driver(
             solver, prob, u[chosen], y[chosen], free, bounds, plan.mem_gb, plan.budget, progress

@@ -21,6 +21,7 @@ import numpy as np
 from prfmap.engine import kernels
 from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.batching import batch_size, compiled, pad, run_batches
+from prfmap.engine.catalog import CENTRE_SE_LIMIT, SIGMA_WIDTH_LIMIT
 from prfmap.engine.models.transforms import MAX_SCALE, Param, natural_values, saturated
 from prfmap.engine.problem import Problem, Units
 
@@ -34,12 +35,6 @@ INSIDE_LOGIT = 10.0
 """Where the information of a ranged parameter at its range's end is evaluated (``|u|``; the end is
 :data:`~prfmap.engine.models.transforms.LOGIT_LIMIT`): its natural value differs by 5e-5 of the range, and
 the derivative that scales its standard error is exact in float32 there, not 0."""
-CENTRE_SE_LIMIT = 0.2
-"""A centre whose standard error (the larger of x's and y's) exceeds this fraction of the stimulated
-radius is not pinned down by the data (status bit ``uncertain``)."""
-SIGMA_WIDTH_LIMIT = 1.0
-"""A σ whose 95 % interval is wider than this fraction of the stimulated radius is not pinned down
-(an absolute width: a small σ's interval spans a large factor and is still informative)."""
 _RELATIVE_STEP = 1e-5
 
 

@@ -324,7 +324,3 @@ class DNModel(TwoGaussianModel):
         if "baseline_activation" in params:
             theta[:, 5] = relative(params["baseline_activation"], params["amplitude"])
         return theta
-
-
-_INSTANCES: dict[str, PRFModel] = {}
-"""One instance per model name: the engine's compiled functions are keyed by it."""

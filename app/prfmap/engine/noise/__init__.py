@@ -15,27 +15,26 @@ AR(p) model whose projected autocorrelation matches the residuals').
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.linalg import cho_factor, solve_triangular, toeplitz
 
+from prfmap.engine import catalog
+
 __all__ = ["OLS", "NoiseModel", "noise_order", "pooled_autocorrelation", "yule_walker"]
 
-MAX_ORDER = 6
-"""The largest AR order prfmap estimates."""
 MAX_COEFFICIENT = 0.95
 """AR(1) coefficients are held in [-0.95, 0.95] (a stationary model; an estimate beyond is not noise)."""
 
 
 def noise_order(option: str) -> int:
-    """The autoregressive order of a ``--noise-model`` option: ``ols`` 0, ``ar1`` 1, ``ar<p>`` p.
+    """The autoregressive order of a ``--noise-model`` option (its catalogue entry's): ``ols`` 0, ``ar<p>`` p.
 
     Parameters
     ----------
     option : str
-        ``ols`` or ``ar1`` … ``ar6``.
+        A key of :data:`prfmap.engine.catalog.NOISE_MODELS`.
 
     Returns
     -------
@@ -46,12 +45,7 @@ def noise_order(option: str) -> int:
     ValueError
         For anything else.
     """
-    if option == "ols":
-        return 0
-    match = re.fullmatch(r"ar([1-9][0-9]*)", option)
-    if match is None or int(match.group(1)) > MAX_ORDER:
-        raise ValueError(f"unknown noise model {option!r}; choose ols or ar1 … ar{MAX_ORDER}")
-    return int(match.group(1))
+    return catalog.get_noise_model(option).order
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,12 @@ function, and equal solvers always do. It has four methods:
 ``postprocess(state) -> Solution``
     The parameters, which units still move, and the carry of a next round.
 
+A solver whose ``streams`` is True also has ``empty(n, k) -> state`` (``n`` slots holding no unit)
+and ``load(state, reset, u, busy) -> state`` (new units into the slots of ``reset``, evaluated by
+the next ``step``); its state has ``u``, ``active`` and ``steps`` fields, and ``step`` honours
+``Data.max_steps``. The fit then refines with :func:`prfmap.engine.solvers.streaming.refine_streaming`
+(units enter a batch of slots as others stop) instead of :func:`refine_units`.
+
 :func:`iterate` runs any solver: as one compiled ``keras.ops.while_loop`` where the backend compiles
 whole loops, else as a compiled step called from Python. :func:`refine_units` drives a solver over
 all units in batches within a memory budget.
@@ -100,10 +106,13 @@ class Solver(Protocol, Generic[S]):
         Steps between re-batching the units still moving; None: one round of ``max_iter`` steps.
     copies : int
         A batch's memory relative to one Levenberg–Marquardt batch (sizes the batches).
+    streams : bool
+        Whether the solver has ``empty`` and ``load`` and is refined as a stream (module docstring).
     """
 
     round_length: int | None
     copies: ClassVar[int]
+    streams: ClassVar[bool] = False
 
     def initial_carry(self, n: int) -> tuple[np.ndarray, ...]:
         """What the first round of ``n`` units resumes from (numpy, one row per unit).
@@ -178,6 +187,42 @@ class Solver(Protocol, Generic[S]):
         Returns
         -------
         Solution
+        """
+        ...
+
+    def empty(self, n: int, k: int) -> S:
+        """``n`` slots of ``k`` internal parameters holding no unit (only a solver that ``streams``).
+
+        Parameters
+        ----------
+        n : int
+            Slots.
+        k : int
+            Internal parameters.
+
+        Returns
+        -------
+        state
+        """
+        ...
+
+    def load(self, state: S, reset: Tensor, u: Tensor, busy: Tensor) -> S:
+        """``state`` with new units in the slots of ``reset`` (only a solver that ``streams``).
+
+        Parameters
+        ----------
+        state
+            The slots' state.
+        reset : tensor of bool, shape (slots,)
+            Slots that take a new unit (or are emptied).
+        u : tensor, shape (slots, K)
+            The new units' starting internal parameters.
+        busy : tensor of bool, shape (slots,)
+            Which of the reset slots hold a unit; the next ``step`` evaluates it where it starts.
+
+        Returns
+        -------
+        state
         """
         ...
 

@@ -9,7 +9,7 @@ import numpy as np
 from keras import ops
 
 from prfmap.engine import kernels
-from prfmap.engine.backend.ops import at_least
+from prfmap.engine.backend.ops import at_least, tensor
 from prfmap.engine.models import PRFModel
 from prfmap.engine.solvers import Data, Solution, Solver, Tensor, project
 
@@ -70,6 +70,7 @@ class LevenbergMarquardt(Solver[LMState]):
     max_rejections: int = 4
     diagonal_floor: float = 1e-9
     copies: ClassVar[int] = 1
+    streams: ClassVar[bool] = True
 
     def initial_carry(self, n: int) -> tuple[np.ndarray, ...]:
         """Every unit's first damping."""
@@ -142,6 +143,45 @@ class LevenbergMarquardt(Solver[LMState]):
             rejected,
             steps + ops.cast(move, u.dtype),
             ops.zeros_like(fresh),
+        )
+
+    def empty(self, n: int, k: int) -> LMState:
+        """``n`` empty slots of ``k`` parameters: no unit, nothing moving."""
+        zeros = np.zeros(n)
+        return LMState(
+            *(
+                tensor(a, self.dtype)
+                for a in (
+                    np.zeros((n, k)),
+                    zeros,
+                    np.zeros((n, k, k)),
+                    np.zeros((n, k)),
+                    zeros + self.damping_start,
+                )
+            ),
+            ops.zeros((n,), dtype="bool"),
+            tensor(zeros, self.dtype),
+            tensor(zeros, self.dtype),
+            ops.zeros((n,), dtype="bool"),
+        )
+
+    def load(self, state: LMState, reset: Tensor, u: Tensor, busy: Tensor) -> LMState:
+        """``state`` with the slots of ``reset`` holding new units at ``u`` (where ``busy``) or nothing.
+
+        A loaded unit is ``fresh``: the next :meth:`step` evaluates it where it starts.
+        """
+        r1 = reset[:, None]
+        zero = ops.zeros_like(state.cost)
+        return LMState(
+            ops.where(r1, u, state.u),
+            ops.where(reset, ops.full_like(state.cost, np.inf), state.cost),
+            ops.where(r1[:, :, None], ops.zeros_like(state.jtj), state.jtj),
+            ops.where(r1, ops.zeros_like(state.jte), state.jte),
+            ops.where(reset, ops.full_like(state.damping, self.damping_start), state.damping),
+            ops.where(reset, busy, state.active),
+            ops.where(reset, zero, state.rejected),
+            ops.where(reset, zero, state.steps),
+            ops.where(reset, busy, state.fresh),
         )
 
     def terminate(self, state: LMState) -> Tensor:

@@ -1,18 +1,19 @@
-"""Levenberg–Marquardt over all units as a stream through a batch of fixed size (issue 18).
+"""A solver's units as a stream through a batch of fixed size (issue 18): Levenberg–Marquardt's way.
 
 Units converge after very different numbers of steps (W's 20,484: 5.7 on average, 23 at most).
 Rounds of a fixed length over a fixed batch (:func:`prfmap.engine.solvers.refine_units`) keep
 computing every row until the slowest unit of the batch stops, and a last round of a few units pads
-them to the whole batch. Here the batch is a set of *slots*: every few steps the slots whose
-unit has stopped take the next units of the queue, which the next step evaluates where they start
-(``LMState.fresh``), so a slot idles only between a unit's stop and the next refill, and no
-evaluation is repeated. Once the queue is empty the batch shrinks as its units stop, through a few
-sizes (:func:`slot_size`), each compiled once per process. The data of all units stay on the
-device; between calls only the slots' indices, starts and stop flags travel.
+them to the whole batch. Here the batch is a set of *slots*: every few steps the slots whose unit
+has stopped take the next units of the queue (the solver's ``load``), which the next step evaluates
+where they start (Levenberg–Marquardt's ``LMState.fresh``), so a slot idles only between a unit's
+stop and the next refill, and no evaluation is repeated. Once the queue is empty the batch shrinks
+as its units stop, through a few sizes (:func:`slot_size`), each compiled once per process. The
+data of all units stay on the device; between calls only the slots' indices, starts and stop flags
+travel.
 
-The arithmetic of each step is :meth:`LevenbergMarquardt.step`'s; each unit takes the steps it takes
-in rounds (which restart a unit's count of rejected steps each round; the stream does not), up to its
-own cap of ``max_iter`` steps.
+The arithmetic of each step is the solver's ``step`` (Levenberg–Marquardt's, the one built-in
+solver that ``streams``); each unit takes the steps it takes in rounds (which restart a unit's
+count of rejected steps each round; the stream does not), up to its own cap of ``max_iter`` steps.
 """
 
 from __future__ import annotations
@@ -28,8 +29,7 @@ from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.batching import MIN_BATCH, ProgressFn, batch_size, compiled, pad, padded_size
 from prfmap.engine.models import Bounds
 from prfmap.engine.problem import Problem
-from prfmap.engine.solvers import Data, clip
-from prfmap.engine.solvers.levenberg_marquardt import LevenbergMarquardt, LMState
+from prfmap.engine.solvers import Data, Solver, clip
 
 REFILL_STEPS = 4
 """Steps between refills of the slots."""
@@ -65,44 +65,26 @@ def slot_size(n_units: int, budget: int) -> int:
     return max(min(size, budget), MIN_BATCH)
 
 
-def _loaded(state: LMState, reset: Any, u: Any, busy: Any) -> LMState:
-    """``state`` with the slots of ``reset`` holding new units at ``u`` (``busy``) or nothing."""
-    r1 = reset[:, None]
-    inf = ops.full_like(state.cost, np.inf)
-    zero = ops.zeros_like(state.cost)
-    return LMState(
-        ops.where(r1, u, state.u),
-        ops.where(reset, inf, state.cost),
-        ops.where(r1[:, :, None], ops.zeros_like(state.jtj), state.jtj),
-        ops.where(r1, ops.zeros_like(state.jte), state.jte),
-        ops.where(reset, ops.full_like(state.damping, 1e-3), state.damping),
-        ops.where(reset, busy, state.active),
-        ops.where(reset, zero, state.rejected),
-        ops.where(reset, zero, state.steps),
-        ops.where(reset, busy, state.fresh),
-    )
-
-
 def _take_rows(values: Any, rows: Any) -> Any:
     return ops.take(values, rows, axis=0)
 
 
-def _moving(state: LMState, data: Data) -> Any:
+def _moving(state: Any, data: Data) -> Any:
     return ops.any(state.active & (state.steps < data.max_steps))
 
 
 def _advance(
-    solver: LevenbergMarquardt, state: LMState, reset: Any, u: Any, busy: Any, data: Data, limit: Any
-) -> tuple[LMState, Any]:
+    solver: Solver, state: Any, reset: Any, u: Any, busy: Any, data: Data, limit: Any
+) -> tuple[Any, Any]:
     """Load new units into the slots of ``reset``, then up to ``limit`` steps, as one ``while_loop``."""
 
-    def cond(s: LMState, steps: Any) -> Any:
+    def cond(s: Any, steps: Any) -> Any:
         return _moving(s, data) & (steps < limit)
 
-    def body(s: LMState, steps: Any) -> tuple[LMState, Any]:
+    def body(s: Any, steps: Any) -> tuple[Any, Any]:
         return solver.step(s, data), steps + 1
 
-    start = _loaded(state, reset, u, busy)
+    start = solver.load(state, reset, u, busy)
     return keras.ops.while_loop(cond, body, (start, ops.convert_to_tensor(0)))
 
 
@@ -112,29 +94,13 @@ def _rows(field: Any, order: np.ndarray) -> Any:
     return ops.convert_to_tensor(values, dtype=str(values.dtype))
 
 
-def _empty_state(n: int, k: int, dtype: str) -> LMState:
-    zeros = np.zeros(n)
-    return LMState(
-        *(
-            tensor(a, dtype)
-            for a in (np.zeros((n, k)), zeros, np.zeros((n, k, k)), np.zeros((n, k)), zeros + 1e-3)
-        ),
-        ops.zeros((n,), dtype="bool"),
-        tensor(zeros, dtype),
-        tensor(zeros, dtype),
-        ops.zeros((n,), dtype="bool"),
-    )
-
-
 class _Stream:
     """The slots of one stream and the host's record of which unit each holds."""
 
-    def __init__(
-        self, solver: LevenbergMarquardt, prob: Problem, y_all: Any, data: Data, slots: int, k: int
-    ) -> None:
+    def __init__(self, solver: Solver, prob: Problem, y_all: Any, data: Data, slots: int, k: int) -> None:
         self.solver, self.prob, self.y_all, self.data, self.k = solver, prob, y_all, data, k
         self.unit = np.full(slots, -1)
-        self.state = _empty_state(slots, k, prob.dtype)
+        self.state = solver.empty(slots, k)
         self.pending = np.zeros(slots, dtype=bool)  # slots loaded on the host, not yet on the device
         self.start = np.zeros((slots, k))
 
@@ -151,7 +117,7 @@ class _Stream:
         """Keep the busy slots in a batch of ``size`` (rows picked on the host: the state is small)."""
         keep = np.flatnonzero(self.unit >= 0)
         order = np.concatenate([keep, np.flatnonzero(self.unit < 0)])[:size]
-        self.state = LMState(*(_rows(field, order) for field in self.state))
+        self.state = type(self.state)(*(_rows(field, order) for field in self.state))
         self.unit, self.pending, self.start = self.unit[order], self.pending[order], self.start[order]
 
     def advance(self, steps: int) -> int:
@@ -172,7 +138,7 @@ class _Stream:
             loop = compiled(_advance, self.solver)
             self.state, taken = loop(self.state, *args, data, ops.convert_to_tensor(steps))
             return int(to_numpy(taken))
-        load = compiled(_loaded)
+        load = compiled(type(self.solver).load, self.solver)
         step = compiled(type(self.solver).step, self.solver)
         self.state, taken = load(self.state, *args), 0
         while taken < steps and bool(to_numpy(_moving(self.state, data))):
@@ -194,7 +160,7 @@ class _Stream:
 
 
 def refine_streaming(
-    solver: LevenbergMarquardt,
+    solver: Solver,
     prob: Problem,
     u0: np.ndarray,
     y: np.ndarray,
@@ -204,14 +170,14 @@ def refine_streaming(
     max_iter: int,
     progress: ProgressFn | None,
 ) -> tuple[np.ndarray, np.ndarray, list[int]]:
-    """:func:`prfmap.engine.solvers.refine_units` for Levenberg–Marquardt, as a stream (module doc).
+    """:func:`prfmap.engine.solvers.refine_units` for a solver that ``streams``, as a stream (module doc).
 
     A batch that runs out of device memory is halved and the units not yet finished start again.
 
     Parameters
     ----------
-    solver : LevenbergMarquardt
-        The solver.
+    solver : Solver
+        A solver whose ``streams`` is True (its ``empty`` and ``load`` fill the slots).
     prob : Problem
         The fit's tensors.
     u0 : ndarray, shape (units, K)
@@ -266,7 +232,7 @@ def refine_streaming(
 
 
 def _run_stream(
-    solver: LevenbergMarquardt,
+    solver: Solver,
     prob: Problem,
     out: tuple[np.ndarray, ...],
     y: np.ndarray,

@@ -15,26 +15,17 @@ costs ``2·D·P + 2·D·F`` flops instead of ``2·F·P + 2·F²`` (``D`` distinc
 
 ``PRFMAP_REFERENCE=1`` turns the speed changes of issue 18 off (every frame through the dense
 frames × frames product, as before), so that their effect on the maps can be measured; it is part of
-every compile key (:func:`mode`).
+every compile key (:func:`mode`). The switch is read by :func:`prfmap.engine.backend.reference`, the
+one place in the engine that reads the environment (with ``PRFMAP_COMPILE`` and ``KERAS_BACKEND``).
 """
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-REFERENCE_ENV = "PRFMAP_REFERENCE"
+from prfmap.engine.backend import reference
 
-
-def reference() -> bool:
-    """Whether ``PRFMAP_REFERENCE=1`` asks for the engine without the speed changes.
-
-    Returns
-    -------
-    bool
-    """
-    return os.environ.get(REFERENCE_ENV, "0") == "1"
+__all__ = ["distinct_frames", "fold_expansion", "mode", "reference"]
 
 
 def mode() -> str:
