@@ -1,6 +1,6 @@
-"""A toy fifth model and a toy third refiner: each is one class plus one registry entry.
+"""A toy fifth model, third refiner and noise model: each one class or entry plus one registration.
 
-Nothing else in prfmap knows them: :func:`registered` adds both entries to the catalogue for the
+Nothing else in prfmap knows them: :func:`registered` adds the three entries to the catalogue for the
 length of a test (``tests/test_extension_points.py`` runs a participant, its report and a Boutiques
 simulation with them; ``tests/engine/test_catalog.py`` fits the model on every backend).
 """
@@ -144,14 +144,36 @@ TOY_REFINER = catalog.RefinerSpec(
 )
 
 
+def example_params(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Parameters of ``n`` toy-model pRFs inside a 20° field (the conformance suites' examples)."""
+    r, a = 5.0 * np.sqrt(rng.uniform(0, 1, n)), rng.uniform(0, 2 * np.pi, n)
+    return {
+        "x": r * np.cos(a),
+        "y": r * np.sin(a),
+        "sigma": rng.uniform(0.5, 3.0, n),
+        "saturation": rng.uniform(0.5, 2.0, n),
+        "amplitude": rng.uniform(1, 3, n),
+        "baseline": rng.uniform(-1, 1, n),
+    }
+
+
+TOY_NOISE = catalog.NoiseSpec("toyar5", "AR(5) noise of a toy registry entry (a test of prfmap)", 5)
+"""A second kind of noise model entry: an autoregressive order the built-ins do not offer."""
+
+EXAMPLES = {TOY_MODEL.name: example_params}
+"""Example parameters of each toy model, by name."""
+
+
 @contextlib.contextmanager
 def registered() -> Iterator[None]:
-    """The toy model and refiner in the catalogue for the length of the block."""
+    """The toy model, refiner and noise model in the catalogue for the length of the block."""
     catalog.register_model(TOY_MODEL)
     catalog.register_refiner(TOY_REFINER)
+    catalog.register_noise_model(TOY_NOISE)
     try:
         yield
     finally:
+        catalog.NOISE_MODELS.pop(TOY_NOISE.name)
         catalog.MODELS.pop(TOY_MODEL.name)
         catalog.REFINERS.pop(TOY_REFINER.name)
         for parameter in TOY_MODEL.defines:

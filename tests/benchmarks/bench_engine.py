@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     res = fit_prf(case.data, case.stim, case.tr, **options)
     peaks.append(matmul_gflops())
     peak = max(peaks)
-    flops = stage_flops(res.settings, units, frames, distinct)
+    flops = stage_flops(res.settings.to_dict(), units, frames, distinct)
     for stage, count in flops.items():
         seconds = max(res.timings[stage], 1e-9)
         gflops = count / seconds / 1e9

@@ -120,7 +120,7 @@ def fit_case(name: str, dry: bool, mem_gb: float) -> dict[str, Any]:
     clear_grid_cache()
     res = fit_prf(case.data, case.stim, case.tr, **options)
     units, frames = case.data.shape
-    flops = stage_flops(res.settings, units, frames, distinct_frames(case.stim.design))
+    flops = stage_flops(res.settings.to_dict(), units, frames, distinct_frames(case.stim.design))
     seconds = res.timings["total"]
     errors = case.errors(res.params)
     limit = 3.0 if dry else MAX_ERROR_DEG[name]

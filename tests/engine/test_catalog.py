@@ -116,8 +116,9 @@ def test_a_fifth_model_needs_only_a_model_class_and_a_catalogue_entry(toy_model,
     bids = tmp_path / "bids"
     bids.mkdir()
     (bids / "dataset_description.json").write_text(json.dumps({"Name": "x", "BIDSVersion": "1.9.0"}))
-    opts = build_parser().parse_args([str(bids), str(tmp_path / "out"), "participant", "--model", "toysat"])
-    assert opts.model == ["toysat"]
+    argv = [str(bids), str(tmp_path / "out"), "participant", "--model", "toysat", "--noise-model", "toyar5"]
+    opts = build_parser().parse_args(argv)
+    assert opts.model == ["toysat"] and opts.noise_model == "toyar5"  # the registries are the choices
 
     rng = np.random.default_rng(3)
     p = random_params("gauss", 40, rng) | {"saturation": rng.uniform(0.5, 2.0, 40)}
@@ -203,3 +204,13 @@ def test_a_limit_is_stated_in_words_from_its_value() -> None:
     ]
     text = catalog.STATUS_FLAGS[catalog.STATUS_BITS["uncertain"]][1]
     assert f"exceeds {catalog.share_of(catalog.CENTRE_SE_LIMIT)}the stimulated radius" in text
+
+
+def test_polar_angle_and_eccentricity_have_one_definition() -> None:
+    """The participant's maps, their standard errors' record, the report and the group level all use
+    catalog.visual_field_polar: (-180, 180] degrees from the right horizontal meridian."""
+    x = np.array([1.0, 0.0, -1.0, -1.0, 3.0])
+    y = np.array([0.0, 2.0, 0.0, -0.0, -4.0])
+    polar, eccentricity = catalog.visual_field_polar(x, y)
+    np.testing.assert_allclose(polar, [0.0, 90.0, 180.0, 180.0, np.degrees(np.arctan2(-4, 3))])
+    np.testing.assert_allclose(eccentricity, [1.0, 2.0, 1.0, 1.0, 5.0])

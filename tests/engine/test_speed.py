@@ -9,6 +9,7 @@ from keras import ops
 from conftest import FOV, TR, bar_design, random_params
 from prfmap.engine import Stimulus, backend, estimate_hrf, fit_prf, predict
 from prfmap.engine.backend.ops import spd_solve, tensor, to_numpy
+from prfmap.engine.batching import RunContext
 from prfmap.engine.fit.search import best_grid_points, clear_grid_cache, grid_predictions
 from prfmap.engine.hrf import convolution_matrices, hrf_kernels
 from prfmap.engine.models import get_model
@@ -110,9 +111,10 @@ def test_streamed_lm_takes_the_steps_of_the_rounds(monkeypatch, backend):
     monkeypatch.setattr(streaming, "SMALLEST_SLOTS", 2)
     monkeypatch.setattr(streaming, "SHRINK", 2)
     for max_iter in (4, 30):
-        rounds = refine_units(solver, prob, u0.copy(), units.y, np.ones(3), bounds, 1.0, max_iter, None)
+        run = RunContext(1.0)
+        rounds = refine_units(solver, prob, u0.copy(), units.y, np.ones(3), bounds, max_iter, run)
         stream = streaming.refine_streaming(
-            solver, prob, u0.copy(), units.y, np.ones(3), bounds, 1.0, max_iter, None
+            solver, prob, u0.copy(), units.y, np.ones(3), bounds, max_iter, run
         )
         np.testing.assert_allclose(stream[0], rounds[0], rtol=1e-5, atol=1e-6)  # float32 on torch
         np.testing.assert_array_equal(stream[1], rounds[1])

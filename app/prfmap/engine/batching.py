@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
@@ -17,6 +18,24 @@ from prfmap.engine.problem import Problem
 from prfmap.engine.stimulus import frames
 
 ProgressFn = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """How a stage runs, apart from what it computes: its memory budget and where it reports progress.
+
+    Attributes
+    ----------
+    mem_gb : float
+        Memory budget of a tile or batch, GB.
+    progress : callable, optional
+        ``progress(stage, done, total)`` between batches.
+    """
+
+    mem_gb: float = 2.0
+    progress: ProgressFn | None = None
+
+
 DEFAULT_MEM_GB = 2.0
 GPU_SHARE = 0.6  # of a GPU's free memory, at most, for the engine's tiles and batches
 MIN_MEM_GB = 0.05

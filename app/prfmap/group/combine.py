@@ -444,7 +444,5 @@ def ivw_maps(
         _log_impossible(se, ok & np.isfinite(values), sets, label, hemi)
         means[label], counts[label] = ivw_mean(values, se, ok, subjects)
     if "x" in means and "y" in means:
-        polar = np.degrees(np.arctan2(means["y"], means["x"]))
-        means["polarangle"] = np.where(polar == -180.0, 180.0, polar)
-        means["eccentricity"] = np.hypot(means["x"], means["y"])
+        means["polarangle"], means["eccentricity"] = catalog.visual_field_polar(means["x"], means["y"])
     return means, counts

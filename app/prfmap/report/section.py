@@ -28,8 +28,9 @@ log = logging.getLogger(__name__)
 def _visual_field_maps(maps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     out = {k: np.asarray(v, dtype=np.float64) for k, v in maps.items()}
     if "x" in out and "y" in out:
-        out.setdefault("polarangle", np.degrees(np.arctan2(out["y"], out["x"])))
-        out.setdefault("eccentricity", np.hypot(out["x"], out["y"]))
+        polar, eccentricity = catalog.visual_field_polar(out["x"], out["y"])
+        out.setdefault("polarangle", polar)
+        out.setdefault("eccentricity", eccentricity)
     return out
 
 

@@ -35,6 +35,10 @@ the fit status bits are in :mod:`prfmap.engine.catalog.status`. Both are re-expo
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 from prfmap.engine.catalog.bounds import STIMULUS_SCALES as STIMULUS_SCALES
 from prfmap.engine.catalog.bounds import UNBOUNDED as UNBOUNDED
 from prfmap.engine.catalog.bounds import Bound as Bound
@@ -314,6 +318,26 @@ def get_refiner(name: str) -> RefinerSpec:
         return REFINERS[name]
     except KeyError:
         raise ValueError(f"unknown refine {name!r}; choose from {', '.join(REFINERS)}") from None
+
+
+def visual_field_polar(x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Polar angle and eccentricity of pRF centres, the one definition every output uses.
+
+    Polar angle is ``atan2(y, x)`` in degrees, in (-180, 180] (0 the right horizontal meridian, 90
+    the upper vertical); eccentricity ``hypot(x, y)``.
+
+    Parameters
+    ----------
+    x, y : array-like
+        Centres, degrees of visual angle.
+
+    Returns
+    -------
+    polar_angle, eccentricity : ndarray
+    """
+    x, y = np.asarray(x), np.asarray(y)
+    polar = np.degrees(np.arctan2(y, x))
+    return np.where(polar == -180.0, 180.0, polar), np.hypot(x, y)
 
 
 def get_noise_model(name: str) -> NoiseSpec:

@@ -66,11 +66,8 @@ class FitResult:
         dict
             File label → (units,) values.
         """
-        derived = {
-            "r2": self.r2,
-            "polar_angle": np.degrees(np.arctan2(self.params["y"], self.params["x"])),
-            "eccentricity": np.hypot(self.params["x"], self.params["y"]),
-        }
+        polar, eccentricity = catalog.visual_field_polar(self.params["x"], self.params["y"])
+        derived = {"r2": self.r2, "polar_angle": polar, "eccentricity": eccentricity}
         if self.status is not None:
             derived["status"] = self.status
         return {catalog.PARAMETERS[k].label: v for k, v in {**self.params, **derived}.items()}

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from prfmap.engine import catalog
-from prfmap.engine.batching import ProgressFn
+from prfmap.engine.batching import ProgressFn, RunContext
 from prfmap.engine.fit.grid import grid_theta
 from prfmap.engine.fit.search import grid_search, seed_search
 from prfmap.engine.models import Bounds, PRFModel, free_mask, get_model
@@ -355,8 +355,9 @@ def refine(
         # issue 18: a solver that streams takes units through a batch of slots (reference: rounds)
         streamed = getattr(solver, "streams", False) and not frames.reference()
         driver = streaming.refine_streaming if streamed else refine_units
+        run = RunContext(plan.mem_gb, progress)
         refined[chosen], moving, iterations = driver(
-            solver, prob, u[chosen], y[chosen], free, bounds, plan.mem_gb, plan.budget, progress
+            solver, prob, u[chosen], y[chosen], free, bounds, plan.budget, run
         )
         flags["refined"][chosen], flags["not_converged"][chosen] = True, moving
     record = {

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from prfmap.engine import kernels
+from prfmap.engine import catalog, kernels
 from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.batching import batch_size, compiled, pad, run_batches
 from prfmap.engine.catalog import CENTRE_SE_LIMIT, SIGMA_WIDTH_LIMIT
@@ -284,8 +284,7 @@ def reported_values(model, u: np.ndarray, amplitude: np.ndarray) -> dict[str, np
     theta = natural_values(model.params, u)
     out = dict(model.report(theta, amplitude))
     out["amplitude"] = amplitude
-    out["eccentricity"] = np.hypot(out["x"], out["y"])
-    out["polar_angle"] = np.degrees(np.arctan2(out["y"], out["x"]))
+    out["polar_angle"], out["eccentricity"] = catalog.visual_field_polar(out["x"], out["y"])
     return out
 
 

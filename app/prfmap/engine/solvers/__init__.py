@@ -43,7 +43,7 @@ from keras import ops
 from prfmap.engine import kernels
 from prfmap.engine.backend import loops_compiled
 from prfmap.engine.backend.ops import at_least, tensor, to_numpy
-from prfmap.engine.batching import MIN_BATCH, ProgressFn, batch_size, compiled, pad, padded_size, run_batches
+from prfmap.engine.batching import MIN_BATCH, RunContext, batch_size, compiled, pad, padded_size, run_batches
 from prfmap.engine.models import Bounds
 from prfmap.engine.problem import Problem
 from prfmap.engine.stimulus import StimulusTensors
@@ -327,9 +327,8 @@ def refine_units(
     y: np.ndarray,
     free: np.ndarray,
     bounds: Bounds,
-    mem_gb: float,
     max_iter: int,
-    progress: ProgressFn | None,
+    run: RunContext,
 ) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """Refine internal parameters ``u0`` (units, K) of every unit with ``solver``, batch by batch.
 
@@ -349,12 +348,10 @@ def refine_units(
         1 for each fitted internal parameter.
     bounds : Bounds
         Where every step is projected.
-    mem_gb : float
-        Budget of a batch.
     max_iter : int
         Steps at most (0: none).
-    progress : callable, optional
-        ``progress(stage, done, total)``.
+    run : RunContext
+        The memory budget of a batch and the progress callback.
 
     Returns
     -------
@@ -373,14 +370,14 @@ def refine_units(
     iterations = [0, 0]
     free_t = tensor(free, dtype)
     # one batch shape for every round, so each loop is compiled once
-    batch = min(batch_size(prob, mem_gb, u0.shape[1]) // solver.copies or MIN_BATCH, padded_size(len(u0)))
+    batch = min(batch_size(prob, run.mem_gb, u0.shape[1]) // solver.copies or MIN_BATCH, padded_size(len(u0)))
     round_length = min(solver.round_length or max_iter, max_iter)
     for done in range(0, max_iter, round_length):
         todo = np.flatnonzero(still)
         if todo.size == 0:
             break
 
-        def run(start: int, stop: int, size: int, todo: np.ndarray = todo, done: int = done) -> None:
+        def one_batch(start: int, stop: int, size: int, todo: np.ndarray = todo, done: int = done) -> None:
             rows, k = todo[start:stop], stop - start
             data = Data(tensor(pad(y[rows], size), dtype), free_t, prob.stim, prob.hrf_t, prob.q, *limits)
             state, steps = iterate(
@@ -398,5 +395,5 @@ def refine_units(
             iterations[0] = max(iterations[0], done + steps)
             iterations[1] += steps * size
 
-        run_batches(todo.size, batch, run, "refine", progress, shrink=False)
+        run_batches(todo.size, batch, one_batch, "refine", run.progress, shrink=False)
     return u, still, iterations

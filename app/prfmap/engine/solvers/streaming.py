@@ -26,7 +26,7 @@ from keras import ops
 
 from prfmap.engine.backend import get_backend, loops_compiled
 from prfmap.engine.backend.ops import tensor, to_numpy
-from prfmap.engine.batching import MIN_BATCH, ProgressFn, batch_size, compiled, pad, padded_size
+from prfmap.engine.batching import MIN_BATCH, RunContext, batch_size, compiled, pad, padded_size
 from prfmap.engine.models import Bounds
 from prfmap.engine.problem import Problem
 from prfmap.engine.solvers import Data, Solver, clip
@@ -166,9 +166,8 @@ def refine_streaming(
     y: np.ndarray,
     free: np.ndarray,
     bounds: Bounds,
-    mem_gb: float,
     max_iter: int,
-    progress: ProgressFn | None,
+    run: RunContext,
 ) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """:func:`prfmap.engine.solvers.refine_units` for a solver that ``streams``, as a stream (module doc).
 
@@ -188,12 +187,11 @@ def refine_streaming(
         1 for each fitted, 0 for each fixed internal parameter.
     bounds : Bounds
         Where every step is projected.
-    mem_gb : float
-        Memory budget of the batch.
     max_iter : int
         Steps a unit may take.
-    progress : callable, optional
-        ``progress("refine", done, total)`` as units stop.
+    run : RunContext
+        The memory budget of the batch; its progress callback hears ``("refine", done, total)`` as
+        units stop.
 
     Returns
     -------
@@ -206,7 +204,7 @@ def refine_streaming(
     """
     n, k = u0.shape
     u_out, moving = clip(u0.copy(), bounds), np.zeros(n, dtype=bool)
-    slots = slot_size(n, batch_size(prob, mem_gb, k) // solver.copies)
+    slots = slot_size(n, batch_size(prob, run.mem_gb, k) // solver.copies)
     iterations, finished = [0, 0], np.zeros(n, dtype=bool)
     dtype = prob.dtype
     limits = (tensor(bounds.lower, dtype), tensor(bounds.upper, dtype), tensor(bounds.eccentricity, dtype))
@@ -221,9 +219,7 @@ def refine_streaming(
     )
     while not finished.all():
         try:
-            _run_stream(
-                solver, prob, (u_out, moving, finished), y, data, slots, max_iter, iterations, progress
-            )
+            _run_stream(solver, prob, (u_out, moving, finished, iterations), y, data, slots, max_iter, run)
         except Exception as exc:
             if slots <= MIN_BATCH or not get_backend().is_out_of_memory(exc):
                 raise
@@ -239,15 +235,14 @@ def _run_stream(
     data: Data,
     slots: int,
     max_iter: int,
-    iterations: list[int],
-    progress: ProgressFn | None,
+    run: RunContext,
 ) -> None:
     """Stream the units not yet finished through ``slots`` slots.
 
-    ``out`` (parameters, still moving, finished) is written as units stop; ``data`` holds the fit's
-    tensors (its ``y`` is each call's).
+    ``out`` (parameters, still moving, finished, and the iteration counts) is written as units stop;
+    ``data`` holds the fit's tensors (its ``y`` is each call's).
     """
-    u_out, moving, finished = out
+    u_out, moving, finished, iterations = out
     todo = np.flatnonzero(~finished)
     y_all = tensor(pad(y[todo], padded_size(todo.size)), prob.dtype)
     stream = _Stream(solver, prob, y_all, data, slots, u_out.shape[1])
@@ -270,5 +265,5 @@ def _run_stream(
         u_out[units], moving[units], finished[units] = u, still, True
         if steps.size:
             iterations[0] = max(iterations[0], int(steps.max()))
-        if progress:
-            progress("refine", int(finished.sum()), finished.size)
+        if run.progress:
+            run.progress("refine", int(finished.sum()), finished.size)
