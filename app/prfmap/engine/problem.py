@@ -67,11 +67,28 @@ class Units:
         Their projected time courses.
     raw : ndarray, shape (len(index), frames)
         Their time courses as given.
+    total : int
+        Units of the data they were taken from (the length of every per-unit output).
     """
 
     index: np.ndarray
     y: np.ndarray
     raw: np.ndarray
+    total: int
+
+    def rows(self, chosen: np.ndarray) -> Units:
+        """These units' rows ``chosen`` (positions in :attr:`index`), from the same data.
+
+        Parameters
+        ----------
+        chosen : ndarray of int or bool
+            Which of them.
+
+        Returns
+        -------
+        Units
+        """
+        return Units(self.index[chosen], self.y[chosen], self.raw[chosen], self.total)
 
 
 def nuisance_basis(n_frames: int, nuisance: np.ndarray | None) -> np.ndarray:
@@ -213,7 +230,7 @@ def project_units(prob: Problem, data: np.ndarray) -> Units:
     y_proj = clean - (clean @ q) @ q.T
     valid = finite & (np.sum(y_proj**2, axis=1) > 1e-12 * np.maximum(np.sum(clean**2, axis=1), 1e-30))
     index = np.flatnonzero(valid)
-    return Units(index, y_proj[index], clean[index])
+    return Units(index, y_proj[index], clean[index], len(data))
 
 
 def whitened(prob: Problem, units: Units, whitening: np.ndarray, label: str) -> tuple[Problem, Units]:
@@ -247,4 +264,4 @@ def whitened(prob: Problem, units: Units, whitening: np.ndarray, label: str) -> 
     y = raw - (raw @ q) @ q.T
     digest = hashlib.blake2b(f"{prob.grid_key}:{label}".encode()).hexdigest()
     out = replace(prob, hrf_t=tensor(hrf_t, prob.dtype), q=tensor(q, prob.dtype), grid_key=digest)
-    return out, Units(units.index, y, raw)
+    return out, Units(units.index, y, raw, units.total)

@@ -133,6 +133,10 @@ def _shown(r2: np.ndarray, threshold: float, *arrays: np.ndarray) -> np.ndarray:
     return keep
 
 
+COVERAGE_UNITS = 3000
+"""The coverage map sums at most this many pRFs (the best by r²): more change no figure."""
+
+
 def visual_field_coverage(
     x: np.ndarray,
     y: np.ndarray,
@@ -141,7 +145,6 @@ def visual_field_coverage(
     threshold: float,
     fov_deg: float | None,
     path: Path,
-    max_units: int = 3000,
     shown: str | None = None,
 ) -> Path:
     """PRF centres coloured by r², and the coverage (the maximum of the pRF Gaussians).
@@ -156,8 +159,6 @@ def visual_field_coverage(
         Full width of the aperture; drawn as the stimulated square.
     path : Path
         Output PNG.
-    max_units : int
-        The coverage uses at most this many units (the best by r²).
     shown : str, optional
         Which units are drawn, in words for the title (default ``"r² ≥ <threshold>"``).
 
@@ -185,7 +186,7 @@ def visual_field_coverage(
         order = idx[np.argsort(r2[idx])]
         sc = ax0.scatter(x[order], y[order], c=r2[order], s=4, cmap="viridis", vmin=threshold, vmax=1)
         fig.colorbar(sc, ax=ax0, label="r² (fraction)", shrink=0.8)
-        top = idx[np.argsort(r2[idx])[::-1][:max_units]]
+        top = idx[np.argsort(r2[idx])[::-1][:COVERAGE_UNITS]]
         grid = np.linspace(-lim, lim, 121)
         gx, gy = np.meshgrid(grid, grid)
         coverage = np.zeros_like(gx)

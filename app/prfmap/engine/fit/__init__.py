@@ -130,7 +130,6 @@ def fit_prf(
         bounds,
         free,
         refined.flags,
-        prob.model.names,
         prob.model.params,
     )
     uncertainty, status = None, checked.status
@@ -144,7 +143,6 @@ def fit_prf(
             gls_units,
             checked.u,
             free,
-            n_units=data.shape[0],
             mem_gb=mem_gb,
             hrf_alternatives=alternatives,
             which=~refined.flags["grid_only"],  # grid-only units: below --refine-r2-min, no signal

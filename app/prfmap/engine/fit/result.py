@@ -179,7 +179,7 @@ def final_fit(
     """
     t0 = time.perf_counter()
     if rows is not None:
-        units, u = Units(units.index[rows], units.y[rows], units.raw[rows]), u[rows]
+        units, u = units.rows(rows), u[rows]
     model, dtype, n = prob.model, prob.dtype, len(u)
     fn = compiled(kernels.finalize, model)
     beta, baseline, cost = np.empty((n, prob.n_bases)), np.empty(n), np.empty(n)
@@ -232,8 +232,7 @@ def checked_fit(
     bounds: Bounds,
     free: np.ndarray,
     flags: Mapping[str, np.ndarray],
-    names: tuple[str, ...],
-    params: Sequence[Param] = (),
+    params: Sequence[Param],
 ) -> CheckedFit:
     """``final(u)``, with the unit's start instead where the refinement left the valid range.
 
@@ -253,10 +252,8 @@ def checked_fit(
     1 for each fitted internal parameter.
     flags : mapping
     The refinement's per-unit flags (``refined``, ``not_converged``, ``grid_only``).
-    names : tuple of str
-    The model's internal parameter names.
-    params : sequence of Param, optional
-    The model's internal parameters: one whose range transform reached its end
+    params : sequence of Param
+    The model's internal parameters (their names, in column order): one whose range transform reached its end
     (:func:`~prfmap.engine.models.transforms.saturated`) is on a bound too.
 
     Returns
@@ -271,6 +268,7 @@ def checked_fit(
         u = np.where(rejected[:, None], u_start, u)
         result = _replaced(result, final(u, rows=np.flatnonzero(rejected)), index[rejected])
     checks = {**flags, "refinement_rejected": rejected}
+    names = tuple(p.name for p in params)
     for name, on in _bound_flags(u, bounds, free, names).items():
         checks[name] = flags["refined"] & ~rejected & on
     if params:

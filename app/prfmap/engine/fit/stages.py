@@ -175,14 +175,17 @@ def start(
     Start
     """
     seeded = bool(prob.model.seed_grid) and set(grid) <= {"x", "y", "sigma"}
+    run = RunContext(plan.mem_gb, progress)
     first = replace(prob, model=get_model("gauss")) if seeded else prob
     sigma_floor = float(np.min(grid["sigma"]))
     if seeded and gauss_start is not None:
         theta = np.column_stack([_finite(gauss_start[k], first.model, k) for k in first.model.names[:3]])
         r2 = np.asarray(gauss_start.get("r2", np.ones(len(theta))), dtype=np.float64)
         corr = np.sqrt(np.maximum(np.nan_to_num(r2), 0.0))
+        # a refined Gaussian fit's r² (a shared gauss_start) against the whole threshold
+        which = seeded_by_gaussian(corr**2, plan.refine_r2_min, 1.0)
         u, corr, candidates, seconds, seeded = _seed_start(
-            prob, first.model.internal(theta), corr, sigma_floor, fixed, y, plan, progress, share=1.0
+            prob, first.model.internal(theta), corr, which, sigma_floor, fixed, y, run
         )
         return Start(u, corr, 0, candidates, {"seed": seconds}, seeded)
     u, corr, grid_points, timings = _grid_start(first, grid, fixed, y, plan.mem_gb, progress)
@@ -191,7 +194,9 @@ def start(
     first_fixed = {k: v for k, v in fixed.items() if k in first.model.names}
     free = free_mask(first.model, first_fixed)[0]
     gauss = refine(first, plan, u, y, corr, free, first.model.bounds(stim.scales), progress)
-    u, corr, candidates, seconds, _ = _seed_start(prob, gauss.u, corr, sigma_floor, fixed, y, plan, progress)
+    # the grid's correlation, which the Gaussian's refinement raises, against a share of it
+    which = seeded_by_gaussian(np.maximum(corr, 0.0) ** 2, plan.refine_r2_min, SEED_R2_SHARE)
+    u, corr, candidates, seconds, _ = _seed_start(prob, gauss.u, corr, which, sigma_floor, fixed, y, run)
     return Start(
         u, corr, grid_points, candidates, {**timings, "refine_gauss": gauss.seconds, "seed": seconds}
     )
@@ -259,23 +264,19 @@ def _seed_start(
     prob: Problem,
     u_gauss: np.ndarray,
     gauss_corr: np.ndarray,
+    which: np.ndarray,
     sigma_floor: float,
     fixed: Mapping[str, float],
     y: np.ndarray,
-    plan: RefinePlan,
-    progress: ProgressFn | None,
-    share: float = SEED_R2_SHARE,
+    run: RunContext,
 ) -> tuple[np.ndarray, np.ndarray, int, float, np.ndarray]:
     """The seed search, as prfpy seeds its extended models from its Gaussian fit.
 
     Around each unit's Gaussian fit ``u_gauss`` (internal parameters of the Gaussian), the model's
     ``seed_grid`` of extras is scored as the grid is; the best candidate starts the refinement. A
     Gaussian size below the grid's smallest (``sigma_floor``), which the data cannot resolve, is seeded
-    from that smallest size. Only units whose Gaussian fit explains at least ``share`` of
-    ``plan.refine_r2_min`` (``gauss_corr`` squared) are seeded: the others are not refined and keep
-    the Gaussian fit with the extras' defaults (and its correlation). ``share`` is
-    :data:`SEED_R2_SHARE` for the grid's correlation, which the Gaussian's refinement raises, and 1
-    for a refined Gaussian fit's r² (a shared ``gauss_start``).
+    from that smallest size. Only the units ``which`` (:func:`seeded_by_gaussian`) are seeded: the
+    others are not refined and keep the Gaussian fit with the extras' defaults (and its correlation).
 
     Returns
     -------
@@ -293,13 +294,13 @@ def _seed_start(
     theta = natural_values(gauss.params, u_gauss)
     theta[:, 2] = np.maximum(theta[:, 2], sigma_floor)
     start = model.from_report({**{k: theta[:, i] for i, k in enumerate(gauss.names)}, **fixed})
-    chosen = np.flatnonzero(seeded_by_gaussian(np.maximum(gauss_corr, 0.0) ** 2, plan.refine_r2_min, share))
+    chosen = np.flatnonzero(which)
     candidates = model.seed_candidates(start[chosen], keep=set(fixed))
     for name, value in fixed.items():
         candidates[:, :, model.names.index(name)] = value
     theta0, corr = start.copy(), np.asarray(gauss_corr, dtype=np.float64).copy()
     if chosen.size:
-        theta0[chosen], corr[chosen] = seed_search(prob, y[chosen], candidates, plan.mem_gb, progress)
+        theta0[chosen], corr[chosen] = seed_search(prob, y[chosen], candidates, run.mem_gb, run.progress)
     seeded = np.zeros(len(theta0), dtype=bool)
     seeded[chosen] = True
     return model.internal(theta0), corr, int(candidates.shape[1]), time.perf_counter() - t0, seeded

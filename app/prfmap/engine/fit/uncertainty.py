@@ -70,7 +70,6 @@ def laplace_uncertainty(
     u: np.ndarray,
     free: np.ndarray,
     *,
-    n_units: int,
     mem_gb: float,
     hrf_alternatives: Sequence[tuple[np.ndarray, float]] = (),
     which: np.ndarray | None = None,
@@ -89,13 +88,11 @@ def laplace_uncertainty(
     prob : Problem
         The problem the refinement used (whitened with a noise model).
     units : Units
-        Its units and (whitened, projected) time courses.
+        Its units and (whitened, projected) time courses; the outputs have ``units.total`` rows.
     u : ndarray, shape (len(units.index), K)
         Their final internal parameters.
     free : ndarray, shape (K,)
         1 for each fitted internal parameter.
-    n_units : int
-        Units of all the data (the maps' length).
     mem_gb : float
         Memory budget of a batch.
     hrf_alternatives : sequence of (ndarray, float)
@@ -116,7 +113,7 @@ def laplace_uncertainty(
     t0 = time.perf_counter()
 
     def at(values: np.ndarray, rows: np.ndarray | None) -> Uncertainty:
-        return _laplace(prob, units, values, free, n_units, mem_gb, hrf_alternatives, rows)
+        return _laplace(prob, units, values, free, mem_gb, hrf_alternatives, rows)
 
     out = at(u, which)
     _at_range_ends(out, at, prob.model.params, units.index, u, free, which)
@@ -129,7 +126,7 @@ def laplace_uncertainty(
         wider = u.copy()
         upper = out.upper["sigma"][units.index]
         wider[floor, k] = np.log(np.where(np.isfinite(upper[floor]), upper[floor], np.exp(u[floor, k])))
-        alt = _laplace(prob, units, wider, free, n_units, mem_gb, hrf_alternatives, floor)
+        alt = _laplace(prob, units, wider, free, mem_gb, hrf_alternatives, floor)
         rows = units.index[floor]
         for key, values in out.se.items():
             if key != "sigma":
@@ -187,7 +184,6 @@ def _laplace(
     units: Units,
     u: np.ndarray,
     free: np.ndarray,
-    n_units: int,
     mem_gb: float,
     hrf_alternatives: Sequence[tuple[np.ndarray, float]],
     which: np.ndarray | None,
@@ -196,7 +192,7 @@ def _laplace(
     t0 = time.perf_counter()
     if which is not None:
         chosen = np.flatnonzero(which)
-        u, units = u[chosen], Units(units.index[chosen], units.y[chosen], units.raw[chosen])
+        u, units = u[chosen], units.rows(chosen)
     model, dtype, n = prob.model, prob.dtype, len(u)
     k, n_bases = u.shape[1], prob.n_bases
     fn = compiled(kernels.vp_information, model)
@@ -237,7 +233,7 @@ def _laplace(
     se = {key: values for key, values in se.items() if key not in held}
 
     def full(values: np.ndarray) -> np.ndarray:
-        out = np.full(n_units, np.nan)
+        out = np.full(units.total, np.nan)
         out[units.index] = values
         return out
 
