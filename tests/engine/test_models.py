@@ -139,38 +139,6 @@ def test_autodiff_gradients_of_every_parameter_are_finite_and_nonzero(model, sti
     assert np.all(np.abs(grad) > 0), f"zero gradient for {np.array(m.names)[np.any(grad == 0, 0)]}"
 
 
-@pytest.mark.parametrize("model", MODEL_NAMES)
-def test_analytic_jacobian_matches_finite_differences(model, stim):
-    from keras import ops
-
-    from prfmap.engine.problem import make_problem
-
-    m = get_model(model)
-    p = random_params(model, 5, np.random.default_rng(4), max_ecc=5.0)
-    theta = m.from_report(p)
-    prob = make_problem(m, stim, TR, 1, None, "float64", 0.5)
-
-    def neural(t, jacobian):
-        return np.asarray(
-            ops.convert_to_numpy(m.neural(ops.convert_to_tensor(t, dtype="float64"), prob.stim, jacobian))
-        )
-
-    jac = neural(theta, True)
-    for k in range(theta.shape[1]):
-        h = 1e-6 * max(1.0, np.abs(theta[:, k]).max())
-        up, down = theta.copy(), theta.copy()
-        up[:, k] += h
-        down[:, k] -= h
-        numeric = (neural(up, False)[0] - neural(down, False)[0]) / (2 * h)
-        np.testing.assert_allclose(
-            jac[k + 1],
-            numeric,
-            rtol=1e-4,
-            atol=1e-6 * np.abs(numeric).max() + 1e-12,
-            err_msg=f"{model} d/d{m.names[k]}",
-        )
-
-
 def test_stimulus_rejects_bad_designs():
     with pytest.raises(ValueError, match="within"):
         Stimulus(np.full((4, 5, 5), 2.0), FOV)
