@@ -220,7 +220,7 @@ def test_the_engine_is_its_extension_points() -> None:
 
 
 def test_only_the_backend_reads_the_environment() -> None:
-    """The engine's switches (KERAS_BACKEND's default, PRFMAP_COMPILE, PRFMAP_REFERENCE) are read in
+    """The engine's switches (KERAS_BACKEND's default, PRFMAP_COMPILE) are read in
     ``engine/backend/`` alone: nothing else in the engine touches ``os.environ`` or ``os.getenv``."""
     readers = []
     for path in sorted((PACKAGE / "engine").rglob("*.py")):

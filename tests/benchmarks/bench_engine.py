@@ -10,8 +10,8 @@ and the median centre and σ errors against the truth.
 Workloads (``tests/benchmarks/workloads.py``): ``W`` (20,484 units, one bar run of 200 frames, the
 default), ``long`` (3,000 units, five runs of 300 frames at TR 1 s: wedges, rings, bars), ``fsaverage``
 (327,684 × 300) and ``hcp`` (59,412 × 1,500); ``gauss`` + SPM HRF, 8,000-point grid,
-Levenberg–Marquardt refinement of every unit. ``--reference`` runs the engine without the speed
-changes of issue 18 (``PRFMAP_REFERENCE=1``) for comparison.
+Levenberg–Marquardt refinement of every unit. To compare with an older engine, run this script with
+``PYTHONPATH=<checkout>/app`` (a ``git worktree`` of that commit) on the same machine.
 
     KERAS_BACKEND=jax python tests/benchmarks/bench_engine.py [--workload long] [--units N] [--json F]
 """
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -151,16 +150,9 @@ def main() -> None:
         default="full",
         help="compile on the whole workload first (default) or on 2,048 units",
     )
-    parser.add_argument(
-        "--reference",
-        action="store_true",
-        help="the engine without issue 18's speed changes (PRFMAP_REFERENCE=1)",
-    )
     parser.add_argument("--json", type=Path, help="also write the records to this file")
     parser.add_argument("--save-params", type=Path, help="write x, y, sigma of the fit (.npz)")
     args = parser.parse_args()
-    if args.reference:
-        os.environ["PRFMAP_REFERENCE"] = "1"
     records = run(args)
     for record in records:
         print(json.dumps(record), flush=True)

@@ -1,12 +1,17 @@
-"""The maps of the participant level with and without issue 18's speed changes (``PRFMAP_REFERENCE=1``).
+"""The participant level's maps from this checkout and from another (e.g. before issue 18's changes).
 
 Runs ``prfmap <bids> <out> participant`` with the defaults (cvr2, the participant HRF, the report
-off to save time) once with the engine as it is and once with ``PRFMAP_REFERENCE=1`` on one backend,
-then prints, for the centre (x, y), σ, eccentricity and polar angle, the median, 95th percentile,
-largest value and share above 0.01 of the absolute differences between the two runs' maps, over the
-vertices with r² ≥ 0.1 in both and over every fitted vertex, and the seconds of each run.
+off to save time) once with this checkout's engine and once with the ``app/`` of a reference
+checkout on one backend, then prints, for the centre (x, y), σ, eccentricity and polar angle, the
+median, 95th percentile, largest value and share above 0.01 of the absolute differences between
+the two runs' maps, over the vertices with r² ≥ 0.1 in both and over every fitted vertex, and the
+seconds of each run.
 
-    KERAS_BACKEND=jax python tests/benchmarks/compare_reference.py BIDS_DIR [--backend torch] [--json F]
+    git worktree add /tmp/prfmap-ref b41bea7~1      # the engine before issue 18's speed changes
+    python tests/benchmarks/compare_reference.py BIDS_DIR /tmp/prfmap-ref [--backend torch] [--json F]
+
+(Up to d51f55e the engine kept a switch for this, ``PRFMAP_REFERENCE=1``; a checkout of that commit
+run with it set compares the same arithmetic as the one before issue 18 with today's I/O.)
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 
-BIN = Path(sys.executable).parent
 LABELS = ("x", "y", "sigma", "eccentricity", "polarangle", "r2")
 
 
@@ -40,13 +44,18 @@ def read_maps(out: Path) -> dict[str, np.ndarray]:
     return maps
 
 
-def run(bids: Path, out: Path, backend: str, reference: bool) -> float:
+def run(bids: Path, out: Path, backend: str, checkout: Path | None) -> float:
+    """Seconds of the participant level of ``checkout``'s ``app/`` (None: this environment's prfmap)."""
     shutil.rmtree(out, ignore_errors=True)
-    env = {**os.environ, "PRFMAP_REFERENCE": "1" if reference else "0", "KERAS_BACKEND": backend}
+    env = {**os.environ, "KERAS_BACKEND": backend}
+    if checkout is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(checkout / "app"), env.get("PYTHONPATH", "")])
     t0 = time.perf_counter()
     subprocess.run(
         [
-            str(BIN / "prfmap"),
+            sys.executable,
+            "-c",
+            "from prfmap.cli.console import main; main()",
             str(bids),
             str(out),
             "participant",
@@ -87,12 +96,13 @@ def differences(fast: dict[str, np.ndarray], slow: dict[str, np.ndarray]) -> dic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("bids", type=Path)
+    parser.add_argument("reference", type=Path, help="a checkout (git worktree) of the reference commit")
     parser.add_argument("--backend", default=os.environ.get("KERAS_BACKEND", "jax"))
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="prfmap-compare-"))
     seconds = {
-        name: run(args.bids, scratch / name, args.backend, name == "reference")
+        name: run(args.bids, scratch / name, args.backend, args.reference if name == "reference" else None)
         for name in ("fast", "reference")
     }
     record = {

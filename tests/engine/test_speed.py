@@ -1,13 +1,16 @@
-"""Issue 18's speed changes compute what the engine computed before (``PRFMAP_REFERENCE=1``)."""
+"""Issue 18's speed changes compute what the engine computed before them.
+
+The distinct frames and the folded HRF against every frame its own (the dense frames × frames
+product); the unrolled Cholesky against numpy's solve; the streamed LM against LM in rounds.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from keras import ops
 
 from conftest import FOV, TR, bar_design, random_params
-from prfmap.engine import Stimulus, backend, estimate_hrf, fit_prf, predict
+from prfmap.engine import Stimulus, estimate_hrf, fit_prf, predict, problem
 from prfmap.engine.backend.ops import spd_solve, tensor, to_numpy
 from prfmap.engine.batching import RunContext
 from prfmap.engine.fit.search import best_grid_points, clear_grid_cache, grid_predictions
@@ -25,18 +28,25 @@ def two_runs() -> Stimulus:
     return Stimulus(np.concatenate([design, design]), FOV, run_lengths=(120, 120))
 
 
-@pytest.fixture
-def reference(monkeypatch):
-    """A context switch: ``reference(True)`` runs the engine as before the speed changes."""
+def every_frame_its_own(design: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The trivial decomposition into distinct frames: the engine's arithmetic before issue 18."""
+    return np.ascontiguousarray(design), np.arange(design.shape[0])
 
-    def switch(on: bool) -> None:
-        monkeypatch.setenv(backend.REFERENCE_ENV, "1" if on else "0")
+
+@pytest.fixture
+def dense(monkeypatch):
+    """``dense()``: the problems built afterwards treat every frame as distinct (nothing folded)."""
+
+    def switch() -> None:
+        monkeypatch.setattr(frames, "distinct_frames", every_frame_its_own)
+        monkeypatch.setattr(problem, "_RECENT", [])
+        clear_grid_cache()
 
     yield switch
     clear_grid_cache()
 
 
-def test_distinct_frames_rebuild_the_design_in_order_of_first_appearance(reference):
+def test_distinct_frames_rebuild_the_design_in_order_of_first_appearance():
     rng = np.random.default_rng(0)
     pool = rng.integers(0, 2, (6, 9)).astype(np.float32)
     design = pool[rng.integers(0, 6, 50)]
@@ -45,10 +55,6 @@ def test_distinct_frames_rebuild_the_design_in_order_of_first_appearance(referen
     assert len({row.tobytes() for row in design}) == len(unique)
     first = [int(np.flatnonzero(index == k)[0]) for k in range(len(unique))]
     assert first == sorted(first)
-    reference(True)
-    unique, index = frames.distinct_frames(design)
-    np.testing.assert_array_equal(unique, design)
-    np.testing.assert_array_equal(index, np.arange(50))
 
 
 def test_folded_expansion_is_the_dense_per_run_convolution():
@@ -61,11 +67,13 @@ def test_folded_expansion_is_the_dense_per_run_convolution():
         np.testing.assert_allclose(neural @ folded[b], (neural @ expansion.T) @ conv[b].T, atol=1e-12)
 
 
-def test_predictions_equal_the_reference_engine(reference):
+def test_predictions_over_distinct_frames_equal_the_dense_ones(dense):
     stim = two_runs()
     params = random_params("gauss", 12, np.random.default_rng(2))
     fast = predict(params, stim, TR, dtype="float64")
-    reference(True)
+    assert make_problem(get_model("gauss"), stim, TR, 1, None, "float64", 0.5).stim[0].shape[1] == 60
+    dense()
+    assert make_problem(get_model("gauss"), stim, TR, 1, None, "float64", 0.5).stim[0].shape[1] == 240
     np.testing.assert_allclose(fast, predict(params, stim, TR, dtype="float64"), rtol=1e-9, atol=1e-9)
 
 
@@ -79,7 +87,7 @@ def test_spd_solve_matches_numpy(backend, n):
     np.testing.assert_allclose(x, np.linalg.solve(a, b), rtol=1e-8, atol=1e-10)
 
 
-def test_grid_scored_over_distinct_frames_gives_the_frames_scores(reference):
+def test_grid_scored_over_distinct_frames_gives_the_frames_scores(dense):
     stim, model = two_runs(), get_model("gauss")
     params = random_params("gauss", 40, np.random.default_rng(3))
     data = predict(params, stim, TR) + np.random.default_rng(4).standard_normal((40, 240))
@@ -91,7 +99,7 @@ def test_grid_scored_over_distinct_frames_gives_the_frames_scores(reference):
         return best_grid_points(prob, units.y, grid_predictions(prob, theta, 1.0), 1.0, None)
 
     index, corr = scores()
-    reference(True)
+    dense()
     ref_index, ref_corr = scores()
     np.testing.assert_array_equal(index, ref_index)
     np.testing.assert_allclose(corr, ref_corr, rtol=1e-9)
@@ -139,8 +147,8 @@ def test_problems_are_kept_for_a_stimulus_seen_again():
     assert first.stim[0].shape[1] == 60 and first.frames == 240
 
 
-def test_fits_with_and_without_the_speed_changes_agree(reference):
-    """Maps of a noisy fit, with the participant HRF, within 0.01° (median) of the reference engine."""
+def test_fits_with_and_without_the_distinct_frames_agree(dense):
+    """Maps of a noisy fit, with the participant HRF, within 0.01° (median) of the dense engine's."""
     stim = two_runs()
     params = random_params("gauss", 60, np.random.default_rng(7))
     clean = predict(params, stim, TR)
@@ -155,22 +163,9 @@ def test_fits_with_and_without_the_speed_changes_agree(reference):
         return res.params, hrf.delay
 
     fast, fast_delay = fit()
-    reference(True)
+    dense()
     slow, slow_delay = fit()
     assert abs(fast_delay - slow_delay) <= 0.05
     for key in ("x", "y", "sigma"):
         assert np.median(np.abs(fast[key] - slow[key])) <= 0.01, key
     assert np.nanmedian(np.hypot(fast["x"] - params["x"], fast["y"] - params["y"])) < 0.3
-
-
-def test_reference_mode_is_part_of_every_compile_key(reference):
-    """A function compiled in one mode is never reused in the other (their shapes can agree)."""
-    from prfmap.engine import batching
-
-    fn = batching.compiled(_add_one)
-    reference(True)
-    assert batching.compiled(_add_one) is not fn or not batching.compile_enabled()
-
-
-def _add_one(x):
-    return ops.add(x, 1.0)

@@ -15,7 +15,6 @@ import numpy as np
 from prfmap.engine import catalog
 from prfmap.engine.backend import compile_enabled, get_backend
 from prfmap.engine.problem import Problem
-from prfmap.engine.stimulus import frames
 
 ProgressFn = Callable[[str, int, int], None]
 
@@ -66,7 +65,7 @@ def compiled(kernel: Callable, *static: Hashable) -> Callable:
     fn = partial(kernel, *static)
     if not compile_enabled():
         return fn
-    key = (frames.mode(), kernel, *static)  # the arithmetic traced depends on PRFMAP_REFERENCE
+    key = (kernel, *static)
     if key not in _COMPILED:
         _COMPILED[key] = get_backend().compile_fun(fn)
     return _COMPILED[key]
@@ -247,7 +246,7 @@ def run_batches(
         Reduce a batch larger than the (padded) units first.
     """
     if shrink:
-        batch = min(batch, ladder_size(n_units) if not frames.reference() else padded_size(n_units))
+        batch = min(batch, ladder_size(n_units))
     backend = get_backend()
     start = 0
     while start < n_units:

@@ -28,8 +28,6 @@ from prfmap.errors import UsageError
 
 DEFAULT_BACKEND = "jax"
 """The backend when ``KERAS_BACKEND`` is unset (Keras' own default is TensorFlow)."""
-REFERENCE_ENV = "PRFMAP_REFERENCE"
-"""``PRFMAP_REFERENCE=1``: the engine without the speed changes of issue 18 (:func:`reference`)."""
 COMPILE_ENV = "PRFMAP_COMPILE"
 """``PRFMAP_COMPILE=0``: hot functions run uncompiled, for debugging (:func:`compile_enabled`)."""
 _OFF = ("0", "false", "False", "no")
@@ -293,19 +291,6 @@ def compile_switch(env: Mapping[str, str]) -> bool:
     bool
     """
     return env.get(COMPILE_ENV, "1") not in _OFF
-
-
-def reference() -> bool:
-    """Whether ``PRFMAP_REFERENCE=1`` asks for the engine without the speed changes of issue 18.
-
-    Distinct frames, the folded HRF, the streamed refinement and the unrolled Cholesky are then off
-    (:mod:`prfmap.engine.stimulus.frames`), so that what they change in the maps can be measured.
-
-    Returns
-    -------
-    bool
-    """
-    return os.environ.get(REFERENCE_ENV, "0") == "1"
 
 
 def loops_compiled() -> bool:

@@ -26,7 +26,7 @@ from prfmap.engine.fit.search import grid_search
 from prfmap.engine.hrf import DELAY, DISPERSION, HRF, hrf_kernels
 from prfmap.engine.models import PRFModel, floatx, get_model
 from prfmap.engine.problem import make_problem, project_units
-from prfmap.engine.stimulus import Stimulus, StimulusTensors, frames
+from prfmap.engine.stimulus import Stimulus, StimulusTensors
 
 TOP_FRACTION = 0.05
 """Share of the units (with a finite fit) an estimate uses, clipped to [MIN_UNITS, MAX_UNITS]."""
@@ -204,7 +204,7 @@ def screen_r2(data: np.ndarray, stim: Stimulus, tr: float, **common: Any) -> np.
     """Every unit's r² with the Gaussian and SPM's HRF at its best grid point (NaN without signal).
 
     The grid correlation squared is the r² of the linear fit at that point, so (issue 18) no final
-    fit is run for it; ``PRFMAP_REFERENCE=1`` runs ``fit_prf(refine="none")`` as before.
+    fit is run for it.
 
     Parameters
     ----------
@@ -221,8 +221,6 @@ def screen_r2(data: np.ndarray, stim: Stimulus, tr: float, **common: Any) -> np.
     -------
     ndarray, shape (units,)
     """
-    if frames.reference():
-        return fit_prf(data, stim, tr, "gauss", "none", hrf="canonical", **common, uncertainty=False).r2
     model, mem_gb = get_model("gauss"), memory_budget(common["mem_gb"])
     prob = make_problem(
         model, stim, tr, 1, common["nuisance"], floatx(common["dtype"]), common["slice_time_ref"]

@@ -21,13 +21,11 @@ from prfmap.engine.batching import (
     budget_rows,
     compiled,
     pad,
-    padded_size,
     run_batches,
     tiles,
 )
 from prfmap.engine.models import PRFModel
 from prfmap.engine.problem import Problem
-from prfmap.engine.stimulus import frames
 
 
 def unit_norm(y: np.ndarray) -> np.ndarray:
@@ -58,7 +56,7 @@ def folded(prob: Problem) -> bool:
     -------
     bool
     """
-    return not frames.reference() and prob.stim[0].shape[1] < prob.frames
+    return prob.stim[0].shape[1] < prob.frames
 
 
 _GRIDS: list[tuple[tuple, np.ndarray]] = []
@@ -128,8 +126,6 @@ def _unit_tile(n_units: int, most: int) -> int:
 
     Rounded up to 256 rows (few shapes; issue 18: a power of two padded 20,484 units to 32,768).
     """
-    if frames.reference():
-        return min(padded_size(n_units), most)
     per_tile = -(-n_units // max(-(-n_units // most), 1))
     return max(min(most, -(-per_tile // 256) * 256), 1)
 
@@ -169,7 +165,7 @@ def best_grid_points(
     n_units = y_unit.shape[0]
     g_block = min(n_grid, budget_rows(mem_gb / 4, grid_unit.shape[1] * item, hi=16384))
     most = budget_rows(mem_gb / 2, g_block * item * 2, hi=16384)
-    if not frames.reference() and get_backend().free_memory() is None:
+    if get_backend().free_memory() is None:
         most = min(most, CPU_TILE_ROWS)  # a CPU: a tile's correlations stay in its caches
     u_tile = _unit_tile(n_units, most)
     if folded(prob):

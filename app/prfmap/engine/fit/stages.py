@@ -22,7 +22,7 @@ from prfmap.engine.models import Bounds, PRFModel, free_mask, get_model
 from prfmap.engine.models.transforms import natural_values
 from prfmap.engine.problem import Problem
 from prfmap.engine.solvers import Solver, refine_units, solver_class, streaming
-from prfmap.engine.stimulus import Stimulus, frames
+from prfmap.engine.stimulus import Stimulus
 
 __all__ = ["RefinePlan", "Refined", "Start", "refine", "start"]
 
@@ -354,7 +354,7 @@ def refine(
         flags["grid_only"][chosen] = False
     if solver is not None and chosen.size:
         # issue 18: a solver that streams takes units through a batch of slots (reference: rounds)
-        streamed = getattr(solver, "streams", False) and not frames.reference()
+        streamed = getattr(solver, "streams", False)
         driver = streaming.refine_streaming if streamed else refine_units
         run = RunContext(plan.mem_gb, progress)
         refined[chosen], moving, iterations = driver(

@@ -13,7 +13,7 @@ from keras import ops
 from prfmap.engine import catalog
 from prfmap.engine.backend.ops import at_least, matmul, spd_solve
 from prfmap.engine.models import PRFModel
-from prfmap.engine.stimulus import StimulusTensors, frames
+from prfmap.engine.stimulus import StimulusTensors
 
 TINY = 1e-20
 
@@ -81,27 +81,7 @@ def solve_small(m: Any, rhs: Any) -> Any:
     tensor, shape (units, n, r)
     """
     scale = at_least(ops.mean(ops.diagonal(m, axis1=1, axis2=2), axis=1), TINY)
-    return solve_spd(m + 1e-7 * scale[:, None, None] * _eye_like(m), rhs)
-
-
-def solve_spd(m: Any, rhs: Any) -> Any:
-    """Batched solve of symmetric positive definite systems (units, n, n) · x = rhs (units, n, r).
-
-    :func:`~prfmap.engine.backend.ops.spd_solve` (issue 18), or ``keras.ops.solve`` with
-    ``PRFMAP_REFERENCE=1``.
-
-    Parameters
-    ----------
-    m : tensor, shape (units, n, n)
-        Symmetric positive definite matrices.
-    rhs : tensor, shape (units, n, r)
-        Right-hand sides.
-
-    Returns
-    -------
-    tensor, shape (units, n, r)
-    """
-    return ops.solve(m, rhs) if frames.reference() else spd_solve(m, rhs)
+    return spd_solve(m + 1e-7 * scale[:, None, None] * _eye_like(m), rhs)
 
 
 def linear_fit(a: Any, y: Any) -> tuple[Any, Any]:

@@ -9,7 +9,7 @@ import numpy as np
 from keras import ops
 
 from prfmap.engine import kernels
-from prfmap.engine.backend.ops import at_least, tensor
+from prfmap.engine.backend.ops import at_least, spd_solve, tensor
 from prfmap.engine.models import PRFModel
 from prfmap.engine.solvers import Data, Solution, Solver, Tensor, project
 
@@ -114,9 +114,7 @@ class LevenbergMarquardt(Solver[LMState]):
         )
         system = jtj + ops.eye(k, dtype=u.dtype)[None] * damp[:, :, None]
         delta = (
-            -kernels.solve_spd(system, jte[:, :, None])[:, :, 0]
-            * data.free[None]
-            * ops.cast(move, u.dtype)[:, None]
+            -spd_solve(system, jte[:, :, None])[:, :, 0] * data.free[None] * ops.cast(move, u.dtype)[:, None]
         )
         u_new = project(u + delta, data)
         cost_new, jtj_new, jte_new = kernels.vp_normal_equations(

@@ -13,30 +13,16 @@ HRF basis ``b`` (:func:`prfmap.engine.hrf.convolution_matrices`). One LM evaluat
 costs ``2·D·P + 2·D·F`` flops instead of ``2·F·P + 2·F²`` (``D`` distinct frames, ``F`` frames,
 ``P`` pixels); with no repeats ``M`` is ``Hᵀ`` and nothing changes.
 
-``PRFMAP_REFERENCE=1`` turns the speed changes of issue 18 off (every frame through the dense
-frames × frames product, as before), so that their effect on the maps can be measured; it is part of
-every compile key (:func:`mode`). The switch is read by :func:`prfmap.engine.backend.reference`, the
-one place in the engine that reads the environment (with ``PRFMAP_COMPILE`` and ``KERAS_BACKEND``).
+What these changes do to the maps was measured against the engine without them (docs/performance.md,
+"Issue 18"); ``tests/benchmarks/compare_reference.py`` repeats that comparison against a checkout of
+the commit before them.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from prfmap.engine.backend import reference
-
-__all__ = ["distinct_frames", "fold_expansion", "mode", "reference"]
-
-
-def mode() -> str:
-    """Which arithmetic compiled functions trace, a part of every compile key.
-
-    Returns
-    -------
-    str
-        ``"reference"`` or ``"distinct"``.
-    """
-    return "reference" if reference() else "distinct"
+__all__ = ["distinct_frames", "fold_expansion"]
 
 
 def distinct_frames(design: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -54,8 +40,6 @@ def distinct_frames(design: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ``design == unique[index]`` exactly.
     """
     design = np.ascontiguousarray(design)
-    if reference():
-        return design, np.arange(design.shape[0])
     rows = design.view(np.dtype((np.void, design.dtype.itemsize * design.shape[1])))[:, 0]
     _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")  # distinct frames in order of first appearance
