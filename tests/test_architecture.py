@@ -237,10 +237,7 @@ def test_only_the_backend_reads_the_environment() -> None:
 LONG_PARAMETER_LISTS = {
     "io.bids.find_inputs",
     "io.datasets.inputs_config",
-    "participant.checkpoint.fit_chunked",
-    "engine.estimate.hrf.estimate_hrf",
     "participant.crossval.cross_validate",
-    "participant.fit._checkpointed_fit",
     "report.methods.methods_text",
     "report.volume.slices_figure",
 }

@@ -7,17 +7,20 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from helpers import chunked_env
-from prfmap.participant.checkpoint import array_digest, fit_chunked
+from prfmap.engine import FitOptions
+from prfmap.engine.options import array_digest
+from prfmap.participant.checkpoint import Checkpoints, fit_chunked
 from prfmap.runtime.memory import chunk_units, default_mem_gb, engine_mem_gb, seeded_chunk_units
 from prfmap.runtime.signals import StopRequested, check_stop, stop_on_signal
 
-KWARGS = {"model": "gauss", "refine": "none", "seed": 0}
+OPTIONS = FitOptions(model="gauss", refine="none", seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -48,13 +51,13 @@ def _chunks(folder: Path) -> list[Path]:
 
 def test_chunks_are_saved_reused_and_merged(problem, tmp_path: Path, caplog) -> None:
     data, stim = problem
-    first = fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=KWARGS)
+    first = fit_chunked(data, stim, 1.5, OPTIONS, Checkpoints(tmp_path, 64))
     assert len(_chunks(tmp_path)) == 3 and first.settings.chunks == 3
     assert first.settings.units == 150 and first.settings.units_fitted == 149
     assert np.isnan(first.params["x"][3]) and np.isfinite(first.params["x"][:3]).all()
     _chunks(tmp_path)[1].write_bytes(_chunks(tmp_path)[1].read_bytes()[:100])  # a torn file
     caplog.set_level("INFO", logger="prfmap.participant.checkpoint")
-    again = fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=KWARGS)
+    again = fit_chunked(data, stim, 1.5, OPTIONS, Checkpoints(tmp_path, 64))
     assert "1 chunk(s) fitted, 2 reused" in caplog.text and "unreadable checkpoint" in caplog.text
     for k in first.params:
         assert first.params[k].tobytes() == again.params[k].tobytes()
@@ -63,12 +66,12 @@ def test_chunks_are_saved_reused_and_merged(problem, tmp_path: Path, caplog) -> 
 
 def test_any_change_gives_a_new_key(problem, tmp_path: Path) -> None:
     data, stim = problem
-    fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=KWARGS)
+    fit_chunked(data, stim, 1.5, OPTIONS, Checkpoints(tmp_path, 64))
     changed = data.copy()
     changed[0, 0] += 1e-3
-    fit_chunked(changed, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=KWARGS)
-    fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs={**KWARGS, "seed": 1})
-    fit_chunked(data, stim, 2.0, folder=tmp_path, chunk=64, fit_kwargs=KWARGS)
+    fit_chunked(changed, stim, 1.5, OPTIONS, Checkpoints(tmp_path, 64))
+    fit_chunked(data, stim, 1.5, replace(OPTIONS, seed=1), Checkpoints(tmp_path, 64))
+    fit_chunked(data, stim, 2.0, OPTIONS, Checkpoints(tmp_path, 64))
     assert len({p.parent for p in _chunks(tmp_path)}) == 4
 
 
@@ -76,10 +79,10 @@ def test_an_empty_nuisance_basis_is_a_key_like_any_other(problem, tmp_path: Path
     """Issue 24, case 9: --high-pass-hz 0, or a run too short for any cosine below the cut-off, gives
     a (frames, 0) basis; its digest was a TypeError (a memoryview of no bytes cannot be cast)."""
     data, stim = problem
-    empty = {**KWARGS, "nuisance": np.zeros((data.shape[1], 0))}
+    empty = np.zeros((data.shape[1], 0))
     assert array_digest(np.zeros((40, 0))) != array_digest(np.zeros((0, 40))) != array_digest(None)
-    first = fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=empty)
-    again = fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs=empty)
+    first = fit_chunked(data, stim, 1.5, OPTIONS, Checkpoints(tmp_path, 64), nuisance=empty)
+    again = fit_chunked(data, stim, 1.5, OPTIONS, Checkpoints(tmp_path, 64), nuisance=empty)
     assert np.isfinite(first.params["x"]).sum() == 149
     assert first.params["x"].tobytes() == again.params["x"].tobytes()
     assert len({p.parent for p in _chunks(tmp_path)}) == 1
@@ -99,11 +102,9 @@ def test_stop_signal_ends_the_fit_at_once_keeping_saved_chunks(problem, tmp_path
             data,
             stim,
             1.5,
-            folder=tmp_path,
-            chunk=64,
-            fit_kwargs=KWARGS,
+            OPTIONS,
+            Checkpoints(tmp_path, 64, how_to_resume="run it again"),
             progress=progress,
-            how_to_resume="run it again",
         )
     assert info.value.exit_code == 143 and calls[-1] == ("chunks", 1)
     assert "stopped by SIGTERM" in str(info.value) and "run it again" in str(info.value)
@@ -166,7 +167,7 @@ def test_chunked_fit_equals_one_fit_of_all_units(problem, tmp_path: Path, refine
 
     data, stim = problem
     whole = fit_prf(data, stim, 1.5, refine=refine)
-    chunked = fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs={"refine": refine})
+    chunked = fit_chunked(data, stim, 1.5, FitOptions(refine=refine), Checkpoints(tmp_path, 64))
     for k in whole.params:
         assert whole.params[k].tobytes() == chunked.params[k].tobytes(), k
     assert whole.r2.tobytes() == chunked.r2.tobytes()
@@ -178,7 +179,7 @@ def test_chunked_fit_merges_the_per_unit_flags(problem, tmp_path: Path) -> None:
 
     data, stim = problem
     whole = fit_prf(data, stim, 1.5, model="dog")
-    chunked = fit_chunked(data, stim, 1.5, folder=tmp_path, chunk=64, fit_kwargs={"model": "dog"})
+    chunked = fit_chunked(data, stim, 1.5, FitOptions(model="dog"), Checkpoints(tmp_path, 64))
     flag = chunked.flags["surround_vanished"]
     assert flag.dtype == bool and flag.shape == (150,) and not flag[3]
     np.testing.assert_array_equal(flag, whole.flags["surround_vanished"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -112,3 +113,78 @@ class FitOptions:
         if unknown:
             raise TypeError(f"fit_prf() got unexpected keyword arguments {sorted(unknown)}")
         return dataclasses.replace(base or cls(), **keywords)
+
+    def identity(self) -> dict[str, Any]:
+        """What tells fits with these options apart, as JSON-able values (a checkpoint's key).
+
+        Every option but the memory budget (``mem_gb`` changes the tiles, not the arithmetic of a
+        unit); arrays (a grid, ``gauss_start``) by their digests, a given HRF or noise model by its
+        class and fields.
+
+        Returns
+        -------
+        dict
+        """
+        return {
+            f.name: jsonable(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "mem_gb"
+        }
+
+
+def array_digest(*arrays: np.ndarray | None) -> str:
+    """A BLAKE2 digest of the shapes, dtypes and bytes of ``arrays`` (None counts as empty).
+
+    Parameters
+    ----------
+    *arrays : ndarray or None
+        Arrays.
+
+    Returns
+    -------
+    str
+        32 hex digits.
+    """
+    h = hashlib.blake2b(digest_size=16)
+    for a in arrays:
+        if a is None:
+            h.update(b"none")
+            continue
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        if a.size:  # a view of no bytes cannot be cast (an empty nuisance basis: no high-pass, short runs)
+            h.update(memoryview(a).cast("B"))
+    return h.hexdigest()
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON-able data that tells values apart: arrays by digest, dataclasses by class and fields.
+
+    Parameters
+    ----------
+    value : Any
+        An option's value: None, a number, a string, an array, a mapping, a sequence or a dataclass of
+        these.
+
+    Returns
+    -------
+    Any
+
+    Raises
+    ------
+    TypeError
+        For any other value (whose text could hide a difference, or show one that is not there).
+    """
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return {"array": array_digest(value)}
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        kind = type(value)
+        fields = {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {"class": f"{kind.__module__}.{kind.__qualname__}", **fields}
+    raise TypeError(f"no identity for a {type(value).__name__}: {value!r}")

@@ -18,20 +18,23 @@ import time
 import zipfile
 import zlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from prfmap import __version__
-from prfmap.engine import FitResult, Stimulus, backend_info, fit_prf
+from prfmap.engine import FitOptions, FitResult, Stimulus, backend_info, fit_prf
 from prfmap.engine.catalog.settings import FitSettings
 from prfmap.engine.fit.uncertainty import Uncertainty
+from prfmap.engine.options import array_digest, jsonable
 from prfmap.io.atomic import atomic_path, write_text_atomic
 from prfmap.runtime.signals import check_stop
 
 logger = logging.getLogger(__name__)
-CHECKPOINT_FORMAT = 3  # 2: chunks hold the per-unit fit status; 3: and its uncertainty
+CHECKPOINT_FORMAT = 4  # 2: per-unit status; 3: and its uncertainty; 4: the fit keyed by FitOptions.identity()
 
 
 def file_identity(paths: Sequence[str | os.PathLike[str]]) -> list[list[Any]]:
@@ -55,31 +58,6 @@ def file_identity(paths: Sequence[str | os.PathLike[str]]) -> list[list[Any]]:
         except OSError:
             out.append([str(p), -1, -1])
     return out
-
-
-def array_digest(*arrays: np.ndarray | None) -> str:
-    """A BLAKE2 digest of the shapes, dtypes and bytes of ``arrays`` (None counts as empty).
-
-    Parameters
-    ----------
-    *arrays : ndarray or None
-        Arrays.
-
-    Returns
-    -------
-    str
-        32 hex digits.
-    """
-    h = hashlib.blake2b(digest_size=16)
-    for a in arrays:
-        if a is None:
-            h.update(b"none")
-            continue
-        a = np.ascontiguousarray(a)
-        h.update(f"{a.dtype.str}{a.shape}".encode())
-        if a.size:  # a view of no bytes cannot be cast (an empty nuisance basis: no high-pass, short runs)
-            h.update(memoryview(a).cast("B"))
-    return h.hexdigest()
 
 
 def checkpoint_key(identity: Mapping[str, Any]) -> str:
@@ -171,47 +149,68 @@ def _merge(model: str, chunks: list[tuple[dict[str, np.ndarray], dict[str, Any]]
     return FitResult(model, params, r2, loss, timings, settings, predictions, status, flags, uncertainty)
 
 
-def fit_chunked(  # noqa: PLR0913 - keyword-only: what a chunked fit needs and what tells it apart
+@dataclass(frozen=True)
+class Checkpoints:
+    """Where a fit's chunks are saved, how many units each holds, and what else enters their key.
+
+    Attributes
+    ----------
+    folder : Path
+        Where this fit's checkpoints live (one sub-folder per key).
+    chunk : int
+        Units per chunk.
+    inputs : tuple of path-like
+        Input files whose names, sizes and modification times enter the key.
+    name : str
+        The fit's name in log messages.
+    how_to_resume : str
+        What to tell the user when a stop signal ends the run.
+    budget : JSON-able, optional
+        What identifies the memory budget in the key instead of ``chunk`` and ``options.mem_gb``, e.g.
+        ``"auto"`` for a default derived from the memory available now. A run resuming a key then
+        uses the chunk size and engine budget saved with it, so all its chunks share their tiles.
+    labels : mapping
+        What else tells this fit's checkpoints apart (a fold's held-out run), JSON-able.
+    """
+
+    folder: Path
+    chunk: int
+    inputs: tuple[str | os.PathLike[str], ...] = ()
+    name: str = "fit"
+    how_to_resume: str = "run the same command again to resume"
+    budget: Any = None
+    labels: Mapping[str, Any] = field(default_factory=dict)
+
+
+def fit_chunked(
     data: np.ndarray,
     stim: Stimulus,
     tr: float,
+    options: FitOptions,
+    store: Checkpoints,
     *,
-    folder: Path,
-    chunk: int,
-    fit_kwargs: Mapping[str, Any],
-    inputs: Sequence[str | os.PathLike[str]] = (),
-    name: str = "fit",
-    how_to_resume: str = "run the same command again to resume",
+    nuisance: np.ndarray | None = None,
     progress: Callable[[str, int, int], None] | None = None,
-    budget: Any = None,
-    settings: Mapping[str, Any] | None = None,
     owned: list[Path] | None = None,
 ) -> FitResult:
     """Fit ``data`` with :func:`prfmap.engine.fit_prf` chunk by chunk, reusing saved chunks.
+
+    The key of the chunks is :meth:`FitOptions.identity <prfmap.engine.FitOptions.identity>` with
+    ``store.labels``, the digests of the arrays, the input files, the memory budget, prfmap's
+    version and the backend: the options that make the fit are the options that name it.
 
     Parameters
     ----------
     data, stim, tr : ndarray, prfmap.engine.Stimulus, float
         (units, frames) preprocessed time courses, the stimulus and the repetition time (s).
-    folder : Path
-        Where this fit's checkpoints live (one sub-folder per key).
-    chunk : int
-        Units per chunk.
-    fit_kwargs : mapping
-        Keyword arguments of ``fit_prf`` (model, refine, nuisance, seed, mem_gb...).
-    inputs : sequence of path-like
-        Input files whose names, sizes and modification times enter the key.
-    name, how_to_resume : str
-        The fit's name in log messages; what to tell the user when a stop signal ends the run.
+    options : FitOptions
+        What the fit does (``options.mem_gb`` unless the key's saved budget overrides it).
+    store : Checkpoints
+        Where the chunks go and what else tells them apart.
+    nuisance : ndarray, optional
+        (frames, k) regressors removed by preprocessing (``fit_prf(nuisance=)``).
     progress : callable, optional
         ``progress(stage, done, total)``, passed on to the engine, plus ``("chunks", i, n)``.
-    budget : JSON-able, optional
-        What identifies the memory budget in the key instead of ``chunk`` and ``fit_kwargs["mem_gb"]``,
-        e.g. ``"auto"`` for a default derived from the memory available now. A run resuming a key
-        then uses the chunk size and engine budget saved with it, so all its chunks share their tiles.
-    settings : mapping, optional
-        What identifies the fit's options in the key: the configuration's fit section (plus
-        whether predictions are kept). Default: ``fit_kwargs`` without the arrays and the budget.
     owned : list of Path, optional
         The key's folder is appended to it: what this fit owns, and :func:`remove_checkpoints`
         removes once its outputs are published.
@@ -226,15 +225,17 @@ def fit_chunked(  # noqa: PLR0913 - keyword-only: what a chunked fit needs and w
     prfmap.runtime.signals.StopRequested
         When SIGTERM/SIGINT arrived; raised after the chunk being fitted was saved.
     """
-    kwargs = dict(fit_kwargs)
-    if settings is None:
-        settings = {k: v for k, v in kwargs.items() if k not in ("nuisance", "progress", "mem_gb")}
-    memory = budget if budget is not None else [int(chunk), kwargs.get("mem_gb")]
-    identity = _identity(data, stim, tr, kwargs, settings, inputs, memory)
-    where = Path(folder) / checkpoint_key(identity)
+    name = store.name
+    memory = store.budget if store.budget is not None else [int(store.chunk), options.mem_gb]
+    identity = {
+        **_identity(data, stim, tr, nuisance, store.inputs, memory),
+        "fit": {**options.identity(), **jsonable(store.labels)},
+    }
+    where = Path(store.folder) / checkpoint_key(identity)
     if owned is not None:
         owned.append(where)
-    chunk, kwargs["mem_gb"] = _budget(where, identity, int(chunk), kwargs.get("mem_gb"), name)
+    chunk, mem_gb = _budget(where, identity, int(store.chunk), options.mem_gb, name)
+    options = replace(options, mem_gb=mem_gb)
     starts = list(range(0, data.shape[0], chunk)) or [0]
     chunks, fitted = [], 0
     if progress:
@@ -247,7 +248,8 @@ def fit_chunked(  # noqa: PLR0913 - keyword-only: what a chunked fit needs and w
         if loaded is not None and loaded[1].get("units") == [start, stop]:
             logger.info("%s: %s (units %d-%d) reused from checkpoint", name, label, start, stop)
         else:
-            loaded = _fit_chunk(data, stim, tr, kwargs, path, start, stop, progress)
+            fit = partial(fit_prf, stim=stim, tr=tr, nuisance=nuisance, progress=progress)
+            loaded = _fit_chunk(fit, data, options, path, (start, stop))
             fitted += 1
             logger.info(
                 "%s: %s (units %d-%d) fitted in %.1f s and saved",
@@ -260,10 +262,10 @@ def fit_chunked(  # noqa: PLR0913 - keyword-only: what a chunked fit needs and w
         chunks.append(loaded)
         if progress:
             progress("chunks", i + 1, len(starts))
-        check_stop(f"after chunk {i + 1} of {len(starts)} of {name} (saved in {where})", how_to_resume)
+        check_stop(f"after chunk {i + 1} of {len(starts)} of {name} (saved in {where})", store.how_to_resume)
     logger.info("%s: %d chunk(s) fitted, %d reused", name, fitted, len(starts) - fitted)
     logger.debug("%s: checkpoints in %s", name, where)
-    return _merge(str(kwargs.get("model", "gauss")), chunks, chunk)
+    return _merge(options.model, chunks, chunk)
 
 
 def _budget(
@@ -289,18 +291,15 @@ def _identity(
     data: np.ndarray,
     stim: Stimulus,
     tr: float,
-    kwargs: Mapping[str, Any],
-    settings: Mapping[str, Any],
+    nuisance: np.ndarray | None,
     inputs: Sequence[str | os.PathLike[str]],
     memory: Any,
 ) -> dict[str, Any]:
-    """Everything that determines a chunk's result, as JSON-able values."""
-    nuisance = kwargs.get("nuisance")
+    """Everything besides the fit's options that determines a chunk's result, as JSON-able values."""
     return {
         "prfmap": __version__,
         "format": CHECKPOINT_FORMAT,
         "backend": backend_info(),
-        "fit": dict(settings),
         "tr": float(tr),
         "stimulus": [array_digest(stim.design), float(stim.fov_deg), list(map(int, stim.run_lengths))],
         "nuisance": array_digest(None if nuisance is None else np.asarray(nuisance)),
@@ -311,24 +310,22 @@ def _identity(
 
 
 def _fit_chunk(
+    fit: Callable[..., FitResult],
     data: np.ndarray,
-    stim: Stimulus,
-    tr: float,
-    kwargs: Mapping[str, Any],
+    options: FitOptions,
     path: Path,
-    start: int,
-    stop: int,
-    progress: Callable[[str, int, int], None] | None,
+    units: tuple[int, int],
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Fit units ``start:stop`` and save them atomically; returns the saved arrays and metadata."""
+    """``fit`` units ``start:stop`` and save them atomically; returns the saved arrays and metadata."""
     t0 = time.perf_counter()
-    kwargs = dict(kwargs)
-    if kwargs.get("gauss_start") is not None:  # per unit, as the data
-        kwargs["gauss_start"] = {k: np.asarray(v)[start:stop] for k, v in kwargs["gauss_start"].items()}
-    result = fit_prf(data[start:stop], stim, tr, progress=progress, **kwargs)
+    start, stop = units
+    if options.gauss_start is not None:  # per unit, as the data
+        sliced = {k: np.asarray(v)[start:stop] for k, v in options.gauss_start.items()}
+        options = replace(options, gauss_start=sliced)
+    result = fit(data[start:stop], options=options)
     meta = {"units": [start, stop], "settings": result.settings.to_dict(), "timings": result.timings}
     meta = json.loads(json.dumps(meta, default=str))
-    arrays = _chunk_arrays(result, bool(kwargs.get("return_predictions")))
+    arrays = _chunk_arrays(result, options.return_predictions)
     _save_chunk(path, arrays, meta)
     return arrays, {**meta, "seconds": time.perf_counter() - t0}
 

@@ -6,18 +6,17 @@ Its value is a :class:`FitOutcome`.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from prfmap.config import Config
 from prfmap.engine import (
     HRF,
+    FitOptions,
     FitResult,
     NoiseModel,
     Stimulus,
@@ -26,7 +25,7 @@ from prfmap.engine import (
     estimate_noise,
     seeded_by_gaussian,
 )
-from prfmap.participant.checkpoint import fit_chunked
+from prfmap.participant.checkpoint import Checkpoints, fit_chunked
 from prfmap.participant.crossval import (
     CrossValidation,
     Fold,
@@ -227,12 +226,10 @@ def fit_loaded(
     """
     plan, combined = loaded.plan, loaded.combined
     stim = Stimulus(combined.design, fov_deg=loaded.fov_deg, run_lengths=combined.run_lengths)
-    keep = config.outputs.keep_predictions
     start = time.perf_counter()
     owned: list[Path] = []
-    result = _checkpointed_fit(
-        loaded, config, combined, stim, plan.name, progress, keep=keep, owned=owned, shared=shared
-    )
+    runs = FittedRuns(combined, stim, plan.name)
+    result = _checkpointed_fit(loaded, config, runs, progress, owned=owned, shared=shared)
     seconds = time.perf_counter() - start
     r2 = np.asarray(result.r2)
     fitted = np.isfinite(np.asarray(result.params["x"]))
@@ -286,148 +283,147 @@ def without_unfitted(cv: CrossValidation | None, result: FitResult) -> CrossVali
     )
 
 
-def _checkpointed_fit(
-    loaded: LoadedFit,
-    config: Config,
-    data: CombinedData,
-    stim: Stimulus,
-    name: str,
-    progress: ProgressFn,
-    *,
-    keep: bool,
-    owned: list[Path] | None = None,
-    shared: SharedWork | None = None,
-    **identity: Any,
-) -> FitResult:
-    """``fit_chunked`` of combined runs with the configuration's fit options.
+@dataclass(frozen=True)
+class FittedRuns:
+    """The runs one checkpointed fit fits: all of a plan's runs, or a fold's training runs.
 
-    ``identity`` adds what else tells this fit's checkpoints apart (a fold's held-out run); the
-    checkpoint folder is appended to ``owned``; the standard errors are computed for the fit of all
-    runs (a fold's fit, with a ``held_out_run``, only predicts its held-out run); ``shared`` holds
-    (and receives) the HRF, noise model and Gaussian fit of the same data that other models' fits
-    estimated.
+    Attributes
+    ----------
+    data : CombinedData
+        The combined runs.
+    stim : Stimulus
+        Their apertures.
+    name : str
+        The fit's name in the log.
+    held_out_run : str, optional
+        The run a fold leaves out (None: the fit of all runs, which keeps its predictions when asked
+        and computes the standard errors; a fold's fit only predicts its held-out run).
     """
-    shared = shared if shared is not None else SharedWork()
-    data_key = identity.get("held_out_run")
-    uncertainty = data_key is None
-    execution = config.execution
-    fit_kwargs = {
-        **config.fit.engine_kwargs(),
-        "slice_time_ref": loaded.slice_time.fraction,
-        "nuisance": data.nuisance,
-        "mem_gb": engine_mem_gb(execution.mem_gb),
-        "return_predictions": keep,
-        "uncertainty": uncertainty,
-    }
-    settings = {
-        **config.to_dict()["fit"],
-        "slice_time_ref": loaded.slice_time.fraction,
-        "return_predictions": keep,
-        **identity,
-    }
-    if fit_kwargs["hrf"] == "participant":
-        if data_key not in shared.hrf:
-            shared.hrf[data_key] = participant_hrf(
-                loaded, data, stim, fit_kwargs, name, progress, spread=uncertainty
-            )
-        hrf = shared.hrf[data_key]
-        fit_kwargs["hrf"], settings["hrf_model"] = hrf, hrf.describe()
-    if fit_kwargs["noise"] != "ols":
-        if data_key not in shared.noise:
-            shared.noise[data_key] = participant_noise(loaded, data, stim, fit_kwargs, name, progress)
-        noise = shared.noise[data_key]
-        fit_kwargs["noise"], settings["noise_model"] = noise, noise.describe()
-    chunk = chunk_units(execution.mem_gb, data.data.shape[1])
-    gauss = shared.gauss.get(data_key)
-    if gauss is not None and fit_kwargs["model"] != "gauss":
-        linear = ("x", "y", "sigma", "amplitude", "baseline", *catalog.HRF_PARAMETERS)
-        start = {k: np.asarray(v) for k, v in gauss.params.items() if k in linear}
-        start |= {"r2": np.asarray(gauss.r2), "loss": np.asarray(gauss.loss)}
-        if keep and gauss.predictions is not None:
-            start["predictions"] = np.asarray(gauss.predictions)
-        fit_kwargs["gauss_start"] = start
-        settings["gauss_start"] = _digest(start)
-        seeded = int(np.sum(seeded_by_gaussian(start["r2"], config.fit.refine_r2_min)))
-        chunk = seeded_chunk_units(chunk, data.data.shape[0], seeded)
-    result = fit_chunked(
-        data.data,
-        stim,
-        loaded.tr,
-        folder=checkpoint_dir(config, loaded.plan.key.subject) / loaded.plan.name,
-        chunk=chunk,
-        fit_kwargs=fit_kwargs,
-        settings=settings,
-        inputs=loaded.inputs,
-        name=name,
-        how_to_resume=how_to_resume(config),
-        progress=progress,
-        budget="auto" if execution.mem_gb_auto else None,
-        owned=owned,
-    )
-    if fit_kwargs["model"] == "gauss":
-        shared.gauss[data_key] = result
-    return result
+
+    data: CombinedData
+    stim: Stimulus
+    name: str
+    held_out_run: str | None = None
 
 
-def _digest(arrays: dict[str, np.ndarray]) -> str:
-    """A short hash of per-unit arrays: what tells checkpoints seeded from different starts apart."""
-    digest = hashlib.sha256()
-    for key in sorted(arrays):
-        digest.update(key.encode())
-        digest.update(np.ascontiguousarray(arrays[key], dtype=np.float64).tobytes())
-    return digest.hexdigest()[:16]
-
-
-def participant_hrf(
-    loaded: LoadedFit,
-    data: CombinedData,
-    stim: Stimulus,
-    fit_kwargs: dict[str, Any],
-    name: str,
-    progress: ProgressFn,
-    *,
-    spread: bool = True,
-) -> HRF:
-    """The HRF of ``--hrf participant``, estimated once from all units of ``data`` before the chunked fit.
-
-    ``data`` holds the combined runs of the fit, or of one cross-validation fold's training runs.
+def fit_options(loaded: LoadedFit, config: Config, runs: FittedRuns) -> FitOptions:
+    """The engine options of a fit of ``runs``, before its participant HRF, noise model and seeds.
 
     Parameters
     ----------
     loaded : LoadedFit
-        The fit (its TR and name in the log).
-    data : CombinedData
-        The runs the HRF is estimated from.
-    stim : Stimulus
-        Their apertures.
-    fit_kwargs : dict
-        The fit's keywords (``slice_time_ref``, ``mem_gb``).
-    name : str
-        The fit's name in the log.
+        The preprocessed data of a plan (its slice timing).
+    config : Config
+        The run's configuration.
+    runs : FittedRuns
+        What is fitted.
+
+    Returns
+    -------
+    FitOptions
+    """
+    whole = runs.held_out_run is None
+    return FitOptions(
+        **{
+            **config.fit.engine_kwargs(),
+            "slice_time_ref": loaded.slice_time.fraction,
+            "mem_gb": engine_mem_gb(config.execution.mem_gb),
+            "return_predictions": whole and config.outputs.keep_predictions,
+            "uncertainty": whole,
+        }
+    )
+
+
+def _checkpointed_fit(
+    loaded: LoadedFit,
+    config: Config,
+    runs: FittedRuns,
+    progress: ProgressFn,
+    *,
+    owned: list[Path] | None = None,
+    shared: SharedWork | None = None,
+) -> FitResult:
+    """``fit_chunked`` of combined runs with the configuration's fit options.
+
+    The checkpoint folder is appended to ``owned``; ``shared`` holds (and receives) the HRF, noise
+    model and Gaussian fit of the same data that other models' fits estimated.
+    """
+    shared = shared if shared is not None else SharedWork()
+    key, data, stim = runs.held_out_run, runs.data, runs.stim
+    options = fit_options(loaded, config, runs)
+    if options.hrf == "participant":
+        if key not in shared.hrf:
+            shared.hrf[key] = participant_hrf(loaded, runs, options, progress)
+        options = dataclasses.replace(options, hrf=shared.hrf[key])
+    if options.noise != "ols":
+        if key not in shared.noise:
+            shared.noise[key] = participant_noise(loaded, runs, options, progress)
+        options = dataclasses.replace(options, noise=shared.noise[key])
+    chunk = chunk_units(config.execution.mem_gb, data.data.shape[1])
+    gauss = shared.gauss.get(key)
+    if gauss is not None and options.model != "gauss":
+        linear = ("x", "y", "sigma", "amplitude", "baseline", *catalog.HRF_PARAMETERS)
+        start = {k: np.asarray(v) for k, v in gauss.params.items() if k in linear}
+        start |= {"r2": np.asarray(gauss.r2), "loss": np.asarray(gauss.loss)}
+        if options.return_predictions and gauss.predictions is not None:
+            start["predictions"] = np.asarray(gauss.predictions)
+        options = dataclasses.replace(options, gauss_start=start)
+        seeded = int(np.sum(seeded_by_gaussian(start["r2"], config.fit.refine_r2_min)))
+        chunk = seeded_chunk_units(chunk, data.data.shape[0], seeded)
+    store = Checkpoints(
+        folder=checkpoint_dir(config, loaded.plan.key.subject) / loaded.plan.name,
+        chunk=chunk,
+        inputs=tuple(loaded.inputs),
+        name=runs.name,
+        how_to_resume=how_to_resume(config),
+        budget="auto" if config.execution.mem_gb_auto else None,
+        labels={} if key is None else {"held_out_run": key},
+    )
+    result = fit_chunked(
+        data.data, stim, loaded.tr, options, store, nuisance=data.nuisance, progress=progress, owned=owned
+    )
+    if options.model == "gauss":
+        shared.gauss[key] = result
+    return result
+
+
+def participant_hrf(loaded: LoadedFit, runs: FittedRuns, options: FitOptions, progress: ProgressFn) -> HRF:
+    """The HRF of ``--hrf participant``, estimated once from all units of ``runs`` before the chunked fit.
+
+    ``runs`` holds the combined runs of the fit, or of one cross-validation fold's training runs.
+
+    Parameters
+    ----------
+    loaded : LoadedFit
+        The fit (its TR).
+    runs : FittedRuns
+        The runs the HRF is estimated from (and the fit's name in the log).
+    options : FitOptions
+        The fit's options (``slice_time_ref``, ``mem_gb``).
     progress : callable
         ``progress(stage, done, total)``.
-    spread : bool
-        Also estimate the between-unit spread of the delay (for the standard errors).
 
     Returns
     -------
     HRF
+        With the between-unit spread of the delay for the fit of all runs (its standard errors).
     """
     start = time.perf_counter()
+    spread = options.uncertainty
     hrf = estimate_hrf(
-        data.data,
-        stim,
+        runs.data.data,
+        runs.stim,
         loaded.tr,
-        nuisance=data.nuisance,
-        slice_time_ref=fit_kwargs["slice_time_ref"],
-        mem_gb=fit_kwargs["mem_gb"],
+        nuisance=runs.data.nuisance,
+        slice_time_ref=options.slice_time_ref,
+        mem_gb=options.mem_gb,
         progress=lambda stage, done, total: progress(f"HRF {stage}", done, total),
         spread=spread,
     )
     logger.info(
         "%s: participant HRF from %d units in %.1f s: peak delay %.2f s, dispersion %.2f "
         "(maximum at %.2f s; SPM's canonical: 6 s, 1, 5 s)%s",
-        name,
+        runs.name,
         hrf.units,
         time.perf_counter() - start,
         hrf.delay,
@@ -439,29 +435,20 @@ def participant_hrf(
 
 
 def participant_noise(
-    loaded: LoadedFit,
-    data: CombinedData,
-    stim: Stimulus,
-    fit_kwargs: dict[str, Any],
-    name: str,
-    progress: ProgressFn,
+    loaded: LoadedFit, runs: FittedRuns, options: FitOptions, progress: ProgressFn
 ) -> NoiseModel:
-    """The noise model of ``--noise-model ar<p>``, estimated once from ``data`` before the chunked fit.
+    """The noise model of ``--noise-model ar<p>``, estimated once from ``runs`` before the chunked fit.
 
-    ``data`` holds the combined runs of the fit, or of one cross-validation fold's training runs.
+    ``runs`` holds the combined runs of the fit, or of one cross-validation fold's training runs.
 
     Parameters
     ----------
     loaded : LoadedFit
         The fit (its TR).
-    data : CombinedData
-        The runs the noise is estimated from.
-    stim : Stimulus
-        Their apertures.
-    fit_kwargs : dict
-        The fit's keywords (``noise``: the option; ``hrf``, ``slice_time_ref``, ``mem_gb``, ``seed``).
-    name : str
-        The fit's name in the log.
+    runs : FittedRuns
+        The runs the noise is estimated from (and the fit's name in the log).
+    options : FitOptions
+        The fit's options (``noise``: the option; ``hrf``, ``slice_time_ref``, ``mem_gb``, ``seed``).
     progress : callable
         ``progress(stage, done, total)``.
 
@@ -471,20 +458,20 @@ def participant_noise(
     """
     start = time.perf_counter()
     noise = estimate_noise(
-        data.data,
-        stim,
+        runs.data.data,
+        runs.stim,
         loaded.tr,
-        fit_kwargs["noise"],
-        nuisance=data.nuisance,
-        hrf=fit_kwargs["hrf"] if isinstance(fit_kwargs["hrf"], HRF) else "canonical",
-        slice_time_ref=fit_kwargs["slice_time_ref"],
-        mem_gb=fit_kwargs["mem_gb"],
-        seed=fit_kwargs.get("seed", 0),
+        options.noise,
+        nuisance=runs.data.nuisance,
+        hrf=options.hrf if isinstance(options.hrf, HRF) else "canonical",
+        slice_time_ref=options.slice_time_ref,
+        mem_gb=options.mem_gb,
+        seed=options.seed,
         progress=lambda stage, done, total: progress(f"noise {stage}", done, total),
     )
     logger.info(
         "%s: %s noise model from %d units in %.1f s: coefficients %s",
-        name,
+        runs.name,
         noise.option,
         noise.units,
         time.perf_counter() - start,
@@ -530,18 +517,8 @@ def cross_validate_fit(
 
     def fit_fold(training: CombinedData, stim: Stimulus, fold: Fold) -> FitResult:
         name = f"{plan.name} fold {fold.held_out + 1}/{len(names)} (held out: {names[fold.held_out]})"
-        return _checkpointed_fit(
-            loaded,
-            config,
-            training,
-            stim,
-            name,
-            progress,
-            keep=False,
-            owned=owned,
-            shared=shared,
-            held_out_run=names[fold.held_out],
-        )
+        runs = FittedRuns(training, stim, name, held_out_run=names[fold.held_out])
+        return _checkpointed_fit(loaded, config, runs, progress, owned=owned, shared=shared)
 
     cv = cross_validate(
         loaded.runs,

@@ -25,6 +25,7 @@ from prfmap.engine.fit.grid import grid_theta, polar_grid
 from prfmap.engine.fit.search import grid_search
 from prfmap.engine.hrf import DELAY, DISPERSION, HRF, hrf_kernels
 from prfmap.engine.models import PRFModel, floatx, get_model
+from prfmap.engine.options import FitOptions
 from prfmap.engine.problem import make_problem, project_units
 from prfmap.engine.stimulus import Stimulus, StimulusTensors
 
@@ -237,17 +238,20 @@ def _neural(model: PRFModel, theta: Any, stim: StimulusTensors) -> Any:
     return model.neural(theta, stim, False)[0]
 
 
+HRF_FIT_OPTIONS = ("slice_time_ref", "mem_gb", "dtype")
+"""The options of :func:`estimate_hrf`'s fits it takes (the rest are its own: the Gaussian, SPM's
+response and its derivatives)."""
+
+
 def estimate_hrf(
     data: np.ndarray,
     stim: Stimulus,
     tr: float,
     *,
     nuisance: np.ndarray | None = None,
-    slice_time_ref: float = 0.5,
-    mem_gb: float | None = None,
-    dtype: str = "float32",
     progress: ProgressFn | None = None,
     spread: bool = True,
+    **fit_options: Any,
 ) -> HRF:
     """One HRF for all units of a participant, estimated from its best units.
 
@@ -269,28 +273,28 @@ def estimate_hrf(
         Repetition time in seconds.
     nuisance : ndarray, shape (frames, k), optional
         Regressors that preprocessing removed (as :func:`prfmap.engine.fit_prf`).
-    slice_time_ref : float
-        Where in each TR the volumes sample the signal.
-    mem_gb : float, optional
-        Memory budget of the fits.
-    dtype : {"float32", "float64"}
-        Precision of the fits.
     progress : callable, optional
         ``progress(stage, done, total)``.
     spread : bool
         Also estimate the between-unit spread of the delay (``HRF.delay_sd``, for the standard
         errors: :func:`delay_spread_of`).
+    **fit_options
+        Options of the fits, as :class:`~prfmap.engine.FitOptions`' (:data:`HRF_FIT_OPTIONS`:
+        ``slice_time_ref``, where in each TR the volumes sample the signal; ``mem_gb``, their
+        memory budget; ``dtype``, their precision).
 
     Returns
     -------
     HRF
         ``option`` "participant", ``units`` the number of units it was estimated from.
     """
+    others = set(fit_options) - set(HRF_FIT_OPTIONS)
+    if others:
+        raise TypeError(f"estimate_hrf() got unexpected keyword arguments {sorted(others)}")
+    options = FitOptions.from_keywords(None, **fit_options)
     common: dict[str, Any] = {
+        **{name: getattr(options, name) for name in HRF_FIT_OPTIONS},
         "nuisance": nuisance,
-        "slice_time_ref": slice_time_ref,
-        "mem_gb": mem_gb,
-        "dtype": dtype,
         "progress": progress,
     }
     r2 = screen_r2(data, stim, tr, **common)
@@ -299,7 +303,7 @@ def estimate_hrf(
         return canonical_fallback()
     delay_sd = delay_spread_of(data, stim, tr, r2, common) if spread else 0.0
     model = get_model("gauss")
-    prob = make_problem(model, stim, tr, 1, nuisance, floatx(dtype), slice_time_ref)
+    prob = make_problem(model, stim, tr, 1, nuisance, floatx(options.dtype), options.slice_time_ref)
     units = project_units(prob, np.asarray(data[top], dtype=np.float64))
     q = to_numpy(prob.q).astype(np.float64)
     hrf: str | HRF = "vertex"
@@ -308,7 +312,7 @@ def estimate_hrf(
         theta = model.from_report({k: best.params[k][units.index] for k in ("x", "y", "sigma")})
         neural = to_numpy(compiled(_neural, model)(tensor(theta, prob.dtype), prob.stim))
         neural = neural[:, prob.frame_index].astype(np.float64)  # distinct frames to frames
-        hrf = best_hrf(neural, units.y, q, tr, stim.run_lengths, slice_time_ref)[0]
+        hrf = best_hrf(neural, units.y, q, tr, stim.run_lengths, options.slice_time_ref)[0]
     return replace(hrf, delay_sd=delay_sd)
 
 
