@@ -7,6 +7,7 @@ Fixtures live in the folders' ``conftest.py`` files; what a test calls directly 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import signal
@@ -16,6 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import nibabel as nib
 import numpy as np
@@ -72,6 +74,81 @@ def subprocess_env(backend: str = "jax", hide: tuple[str, ...] = (), tmp: Path |
     env["KERAS_BACKEND"] = backend
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return env
+
+
+TESTS_DIR = Path(__file__).resolve().parent
+ENGINE_TESTS = TESTS_DIR / "engine"
+
+
+def run_python(
+    backend: str, code: str, *args: str | Path, compiled: bool = False, timeout: float = 900
+) -> subprocess.CompletedProcess:
+    """Run Python ``code`` in a fresh process on ``backend``; a non-zero exit fails the calling test.
+
+    The engine's tests compare backends, or a backend with itself compiled and eager, in subprocesses:
+    Keras picks its backend once per process, and a backend that crashes (TensorFlow's oneDNN
+    products, issue 9) fails one test instead of the session. ``code`` can import ``app/``'s
+    ``prfmap``, ``tests/`` (``helpers``, ``toys``) and the engine tests' folders (``conftest``'s
+    stimuli, the test modules by name); ``args`` are its ``sys.argv[1:]``.
+
+    Parameters
+    ----------
+    backend : {"jax", "torch", "tensorflow"}
+        ``KERAS_BACKEND``.
+    code : str
+        The program.
+    *args : str or Path
+        Its arguments.
+    compiled : bool
+        ``PRFMAP_COMPILE``: the backend's compiler on, or every function eager.
+    timeout : float
+        Seconds.
+
+    Returns
+    -------
+    subprocess.CompletedProcess
+        With its text output.
+    """
+    folders = sorted({path.parent for path in ENGINE_TESTS.rglob("test_*.py")} | {ENGINE_TESTS})
+    paths = [*map(str, folders), str(APP_DIR), str(TESTS_DIR)]  # the engine's conftest before tests/'
+    env = {**os.environ, "KERAS_BACKEND": backend, "PRFMAP_COMPILE": "1" if compiled else "0"}
+    env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")])
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert proc.returncode == 0, f"{backend}: exit {proc.returncode}: {proc.stderr[-3000:]}"
+    return proc
+
+
+def backend_result(backend: str, code: str, tmp: Path, *, compiled: bool = False) -> Any:
+    """The JSON-able ``result`` that Python ``code`` assigns, computed on ``backend`` (:func:`run_python`).
+
+    Parameters
+    ----------
+    backend : {"jax", "torch", "tensorflow"}
+        ``KERAS_BACKEND``.
+    code : str
+        A program that assigns ``result``.
+    tmp : Path
+        A folder for the result's file.
+    compiled : bool
+        ``PRFMAP_COMPILE``.
+
+    Returns
+    -------
+    Any
+        ``result``, through JSON.
+    """
+    out = tmp / f"result-{backend}-{'compiled' if compiled else 'eager'}.json"
+    save = "\nimport json as _json, sys as _sys\n_json.dump(result, open(_sys.argv[1], 'w'))\n"
+    run_python(backend, code + save, out, compiled=compiled)
+    return json.loads(out.read_text())
 
 
 def run_prfmap(

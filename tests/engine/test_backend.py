@@ -1,7 +1,6 @@
 """Backend selection: clear errors, only the selected backend imported, compile switch."""
 
 import ast
-import json
 import os
 import re
 import subprocess
@@ -11,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import backend_result, run_python
 from prfmap.engine import backend_info
 from prfmap.engine.backend import get_backend, select_backend
 from prfmap.errors import ExitCode, UsageError
@@ -67,26 +67,17 @@ def test_engine_imports_no_other_backend(name):
 def test_compiled_and_eager_fits_agree(tmp_path, backend):
     """The backend's compiler (jax.jit / torch.compile / tf.function+XLA) gives the eager result."""
     code = (
-        "import sys, json, numpy as np; sys.path[:0] = [sys.argv[1], sys.argv[2]];"
-        "from conftest import bar_design, random_params, FOV, TR;"
-        "from prfmap.engine import Stimulus, fit_prf, predict;"
-        "stim = Stimulus(bar_design(), FOV); p = random_params('gauss', 40, np.random.default_rng(5));"
-        "res = fit_prf(predict(p, stim, TR), stim, TR, max_iter=8);"
-        "json.dump({k: v.tolist() for k, v in res.params.items()} | {'compiled': res.settings.compiled},"
-        " open(sys.argv[3], 'w'))"
+        "import numpy as np\n"
+        "from conftest import bar_design, random_params, FOV, TR\n"
+        "from prfmap.engine import Stimulus, fit_prf, predict\n"
+        "stim = Stimulus(bar_design(), FOV); p = random_params('gauss', 40, np.random.default_rng(5))\n"
+        "res = fit_prf(predict(p, stim, TR), stim, TR, max_iter=8)\n"
+        "result = {k: v.tolist() for k, v in res.params.items()} | {'compiled': res.settings.compiled}\n"
     )
-    here = Path(__file__).resolve().parent
-    results = {}
-    for flag in ("1", "0"):
-        out = tmp_path / f"{flag}.json"
-        env = {**os.environ, "KERAS_BACKEND": backend, "PRFMAP_COMPILE": flag}
-        subprocess.run(
-            [sys.executable, "-c", code, str(here), APP, str(out)], check=True, env=env, capture_output=True
-        )
-        results[flag] = json.loads(out.read_text())
-    assert results["1"]["compiled"] is True and results["0"]["compiled"] is False
+    results = {flag: backend_result(backend, code, tmp_path, compiled=flag) for flag in (True, False)}
+    assert results[True]["compiled"] is True and results[False]["compiled"] is False
     for key in ("x", "y", "sigma", "amplitude"):
-        np.testing.assert_allclose(results["1"][key], results["0"][key], rtol=1e-3, atol=1e-3)
+        np.testing.assert_allclose(results[True][key], results[False][key], rtol=1e-3, atol=1e-3)
 
 
 # Shapes on which TensorFlow 2.19–2.21's oneDNN BatchMatMulV2 crashes the process in eager mode.
@@ -101,44 +92,39 @@ BROADCAST_PRODUCTS = [
 
 
 @pytest.mark.backend
-@pytest.mark.parametrize("compiled", ["0", "1"])
+@pytest.mark.parametrize("compiled", [False, True], ids=["0", "1"])
 def test_broadcast_matmul_runs_and_matches_numpy(tmp_path, backend, compiled):
     """backend.ops.matmul on broadcast shapes, in a subprocess so that a crash fails only this test."""
     code = (
-        "import sys, numpy as np; sys.path.insert(0, sys.argv[1]);"
-        "from keras import ops; from prfmap.engine.backend.ops import matmul;"
-        "from prfmap.engine.backend import compile_enabled, get_backend;"
-        f"shapes = {BROADCAST_PRODUCTS!r}; rng = np.random.default_rng(0);"
+        "import numpy as np\n"
+        "from keras import ops; from prfmap.engine.backend.ops import matmul\n"
+        "from prfmap.engine.backend import compile_enabled, get_backend\n"
+        f"shapes = {BROADCAST_PRODUCTS!r}; rng = np.random.default_rng(0)\n"
         "fn = get_backend().compile_fun(matmul) if compile_enabled() else matmul\n"
         "for sa, sb in shapes:\n"
         "    a, b = rng.random(sa, dtype=np.float32), rng.random(sb, dtype=np.float32)\n"
         "    got = ops.convert_to_numpy(fn(ops.convert_to_tensor(a), ops.convert_to_tensor(b)))\n"
         "    np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-5, atol=1e-5)\n"
     )
-    env = {**os.environ, "KERAS_BACKEND": backend, "PRFMAP_COMPILE": compiled}
-    if backend == "torch" and compiled == "1":
+    if backend == "torch" and compiled:
         pytest.skip("torch.compile of six shapes costs minutes of C++ builds on a CPU; eager covers torch")
-    out = subprocess.run([sys.executable, "-c", code, APP], env=env, capture_output=True, text=True)
-    assert out.returncode == 0, f"exit {out.returncode}: {out.stderr[-2000:]}"
+    run_python(backend, code, compiled=compiled)
 
 
 @pytest.mark.backend
 def test_eager_lm_fit_survives_on_every_backend(tmp_path, backend):
     """The eager fit that crashed TensorFlow 2.21 (issue 9) exits 0 in a subprocess, for every model."""
     code = (
-        "import sys, numpy as np; sys.path[:0] = [sys.argv[1], sys.argv[2]];"
-        "from conftest import bar_design, random_params, FOV, TR;"
-        "from prfmap.engine import Stimulus, fit_prf, predict;"
+        "import numpy as np\n"
+        "from conftest import bar_design, random_params, FOV, TR\n"
+        "from prfmap.engine import Stimulus, fit_prf, predict\n"
         "stim = Stimulus(bar_design(), FOV)\n"
         "for model in ('gauss', 'css', 'dog', 'dn'):\n"
         "    p = random_params(model, 12, np.random.default_rng(5))\n"
         "    res = fit_prf(predict(p, stim, TR, model), stim, TR, model=model, max_iter=2)\n"
         "    assert np.isfinite(res.params['x']).all(), model\n"
     )
-    env = {**os.environ, "KERAS_BACKEND": backend, "PRFMAP_COMPILE": "0"}
-    here = str(Path(__file__).resolve().parent)
-    out = subprocess.run([sys.executable, "-c", code, here, APP], env=env, capture_output=True, text=True)
-    assert out.returncode == 0, f"exit {out.returncode}: {out.stderr[-2000:]}"
+    run_python(backend, code)
 
 
 def _framework_imports(path: Path) -> set[str]:

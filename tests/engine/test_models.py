@@ -1,16 +1,12 @@
 """Predictions match a numpy reference on every backend and across backends; gradients flow."""
 
-import json
-import os
-import subprocess
-import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from conftest import FOV, TR, bar_design, random_params
+from helpers import backend_result
 from prfmap.engine import Stimulus, catalog, predict
 from prfmap.engine.backend import get_backend
 from prfmap.engine.hrf import hrf_kernels
@@ -72,31 +68,20 @@ def test_zero_amplitudes_predict_quietly(model, extra, stim):
     assert np.isnan(got[2:]).all()  # a surround (or baseline) without a centre: no ratio describes it
 
 
-def _predictions_on(backend: str, out: Path) -> np.ndarray:
-    script = (
-        "import json, sys, numpy as np; sys.path[:0] = [sys.argv[1], sys.argv[2]];"
-        "from conftest import bar_design, random_params, FOV, TR;"
-        "from prfmap.engine import Stimulus, predict;"
-        "stim = Stimulus(bar_design(), FOV);"
-        "res = {m: predict(random_params(m, 16, np.random.default_rng(7)), stim, TR, m).tolist()"
-        " for m in ('gauss', 'css', 'dog', 'dn')};"
-        "json.dump(res, open(sys.argv[3], 'w'))"
-    )
-    here = Path(__file__).resolve().parent
-    env = {**os.environ, "KERAS_BACKEND": backend, "PRFMAP_COMPILE": "0"}
-    subprocess.run(
-        [sys.executable, "-c", script, str(here), str(here.parents[1] / "app"), str(out)],
-        check=True,
-        env=env,
-        capture_output=True,
-    )
-    return json.loads(out.read_text())
+PREDICTIONS = (
+    "import numpy as np\n"
+    "from conftest import bar_design, random_params, FOV, TR\n"
+    "from prfmap.engine import Stimulus, predict\n"
+    "stim = Stimulus(bar_design(), FOV)\n"
+    "result = {m: predict(random_params(m, 16, np.random.default_rng(7)), stim, TR, m).tolist()"
+    " for m in ('gauss', 'css', 'dog', 'dn')}\n"
+)
 
 
 def test_predictions_agree_across_backends(tmp_path, backend):
     if backend != "jax":
         pytest.skip("the cross-backend comparison runs once, in the jax session")
-    results = {b: _predictions_on(b, tmp_path / f"{b}.json") for b in ("jax", "torch", "tensorflow")}
+    results = {b: backend_result(b, PREDICTIONS, tmp_path) for b in ("jax", "torch", "tensorflow")}
     for model in MODEL_NAMES:
         ref = np.array(results["jax"][model])
         for other in ("torch", "tensorflow"):

@@ -4,17 +4,13 @@ errors on every backend."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from conftest import FOV, TR, bar_design, random_params
+from helpers import backend_result
 from prfmap.engine import HRF, NoiseModel, Stimulus, catalog, fit_prf, predict
 from prfmap.engine.fit import HRF_VARIABILITY
 from prfmap.engine.fit.uncertainty import Z95, Uncertainty, _inverse, doubtful_uncertainty
@@ -224,33 +220,23 @@ def test_a_fixed_parameter_has_no_standard_error(stim):
     assert ("se", "baselinenorm") not in res.stat_maps() and ("se", "amplitudenorm") in res.stat_maps()
 
 
-def _errors_on(backend: str, out: Path) -> dict:
-    script = (
-        "import json, sys, numpy as np; sys.path[:0] = [sys.argv[1], sys.argv[2]];"
-        "from test_uncertainty import two_run_stimulus, ar1_data, run_constants;"
-        "from conftest import random_params, TR;"
-        "from prfmap.engine import NoiseModel, fit_prf;"
-        "stim = two_run_stimulus(); truth = random_params('gauss', 60, np.random.default_rng(11));"
-        "data = ar1_data(truth, stim, 0.3, 0.8, seed=12);"
-        "res = fit_prf(data, stim, TR, nuisance=run_constants(), noise=NoiseModel('ar1', (0.3,), 1));"
-        "json.dump({k: res.uncertainty.se[k].tolist() for k in ('x', 'y', 'sigma')}, open(sys.argv[3], 'w'))"
-    )
-    here = Path(__file__).resolve().parent
-    env = {**os.environ, "KERAS_BACKEND": backend, "PRFMAP_COMPILE": "0"}
-    subprocess.run(
-        [sys.executable, "-c", script, str(here), str(here.parents[1] / "app"), str(out)],
-        check=True,
-        env=env,
-        capture_output=True,
-    )
-    return json.loads(out.read_text())
+ERRORS = (
+    "import numpy as np\n"
+    "from test_uncertainty import two_run_stimulus, ar1_data, run_constants\n"
+    "from conftest import random_params, TR\n"
+    "from prfmap.engine import NoiseModel, fit_prf\n"
+    "stim = two_run_stimulus(); truth = random_params('gauss', 60, np.random.default_rng(11))\n"
+    "data = ar1_data(truth, stim, 0.3, 0.8, seed=12)\n"
+    "res = fit_prf(data, stim, TR, nuisance=run_constants(), noise=NoiseModel('ar1', (0.3,), 1))\n"
+    "result = {k: res.uncertainty.se[k].tolist() for k in ('x', 'y', 'sigma')}\n"
+)
 
 
 def test_standard_errors_agree_across_backends(tmp_path, backend):
     """Issue 17, Must show 4: the median relative difference of the standard errors is at most 2 %."""
     if backend != "jax":
         pytest.skip("the cross-backend comparison runs once, in the jax session")
-    results = {b: _errors_on(b, tmp_path / f"{b}.json") for b in ("jax", "torch", "tensorflow")}
+    results = {b: backend_result(b, ERRORS, tmp_path) for b in ("jax", "torch", "tensorflow")}
     for key in ("x", "y", "sigma"):
         ref = np.array(results["jax"][key])
         for other in ("torch", "tensorflow"):
