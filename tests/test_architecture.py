@@ -239,10 +239,8 @@ LONG_PARAMETER_LISTS = {
     "io.datasets.inputs_config",
     "participant.checkpoint.fit_chunked",
     "engine.estimate.hrf.estimate_hrf",
-    "participant.crossval.cross_validate",
     "participant.fit._checkpointed_fit",
     "report.methods.methods_text",
-    "report.volume.slices_figure",
 }
 
 
