@@ -35,7 +35,7 @@ from prfmap.cli.parser import build_parser  # noqa: E402
 from prfmap.engine import Stimulus, fit_prf  # noqa: E402
 from prfmap.engine.catalog import HRF_OPTIONS  # noqa: E402
 from prfmap.io.bids import find_runs  # noqa: E402
-from prfmap.participant.crossval import cross_validate, engine_predictor  # noqa: E402
+from prfmap.participant.crossval import RunSet, cross_validate, engine_predictor  # noqa: E402
 from prfmap.participant.load import load_fit  # noqa: E402
 from prfmap.participant.plan import plan_fits  # noqa: E402
 from prfmap.runtime.progress import make_progress  # noqa: E402
@@ -85,10 +85,7 @@ def measure(loaded, runs, combined, truth, option: str) -> dict:
         return fitted
 
     cv = cross_validate(
-        runs,
-        [run.stimulus_key for run in loaded.plan.runs],
-        loaded.designs,
-        fov_deg=fov,
+        RunSet(runs, [run.stimulus_key for run in loaded.plan.runs], loaded.designs, fov_deg=fov),
         fit=fit_fold,
         predict=engine_predictor(tr, "gauss", slice_time_ref=stref),
     )

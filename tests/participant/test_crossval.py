@@ -17,7 +17,7 @@ from prfmap.errors import BadDataError
 from prfmap.group import combine, run_group, statistic_metadata
 from prfmap.io.bids import find_runs
 from prfmap.io.geometry import GiftiGeometry
-from prfmap.participant.crossval import Fold, cross_validate, leave_one_run_out, reproducible
+from prfmap.participant.crossval import Fold, RunSet, cross_validate, leave_one_run_out, reproducible
 from prfmap.participant.fit import fit_loaded, mark_not_reproducible
 from prfmap.participant.load import load_fit
 from prfmap.participant.outputs import write_outcome
@@ -63,7 +63,7 @@ def test_cvr2_is_the_signed_squared_correlation_over_all_held_out_runs():
         return 0.5 * shape["prediction"] + drift  # gain 0.5: cvr2 fits one gain
 
     cv = cross_validate(
-        runs, ["a"] * 3, {"a": np.zeros((FRAMES, 2, 2))}, fov_deg=10.0, fit=fit, predict=predict
+        RunSet(runs, ["a"] * 3, {"a": np.zeros((FRAMES, 2, 2))}, fov_deg=10.0), fit=fit, predict=predict
     )
     assert [f.held_out for f in cv.folds] == [0, 1, 2] and len(cv.seconds) == 3
     # the same number computed by hand from the projected runs
@@ -103,11 +103,10 @@ def test_models_cross_validated_on_the_same_runs_share_the_held_out_data():
     predictions[1][3] = np.nan
     shared: dict = {}
     for prediction in predictions:
-        kwargs = {"fov_deg": 10.0, "fit": fit, "predict": lambda result, stim, p=prediction: p}
-        alone = cross_validate(runs, ["a"] * 3, designs, keep_held_out=True, **kwargs)
-        together = cross_validate(
-            runs, ["a"] * 3, designs, keep_held_out=True, held_out_data=shared, **kwargs
-        )
+        kwargs = {"fit": fit, "predict": lambda result, stim, p=prediction: p}
+        run_set = RunSet(runs, ["a"] * 3, designs, fov_deg=10.0)
+        alone = cross_validate(run_set, keep_held_out=True, **kwargs)
+        together = cross_validate(run_set, keep_held_out=True, held_out_data=shared, **kwargs)
         np.testing.assert_array_equal(together.fold_sums, alone.fold_sums)
         for (y_t, p_t), (y_a, p_a) in zip(together.held_out, alone.held_out, strict=True):
             np.testing.assert_array_equal(y_t, y_a)
@@ -148,10 +147,7 @@ def test_the_held_out_z_is_standard_normal_without_a_prf_despite_autocorrelation
         return FitResult("gauss", {}, np.zeros(n), np.zeros(n))
 
     cv = cross_validate(
-        runs,
-        ["a"] * 2,
-        {"a": np.zeros((FRAMES, 2, 2))},
-        fov_deg=10.0,
+        RunSet(runs, ["a"] * 2, {"a": np.zeros((FRAMES, 2, 2))}, fov_deg=10.0),
         fit=fit,
         predict=lambda result, stim: prediction,
     )
@@ -162,10 +158,7 @@ def test_the_held_out_z_is_standard_normal_without_a_prf_despite_autocorrelation
     response = np.tile(np.sin(2 * np.pi * t / 8), (n, 1))  # a response a run repeats (bar passes)
     signal_runs = _runs(rng, response, 3)
     cv = cross_validate(
-        signal_runs,
-        ["a"] * 3,
-        {"a": np.zeros((FRAMES, 2, 2))},
-        fov_deg=10.0,
+        RunSet(signal_runs, ["a"] * 3, {"a": np.zeros((FRAMES, 2, 2))}, fov_deg=10.0),
         fit=fit,
         predict=lambda result, stim: response,
     )
@@ -197,7 +190,7 @@ def test_runs_with_other_apertures_are_predicted_from_a_fit_of_the_others():
         seen.append(float(stim.design.mean()))  # the held-out run's own aperture
         return rng.normal(0, 1, (N, stim.n_frames))
 
-    cross_validate(runs, ["bars", "bars", "wedges"], designs, fov_deg=10.0, fit=fit, predict=predict)
+    cross_validate(RunSet(runs, ["bars", "bars", "wedges"], designs, fov_deg=10.0), fit=fit, predict=predict)
     # holding out a bars run: the other bars run and the wedges run, concatenated
     assert seen[0] == (0, [FRAMES, FRAMES], 2 * FRAMES) and seen[1] == 0.0
     assert seen[2] == (1, [FRAMES, FRAMES], 2 * FRAMES) and seen[3] == 0.0
@@ -230,12 +223,12 @@ def test_units_a_fold_fit_took_from_the_gaussian_score_as_the_gaussians():
         out[rows] = model_p[rows]
         return out
 
-    common = {"fov_deg": 10.0, "keep_held_out": True, "held_out_data": {}}
-    args = (runs, ["a"] * 3, {"a": np.zeros((FRAMES, 2, 2))})
-    gauss = cross_validate(*args, fit=fit_gauss, predict=lambda result, stim: gauss_p, **common)
-    model = cross_validate(*args, fit=fit_model, predict=predict_model, gaussian=gauss, **common)
+    common = {"keep_held_out": True, "held_out_data": {}}
+    run_set = RunSet(runs, ["a"] * 3, {"a": np.zeros((FRAMES, 2, 2))}, fov_deg=10.0)
+    gauss = cross_validate(run_set, fit=fit_gauss, predict=lambda result, stim: gauss_p, **common)
+    model = cross_validate(run_set, fit=fit_model, predict=predict_model, gaussian=gauss, **common)
     both = np.where(taken[:, None], gauss_p, model_p)
-    again = cross_validate(*args, fit=fit_gauss, predict=lambda result, stim: both, **common)
+    again = cross_validate(run_set, fit=fit_gauss, predict=lambda result, stim: both, **common)
     assert len(asked) == 3 and all(np.array_equal(rows, np.flatnonzero(~taken)) for rows in asked)
     for name in ("cvr2", "strict_cvr2", "z"):
         np.testing.assert_allclose(getattr(model, name), getattr(again, name), rtol=1e-9)
@@ -248,7 +241,8 @@ def test_units_a_fold_fit_took_from_the_gaussian_score_as_the_gaussians():
 def test_fewer_than_two_runs_have_no_folds():
     rng = np.random.default_rng(1)
     runs = _runs(rng, np.zeros((N, FRAMES)), 1)
-    cv = cross_validate(runs, ["a"], {"a": np.zeros((FRAMES, 2, 2))}, fov_deg=10.0, fit=None, predict=None)  # type: ignore[arg-type]
+    run_set = RunSet(runs, ["a"], {"a": np.zeros((FRAMES, 2, 2))}, fov_deg=10.0)
+    cv = cross_validate(run_set, fit=None, predict=None)  # type: ignore[arg-type]
     assert cv.folds == [] and np.isnan(cv.cvr2).all()
 
 
@@ -386,10 +380,12 @@ def test_the_api_for_held_out_validations_gives_the_maps_cvr2(participants):
         )
 
     cv = cross_validate(
-        loaded.runs,
-        [run.stimulus_key for run in loaded.plan.runs],
-        loaded.designs,
-        fov_deg=loaded.fov_deg,
+        RunSet(
+            loaded.runs,
+            [run.stimulus_key for run in loaded.plan.runs],
+            loaded.designs,
+            fov_deg=loaded.fov_deg,
+        ),
         fit=fit,
         predict=engine_predictor(tr, config.fit.model, slice_time_ref=ref),
     )

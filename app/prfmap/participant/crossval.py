@@ -24,8 +24,8 @@ validation.
 
 Use (the workflow passes checkpointed fits; any fit and predictor work)::
 
-    from prfmap.participant.crossval import cross_validate, engine_predictor
-    cv = cross_validate(runs, keys, designs, fov_deg=20.0,
+    from prfmap.participant.crossval import RunSet, cross_validate, engine_predictor
+    cv = cross_validate(RunSet(runs, keys, designs, fov_deg=20.0),
                         fit=lambda train, stim, fold: fit_prf(train.data, stim, tr,
                                                               nuisance=train.nuisance, **kwargs),
                         predict=engine_predictor(tr, model="gauss", slice_time_ref=0.5))
@@ -221,12 +221,71 @@ class HeldOutData:
         return cls(y, autocovariance(y))
 
 
+@dataclass(frozen=True)
+class RunSet:
+    """The runs of a fit with their apertures: what the folds of :func:`cross_validate` split.
+
+    Attributes
+    ----------
+    runs : sequence of PreprocessedRun
+        Every run of the fit, preprocessed (same units), in order.
+    stimulus_keys : sequence of str
+        One per run; equal keys saw the same aperture (``RunInput.stimulus_key``).
+    designs : mapping
+        Key → (frames, rows, cols) aperture.
+    fov_deg : float
+        Width of the aperture grid, degrees.
+    """
+
+    runs: Sequence[PreprocessedRun]
+    stimulus_keys: Sequence[str]
+    designs: Mapping[str, np.ndarray]
+    fov_deg: float = field(kw_only=True)
+
+    def training(self, fold: Fold) -> tuple[CombinedData, Stimulus]:
+        """The training runs of ``fold`` combined as the main fit combines them, and their stimulus.
+
+        Parameters
+        ----------
+        fold : Fold
+            The fold.
+
+        Returns
+        -------
+        CombinedData
+            Runs with the same aperture averaged, different apertures concatenated.
+        Stimulus
+            Their aperture, with the length of each concatenated run.
+        """
+        combined = combine_runs(
+            [self.runs[i] for i in fold.training],
+            [self.stimulus_keys[i] for i in fold.training],
+            self.designs,
+        )
+        return combined, Stimulus(combined.design, fov_deg=self.fov_deg, run_lengths=combined.run_lengths)
+
+    def held_out(self, fold: Fold) -> tuple[PreprocessedRun, Stimulus]:
+        """The run ``fold`` holds out and the stimulus of its own aperture.
+
+        Parameters
+        ----------
+        fold : Fold
+            The fold.
+
+        Returns
+        -------
+        PreprocessedRun
+            The held-out run.
+        Stimulus
+            Its aperture.
+        """
+        design = self.designs[self.stimulus_keys[fold.held_out]]
+        return self.runs[fold.held_out], Stimulus(design, fov_deg=self.fov_deg)
+
+
 def cross_validate(
-    runs: Sequence[PreprocessedRun],
-    stimulus_keys: Sequence[str],
-    designs: Mapping[str, np.ndarray],
+    runs: RunSet,
     *,
-    fov_deg: float,
     fit: FitFn,
     predict: PredictFn,
     keep_held_out: bool = False,
@@ -237,14 +296,8 @@ def cross_validate(
 
     Parameters
     ----------
-    runs : sequence of PreprocessedRun
-        Every run of the fit, preprocessed (same units), in order.
-    stimulus_keys : sequence of str
-        One per run; equal keys saw the same aperture (``RunInput.stimulus_key``).
-    designs : mapping
-        Key → (frames, rows, cols) aperture.
-    fov_deg : float
-        Width of the aperture grid, degrees.
+    runs : RunSet
+        Every run of the fit with its aperture.
     fit : callable
         ``fit(training, stimulus, fold) -> FitResult``: fits the combined training runs (e.g.
         :func:`prfmap.engine.fit_prf` with ``nuisance=training.nuisance``, or the workflow's
@@ -268,24 +321,18 @@ def cross_validate(
     CrossValidation
         Empty folds and NaN maps for fewer than two runs.
     """
-    n_units = runs[0].data.shape[0] if runs else 0
-    folds = leave_one_run_out(len(runs))
+    n_units = runs.runs[0].data.shape[0] if runs.runs else 0
+    folds = leave_one_run_out(len(runs.runs))
     sums = np.zeros((len(folds), 5, n_units))  # <y,p>, |y|², |p|², |y-p|², null variance of <y,p>
     seconds: list[float] = []
     held_out: list[tuple[np.ndarray, np.ndarray]] = []
     held_out_data = {} if held_out_data is None else held_out_data
     for fold in folds:
         start = time.perf_counter()
-        training = combine_runs(
-            [runs[i] for i in fold.training], [stimulus_keys[i] for i in fold.training], designs
-        )
-        stim = Stimulus(training.design, fov_deg=fov_deg, run_lengths=training.run_lengths)
-        result = fit(training, stim, fold)
-        held = runs[fold.held_out]
-        design = designs[stimulus_keys[fold.held_out]]
+        result = fit(*runs.training(fold), fold)
+        held, held_stim = runs.held_out(fold)
         taken = _taken(result, gaussian)
         rows = None if taken is None else np.flatnonzero(~taken)
-        held_stim = Stimulus(design, fov_deg=fov_deg)
         prediction = predict(result, held_stim) if rows is None else predict(result, held_stim, rows=rows)
         if fold.held_out not in held_out_data:
             held_out_data[fold.held_out] = HeldOutData.of(held)

@@ -30,6 +30,7 @@ from prfmap.participant.crossval import (
     CrossValidation,
     Fold,
     HeldOutData,
+    RunSet,
     cross_validate,
     engine_predictor,
     reproducible,
@@ -521,10 +522,7 @@ def cross_validate_fit(
         return _checkpointed_fit(loaded, config, runs, progress, owned=owned, shared=shared)
 
     cv = cross_validate(
-        loaded.runs,
-        [run.stimulus_key for run in plan.runs],
-        loaded.designs,
-        fov_deg=loaded.fov_deg,
+        RunSet(loaded.runs, [run.stimulus_key for run in plan.runs], loaded.designs, fov_deg=loaded.fov_deg),
         fit=fit_fold,
         predict=engine_predictor(loaded.tr, config.fit.model, slice_time_ref=loaded.slice_time.fraction),
         keep_held_out=shared is not None and shared.keep_held_out,

@@ -14,7 +14,7 @@ from prfmap.report.legends import MapStyle, category_index, centre_se_style, map
 from prfmap.report.meshes import find_meshes
 from prfmap.report.surface import occipital_patch, patch_figure, views_figure
 from prfmap.report.uncertainty import CENTRE_SE
-from prfmap.report.volume import centre_of, find_anatomy, slices_figure, to_image
+from prfmap.report.volume import SliceView, centre_of, find_anatomy, slices_figure, to_image
 
 NOT_DRAWN = "Could not draw"
 """How a warning about a figure that could not be drawn begins (tests look for it)."""
@@ -159,15 +159,14 @@ class MapFigures:
             )
             return [], []
         background, what = self._background(mask, affine)
-        cut = centre_of(self.r2, self.good, mask, affine)
+        view = SliceView(mask, affine, background, centre_of(self.r2, self.good, mask, affine))
         shown = []
         for style, values in self._styles():
             path, src = self._fig(f"slices-{style.label}")
             alt, caption = self._describe(style, "slices through the occipital cortex")
-            slices_figure(style, values, mask, affine, background, cut, self._shown_text(style), path, alt)
-            shown.append(
-                Figure(src, alt, f"{caption} Cut at ({', '.join(f'{c:.0f}' for c in cut)}) mm.", "map wide")
-            )
+            slices_figure(style, values, view, self._shown_text(style), path, alt)
+            cut = ", ".join(f"{c:.0f}" for c in view.cut)
+            shown.append(Figure(src, alt, f"{caption} Cut at ({cut}) mm.", "map wide"))
         return shown, [
             f"Drawn on {what}; slices through the r²-weighted centre of the units shown. "
             "No visual-area atlas is available offline for volumes."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -57,13 +58,46 @@ def centre_of(
     return tuple(float(c) for c in centre)
 
 
+@dataclass(frozen=True)
+class SliceView:
+    """Where the maps of a volume fit are drawn: their grid, the image under them and the slices.
+
+    The same for every map of a report, so that its slice figures line up.
+
+    Attributes
+    ----------
+    mask, affine : ndarray
+        Where the units lie.
+    background : Nifti1Image
+        The anatomy (or mean BOLD) under the maps.
+    cut : tuple of float
+        World coordinates of the slices (mm).
+    """
+
+    mask: np.ndarray
+    affine: np.ndarray
+    background: nib.Nifti1Image
+    cut: tuple[float, ...]
+
+    def image(self, values: np.ndarray) -> nib.Nifti1Image:
+        """A map's (units,) in-mask values as a 3-D image on the grid (:func:`to_image`).
+
+        Parameters
+        ----------
+        values : ndarray
+            (units,) in-mask values.
+
+        Returns
+        -------
+        Nifti1Image
+        """
+        return to_image(values, self.mask, self.affine)
+
+
 def slices_figure(
     style: MapStyle,
     values: np.ndarray,
-    mask: np.ndarray,
-    affine: np.ndarray,
-    background: nib.Nifti1Image,
-    cut: tuple[float, ...],
+    view: SliceView,
     threshold_text: str,
     path: Path,
     description: str,
@@ -76,12 +110,8 @@ def slices_figure(
         The colour scale.
     values : ndarray
         (units,) in-mask values; NaN is not drawn.
-    mask, affine : ndarray
-        Where the units lie.
-    background : Nifti1Image
-        The anatomy (or mean BOLD) under the map.
-    cut : tuple of float
-        World coordinates of the slices (mm).
+    view : SliceView
+        The grid, the background and the slices.
     threshold_text : str
         What is shown, on the legend.
     path : Path
@@ -96,12 +126,12 @@ def slices_figure(
     """
     # nilearn masks values at or below the threshold: draw the scale on [1, 2] and 0 elsewhere
     scaled = np.clip((values - style.vmin) / (style.vmax - style.vmin), 0, 1) + 1
-    overlay = to_image(np.where(np.isfinite(values), scaled, 0.0), mask, affine)
+    overlay = view.image(np.where(np.isfinite(values), scaled, 0.0))
     fig = plt.figure(figsize=(8.6, 2.9))
     display = plotting.plot_anat(
-        background,
+        view.background,
         display_mode="ortho",
-        cut_coords=cut,
+        cut_coords=view.cut,
         figure=fig,
         axes=(0.0, 0.0, 0.78, 1.0),
         draw_cross=False,
