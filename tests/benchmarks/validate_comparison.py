@@ -24,6 +24,7 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -43,22 +44,30 @@ SNR_BINS = (0.0, 0.5, 1.0, np.inf)
 out) over the noise's, both as the oracle measures them."""
 
 
-def run_case(
-    out: Path,
-    seed: int,
-    noise: float,
-    runs: int,
-    prf_models: tuple[str, ...],
-    fit: str,
-    backend: str = "jax",
-    bar_widths: tuple[float, ...] = (),
-    design: str = "bars",
-) -> dict:
+@dataclass(frozen=True)
+class Case:
+    """One synthetic participant: its seed, noise, runs, true models, bar widths and design."""
+
+    seed: int
+    noise: float
+    runs: int
+    prf_models: tuple[str, ...]
+    bar_widths: tuple[float, ...] = ()
+    design: str = "bars"
+
+    @property
+    def name(self) -> str:
+        """The participant's folder name."""
+        name = f"seed{self.seed}_noise{self.noise:g}_runs{self.runs}_{'-'.join(self.prf_models)}"
+        name += f"_bars{'-'.join(f'{w:g}' for w in self.bar_widths)}" if self.bar_widths else ""
+        return name + (f"_{self.design}" if self.design != "bars" else "")
+
+
+def run_case(out: Path, case: Case, fit: str, backend: str = "jax") -> dict:
     """Write one participant, fit and compare its models, score the winners."""
-    name = f"seed{seed}_noise{noise:g}_runs{runs}_{'-'.join(prf_models)}"
-    widths = ["--bar-widths", *(f"{w:g}" for w in bar_widths)] if bar_widths else []
-    name += f"_bars{'-'.join(f'{w:g}' for w in bar_widths)}" if bar_widths else ""
-    name += f"_{design}" if design != "bars" else ""
+    seed, noise, runs, prf_models, design = case.seed, case.noise, case.runs, case.prf_models, case.design
+    name = case.name
+    widths = ["--bar-widths", *(f"{w:g}" for w in case.bar_widths)] if case.bar_widths else []
     suffix = "" if backend == "jax" else f"-{backend}"
     bids, result = out / name / "bids", out / name / f"out{suffix}"
     if not bids.exists():
@@ -117,7 +126,7 @@ def run_case(
         "case": name,
         "noise": noise,
         "runs": runs,
-        "bar_widths": list(bar_widths),
+        "bar_widths": list(case.bar_widths),
         "design": design,
         "seconds": round(seconds, 1),
         "rows": rows,
@@ -169,7 +178,9 @@ def compare_backends(args: argparse.Namespace) -> None:
     noise, runs = args.noise[0], args.runs[0]
     winners = {}
     for backend in ("jax", "torch", "tensorflow"):
-        case = run_case(args.out, args.seed, noise, runs, TRUE, args.fit, backend, tuple(args.bar_widths))
+        case = run_case(
+            args.out, Case(args.seed, noise, runs, TRUE, tuple(args.bar_widths)), args.fit, backend
+        )
         suffix = "" if backend == "jax" else f"-{backend}"
         winners[backend] = np.load(args.out / case["case"] / f"winner{suffix}.npy")
         print(f"{backend}: {case['seconds']} s", flush=True)
@@ -220,7 +231,7 @@ def main() -> None:
     results = []
     for design, noise, runs, prf_models in cases:
         widths = tuple(args.bar_widths)
-        case = run_case(args.out, args.seed, noise, runs, prf_models, args.fit, "jax", widths, design)
+        case = run_case(args.out, Case(args.seed, noise, runs, prf_models, widths, design), args.fit)
         results.append(case)
         for row in case["rows"]:
             won = " ".join(f"{m} {100 * v:5.1f}" for m, v in row["won"].items())
