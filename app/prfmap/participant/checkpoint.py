@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from prfmap import __version__
-from prfmap.engine import FitOptions, FitResult, Stimulus, backend_info, fit_prf
+from prfmap.engine import FitCache, FitOptions, FitResult, Stimulus, backend_info, fit_prf
 from prfmap.engine.catalog.settings import FitSettings
 from prfmap.engine.fit.uncertainty import Uncertainty
 from prfmap.engine.options import array_digest, jsonable
@@ -238,6 +238,7 @@ def fit_chunked(
     options = replace(options, mem_gb=mem_gb)
     starts = list(range(0, data.shape[0], chunk)) or [0]
     chunks, fitted = [], 0
+    cache = FitCache()  # the chunks share the problem and the grid predictions of their design
     if progress:
         progress("chunks", 0, len(starts))
     for i, start in enumerate(starts):
@@ -248,7 +249,7 @@ def fit_chunked(
         if loaded is not None and loaded[1].get("units") == [start, stop]:
             logger.info("%s: %s (units %d-%d) reused from checkpoint", name, label, start, stop)
         else:
-            fit = partial(fit_prf, stim=stim, tr=tr, nuisance=nuisance, progress=progress)
+            fit = partial(fit_prf, stim=stim, tr=tr, nuisance=nuisance, progress=progress, cache=cache)
             loaded = _fit_chunk(fit, data, options, path, (start, stop))
             fitted += 1
             logger.info(

@@ -43,7 +43,7 @@ import scipy.fft
 from scipy.linalg import orth
 from scipy.stats import norm
 
-from prfmap.engine import HRF, FitResult, Stimulus, catalog, predict
+from prfmap.engine import HRF, FitCache, FitResult, Stimulus, catalog, predict
 from prfmap.participant.preprocess import CombinedData, PreprocessedRun, combine_runs
 
 DEFINITION = (
@@ -492,10 +492,11 @@ def engine_predictor(
         wanted = np.arange(n) if rows is None else np.asarray(rows, dtype=np.int64)
         safe = {k: np.where(finite, v, _neutral(k))[wanted] for k, v in params.items()}
         out = np.full((n, stim.n_frames), np.nan)
+        cache = FitCache()  # one problem for the chunks of this fold's prediction
         for start in range(0, wanted.size, chunk):
             stop = min(start + chunk, wanted.size)
             block = {k: _padded(v[start:stop], chunk, _neutral(k)) for k, v in safe.items()}
-            values = predict(block, stim, tr, model, slice_time_ref=slice_time_ref, hrf=hrf)
+            values = predict(block, stim, tr, model, slice_time_ref=slice_time_ref, hrf=hrf, cache=cache)
             out[wanted[start:stop]] = values[: stop - start]
         out[~finite] = np.nan
         return out

@@ -26,7 +26,7 @@ from prfmap.engine.fit.search import grid_search
 from prfmap.engine.hrf import DELAY, DISPERSION, HRF, hrf_kernels
 from prfmap.engine.models import PRFModel, floatx, get_model
 from prfmap.engine.options import FitOptions
-from prfmap.engine.problem import make_problem, project_units
+from prfmap.engine.problem import FitCache, make_problem, project_units
 from prfmap.engine.stimulus import Stimulus, StimulusTensors
 
 TOP_FRACTION = 0.05
@@ -216,16 +216,16 @@ def screen_r2(data: np.ndarray, stim: Stimulus, tr: float, **common: Any) -> np.
     tr : float
         Repetition time in seconds.
     **common
-        ``nuisance``, ``slice_time_ref``, ``mem_gb``, ``dtype`` and ``progress``, as :func:`estimate_hrf`.
+        ``nuisance``, ``slice_time_ref``, ``mem_gb``, ``dtype``, ``progress`` and ``cache``, as
+        :func:`estimate_hrf`.
 
     Returns
     -------
     ndarray, shape (units,)
     """
     model, mem_gb = get_model("gauss"), memory_budget(common["mem_gb"])
-    prob = make_problem(
-        model, stim, tr, 1, common["nuisance"], floatx(common["dtype"]), common["slice_time_ref"]
-    )
+    build = make_problem if common.get("cache") is None else common["cache"].problem
+    prob = build(model, stim, tr, 1, common["nuisance"], floatx(common["dtype"]), common["slice_time_ref"])
     units = project_units(prob, np.asarray(data, dtype=np.float64))
     _, corr, _ = grid_search(prob, units.y, grid_theta(model, polar_grid(stim)), mem_gb, common["progress"])
     r2 = np.full(len(data), np.nan)
@@ -251,6 +251,7 @@ def estimate_hrf(
     nuisance: np.ndarray | None = None,
     progress: ProgressFn | None = None,
     spread: bool = True,
+    cache: FitCache | None = None,
     **fit_options: Any,
 ) -> HRF:
     """One HRF for all units of a participant, estimated from its best units.
@@ -278,6 +279,9 @@ def estimate_hrf(
     spread : bool
         Also estimate the between-unit spread of the delay (``HRF.delay_sd``, for the standard
         errors: :func:`delay_spread_of`).
+    cache : FitCache, optional
+        Problems and grid predictions shared with the caller's fits of the same design (by default
+        the estimate keeps its own).
     **fit_options
         Options of the fits, as :class:`~prfmap.engine.FitOptions`' (:data:`HRF_FIT_OPTIONS`:
         ``slice_time_ref``, where in each TR the volumes sample the signal; ``mem_gb``, their
@@ -296,6 +300,7 @@ def estimate_hrf(
         **{name: getattr(options, name) for name in HRF_FIT_OPTIONS},
         "nuisance": nuisance,
         "progress": progress,
+        "cache": FitCache() if cache is None else cache,
     }
     r2 = screen_r2(data, stim, tr, **common)
     top = top_units(r2)
@@ -303,12 +308,13 @@ def estimate_hrf(
         return canonical_fallback()
     delay_sd = delay_spread_of(data, stim, tr, r2, common) if spread else 0.0
     model = get_model("gauss")
-    prob = make_problem(model, stim, tr, 1, nuisance, floatx(options.dtype), options.slice_time_ref)
+    dtype = floatx(options.dtype)
+    prob = common["cache"].problem(model, stim, tr, 1, nuisance, dtype, options.slice_time_ref)
     units = project_units(prob, np.asarray(data[top], dtype=np.float64))
     q = to_numpy(prob.q).astype(np.float64)
     hrf: str | HRF = "vertex"
     for _ in range(HRF_PASSES):
-        best = fit_prf(data[top], stim, tr, "gauss", "lm", hrf=hrf, **common, uncertainty=False)
+        best = fit_prf(data[top], stim, tr, model="gauss", refine="lm", hrf=hrf, **common, uncertainty=False)
         theta = model.from_report({k: best.params[k][units.index] for k in ("x", "y", "sigma")})
         neural = to_numpy(compiled(_neural, model)(tensor(theta, prob.dtype), prob.stim))
         neural = neural[:, prob.frame_index].astype(np.float64)  # distinct frames to frames
@@ -336,7 +342,8 @@ def delay_spread_of(
     r2 : ndarray, shape (units,)
         The canonical screen's r² (:func:`screen_r2`).
     common : dict
-        The fits' keywords (``nuisance``, ``slice_time_ref``, ``mem_gb``, ``dtype``, ``progress``).
+        The fits' keywords (``nuisance``, ``slice_time_ref``, ``mem_gb``, ``dtype``, ``progress``,
+        ``cache``).
 
     Returns
     -------
@@ -349,7 +356,9 @@ def delay_spread_of(
     if pool.size < FEWEST_UNITS:
         return 0.0
     chosen = np.sort(np.random.default_rng(0).choice(pool, min(SPREAD_UNITS, pool.size), replace=False))
-    fit = fit_prf(data[chosen], stim, tr, "gauss", "lm", hrf="vertex", uncertainty=False, **common)
+    fit = fit_prf(
+        data[chosen], stim, tr, model="gauss", refine="lm", hrf="vertex", uncertainty=False, **common
+    )
     return derivative_delay_spread(fit.params["hrf_deriv"], tr, common["slice_time_ref"])
 
 

@@ -19,7 +19,7 @@ from prfmap.engine.batching import ProgressFn
 from prfmap.engine.fit import fit_prf
 from prfmap.engine.hrf import HRF
 from prfmap.engine.noise import OLS, NoiseModel, corrected_coefficients, noise_order, pooled_autocorrelation
-from prfmap.engine.problem import nuisance_basis
+from prfmap.engine.problem import FitCache, nuisance_basis
 from prfmap.engine.stimulus import Stimulus
 
 __all__ = ["NOISE_UNITS", "estimate_noise"]
@@ -46,6 +46,7 @@ def estimate_noise(
     nuisance: np.ndarray | None = None,
     seed: int = 0,
     progress: ProgressFn | None = None,
+    cache: FitCache | None = None,
     **fit_options: Any,
 ) -> NoiseModel:
     """The pooled AR(p) noise model of ``data`` (``option``: a key of ``catalog.NOISE_MODELS``).
@@ -66,6 +67,8 @@ def estimate_noise(
         Seed of the sample of units.
     progress : callable, optional
         As :func:`prfmap.engine.fit_prf`.
+    cache : FitCache, optional
+        As :func:`prfmap.engine.fit_prf`'s: shared with the caller's fits of the same design.
     **fit_options
         Options of the grid fit (``hrf``: ``canonical`` or an HRF, ``slice_time_ref``,
         ``mem_gb``, ``dtype``), as :func:`prfmap.engine.fit_prf`'s.
@@ -90,9 +93,10 @@ def estimate_noise(
         "nuisance": nuisance,
         "uncertainty": False,
         "progress": progress,
+        "cache": FitCache() if cache is None else cache,
         **fit_options,
     }
-    screen = fit_prf(data[sample], stim, tr, "gauss", "none", **common)
+    screen = fit_prf(data[sample], stim, tr, model="gauss", refine="none", **common)
     q = nuisance_basis(stim.n_frames, nuisance)
     projector = np.eye(stim.n_frames) - q @ q.T
     r2 = np.nan_to_num(screen.r2, nan=0.0)
@@ -101,7 +105,7 @@ def estimate_noise(
     if quiet.size >= FEWEST_QUIET or driven.size < FEWEST_DRIVEN:
         resid, used = data[quiet] @ projector, int(quiet.size)
     else:  # nearly every unit responds (a region of interest): the residuals of their refined fits
-        fit = fit_prf(data[driven], stim, tr, "gauss", "lm", return_predictions=True, **common)
+        fit = fit_prf(data[driven], stim, tr, model="gauss", refine="lm", return_predictions=True, **common)
         kept = np.all(np.isfinite(fit.predictions), axis=1)
         resid, used = (data[driven] - fit.predictions)[kept], int(kept.sum())
     observed = pooled_autocorrelation(resid, stim.run_lengths, order + 1)

@@ -38,7 +38,7 @@ from prfmap.engine.hrf import HRF, HRF_BASES
 from prfmap.engine.models import floatx, free_mask, get_model
 from prfmap.engine.noise import OLS, NoiseModel, noise_order
 from prfmap.engine.options import FitOptions
-from prfmap.engine.problem import Problem, make_problem, project_units, whitened
+from prfmap.engine.problem import FitCache, Problem, project_units, whitened
 from prfmap.engine.stimulus import Stimulus
 
 __all__ = ["FitOptions", "FitResult", "fit_prf"]
@@ -48,12 +48,11 @@ def fit_prf(
     data: np.ndarray,
     stim: Stimulus,
     tr: float,
-    model: str | None = None,
-    refine: str | None = None,
     *,
     options: FitOptions | None = None,
     nuisance: np.ndarray | None = None,
     progress: ProgressFn | None = None,
+    cache: FitCache | None = None,
     **keywords: Any,
 ) -> FitResult:
     """Fit a pRF model to every unit: grid search, (seeds,) refinement, then the final linear fit.
@@ -66,8 +65,6 @@ def fit_prf(
         Apertures, one frame per TR.
     tr : float
         Repetition time in seconds.
-    model, refine : str, optional
-        Shorthands for ``options.model`` and ``options.refine`` (:class:`FitOptions`).
     options : FitOptions, optional
         What the fit does (model, refiner, HRF, grid, budget...); the defaults when not given.
     nuisance : ndarray, shape (frames, k), optional
@@ -76,8 +73,11 @@ def fit_prf(
         included).
     progress : callable, optional
         ``progress(stage, done, total)`` between batches.
+    cache : FitCache, optional
+        Problems and grid predictions shared with the caller's other fits of the same design (the
+        chunks of a fit); by default the fit keeps its own.
     **keywords
-        Any field of :class:`FitOptions` (``hrf=``, ``mem_gb=``, ``return_predictions=``...), over
+        Any field of :class:`FitOptions` (``model=``, ``refine=``, ``hrf=``, ``mem_gb=``...), over
         ``options``.
 
     Returns
@@ -85,16 +85,13 @@ def fit_prf(
     FitResult
         Parameters, r², status, settings and timings of every unit.
     """
-    if model is not None:
-        keywords["model"] = model
-    if refine is not None:
-        keywords["refine"] = refine
     opts = FitOptions.from_keywords(options, **keywords)
+    cache = FitCache() if cache is None else cache
     t_start = time.perf_counter()
     prf_model, refiner = get_model(opts.model), catalog.get_refiner(opts.refine)
     data, mem_gb, dtype = _check_data(data, stim), memory_budget(opts.mem_gb), floatx(opts.dtype)
     hrf, n_bases = resolve_hrf("vertex" if opts.fit_hrf else opts.hrf)
-    prob = make_problem(prf_model, stim, tr, n_bases, nuisance, dtype, opts.slice_time_ref, hrf)
+    prob = cache.problem(prf_model, stim, tr, n_bases, nuisance, dtype, opts.slice_time_ref, hrf)
     units = project_units(prob, data)
     free, fixed_values = free_mask(prf_model, opts.fixed or {})
     timings = {"setup": time.perf_counter() - t_start}
@@ -224,12 +221,13 @@ def hrf_alternatives(
     """
     if prob.n_bases != 1:
         return []
+    problems = FitCache() if prob.cache is None else prob.cache
     out = []
     for name, default in HRF_VARIABILITY:
         sd = prob.hrf.delay_sd if name == "delay" and prob.hrf.delay_sd > 0 else default
         for sign in (1.0, -1.0):
             moved = replace(prob.hrf, **{name: getattr(prob.hrf, name) + sign * sd})
-            alt = make_problem(prob.model, stim, tr, 1, nuisance, prob.dtype, slice_time_ref, moved)
+            alt = problems.problem(prob.model, stim, tr, 1, nuisance, prob.dtype, slice_time_ref, moved)
             matrices = np.asarray(to_numpy(alt.hrf_t), dtype=np.float64)
             out.append((matrices if whitening is None else matrices @ whitening.T, 0.5))
     return out

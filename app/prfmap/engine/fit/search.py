@@ -59,24 +59,11 @@ def folded(prob: Problem) -> bool:
     return prob.stim[0].shape[1] < prob.frames
 
 
-_GRIDS: list[tuple[tuple, np.ndarray]] = []
-RECENT_GRIDS = 4
-"""Grid predictions kept: they depend on the stimulus, the HRF's first basis, the nuisance basis and
-the grid alone, never on data, so fits of the same design share them (the participant HRF's screen
-and its best units, the chunks of a fit, cross-validation folds whose training runs saw the same
-apertures with the same nuisance regressors)."""
-
-
-def clear_grid_cache() -> None:
-    """Forget the grid predictions kept (benchmarks time their computation)."""
-    _GRIDS.clear()
-
-
 def grid_predictions(prob: Problem, theta_grid: np.ndarray, mem_gb: float) -> np.ndarray:
     """Unit-norm projected predictions of natural parameters ``theta_grid`` (grid, K).
 
-    Where the grid is :func:`folded`, their neural responses (grid, distinct) scaled alike. Kept for
-    a problem and grid met again (:data:`RECENT_GRIDS`).
+    Where the grid is :func:`folded`, their neural responses (grid, distinct) scaled alike. Kept in
+    the problem's :class:`~prfmap.engine.problem.FitCache` for a problem and grid met again.
 
     Parameters
     ----------
@@ -91,13 +78,10 @@ def grid_predictions(prob: Problem, theta_grid: np.ndarray, mem_gb: float) -> np
     -------
     ndarray, shape (grid, frames) or (grid, distinct)
     """
+    if prob.cache is None:
+        return _grid_predictions(prob, theta_grid, mem_gb)
     key = (prob.grid_key, prob.model.name, folded(prob), hashlib.blake2b(theta_grid.tobytes()).hexdigest())
-    for k, grid in _GRIDS:
-        if k == key:
-            return grid
-    grid = _grid_predictions(prob, theta_grid, mem_gb)
-    _GRIDS[:] = [(key, grid), *_GRIDS[: RECENT_GRIDS - 1]]
-    return grid
+    return prob.cache.grid(key, partial(_grid_predictions, prob, theta_grid, mem_gb))
 
 
 def _grid_predictions(prob: Problem, theta_grid: np.ndarray, mem_gb: float) -> np.ndarray:
