@@ -126,7 +126,7 @@ def test_per_unit_hrf_derivative_weights_are_fitted(stim):
     p["hrf_deriv"] = rng.uniform(-0.5, 0.5, 50)
     p["hrf_disp"] = np.zeros(50)
     data = predict(p, stim, TR)
-    res = fit_prf(data, stim, TR, fit_hrf=True, return_predictions=True)
+    res = fit_prf(data, stim, TR, hrf="vertex", return_predictions=True)
     np.testing.assert_allclose(res.params["hrf_deriv"], p["hrf_deriv"], atol=0.02)
     assert np.median(np.abs(res.params["x"] - p["x"])) < 0.01
     np.testing.assert_allclose(res.predictions, data, atol=1e-2 * np.abs(data).max())

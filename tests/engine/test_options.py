@@ -15,7 +15,6 @@ CHANGED = {
     "model": "css",
     "refine": "sgd",
     "hrf": HRF(6.5, 1.0, "participant", 100),
-    "fit_hrf": True,
     "grid": {"x": np.zeros(3), "y": np.zeros(3), "sigma": np.ones(3)},
     "dtype": "float64",
     "seed": 1,

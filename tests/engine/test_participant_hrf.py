@@ -64,7 +64,7 @@ def test_a_given_hrf_is_held_fixed_and_options_are_checked(stim, units):
     data = predict(units, stim, TR, hrf=HRF(7.0, 1.1), dtype="float64")
     held = fit_prf(data[:8], stim, TR, hrf=HRF(7.0, 1.1, "participant", 99), refine="none")
     assert held.settings.hrf_model == HRF(7.0, 1.1, "participant", 99).describe()
-    vertex = fit_prf(data[:8], stim, TR, fit_hrf=True, refine="none")
+    vertex = fit_prf(data[:8], stim, TR, hrf="vertex", refine="none")
     assert vertex.settings.hrf_model["option"] == "vertex" and "hrf_deriv" in vertex.params
     with pytest.raises(ValueError, match="unknown HRF option 'spm'"):
         fit_prf(data[:8], stim, TR, hrf="spm")

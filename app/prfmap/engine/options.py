@@ -27,10 +27,8 @@ class FitOptions:
         A refiner of :data:`prfmap.engine.catalog.REFINERS`: ``lm`` (Levenberg–Marquardt), ``sgd``
         (Adam) or ``none`` (the grid and linear fit alone).
     hrf : {"canonical", "vertex"} or HRF
-        SPM's response; SPM's plus per-unit derivative weights (``fit_hrf=True`` too); or the given
-        HRF, held fixed (a participant's, from :func:`prfmap.engine.estimate_hrf`).
-    fit_hrf : bool
-        The same as ``hrf="vertex"``.
+        SPM's response; SPM's plus per-unit derivative weights; or the given HRF, held fixed (a
+        participant's, from :func:`prfmap.engine.estimate_hrf`).
     grid : mapping, optional
         Grid of ``x``, ``y``, ``sigma`` points (default :func:`prfmap.engine.fit.grid.polar_grid`),
         searched with the Gaussian; a model with extras then seeds them per unit from a small grid
@@ -75,7 +73,6 @@ class FitOptions:
     model: str = "gauss"
     refine: str = "lm"
     hrf: str | HRF = "canonical"
-    fit_hrf: bool = False
     grid: Mapping[str, np.ndarray] | None = None
     mem_gb: float | None = None
     dtype: str = "float32"

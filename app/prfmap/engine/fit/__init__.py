@@ -34,7 +34,7 @@ from prfmap.engine.fit.result import (
     keeping_gaussian,
 )
 from prfmap.engine.fit.uncertainty import doubtful_uncertainty, laplace_uncertainty
-from prfmap.engine.hrf import HRF, HRF_BASES
+from prfmap.engine.hrf import HRF
 from prfmap.engine.models import floatx, free_mask, get_model
 from prfmap.engine.noise import OLS, NoiseModel, noise_order
 from prfmap.engine.options import FitOptions
@@ -90,7 +90,8 @@ def fit_prf(
     t_start = time.perf_counter()
     prf_model, refiner = get_model(opts.model), catalog.get_refiner(opts.refine)
     data, mem_gb, dtype = _check_data(data, stim), memory_budget(opts.mem_gb), floatx(opts.dtype)
-    hrf, n_bases = resolve_hrf("vertex" if opts.fit_hrf else opts.hrf)
+    hrf = resolve_hrf(opts.hrf)
+    n_bases = len(hrf.bases)
     prob = cache.problem(prf_model, stim, tr, n_bases, nuisance, dtype, opts.slice_time_ref, hrf)
     units = project_units(prob, data)
     free, fixed_values = free_mask(prf_model, opts.fixed or {})
@@ -257,8 +258,8 @@ def resolve_noise(noise: str | NoiseModel) -> NoiseModel:
     )
 
 
-def resolve_hrf(hrf: str | HRF) -> tuple[HRF, int]:
-    """The HRF a fit holds fixed and its number of bases.
+def resolve_hrf(hrf: str | HRF) -> HRF:
+    """The HRF a fit holds fixed (its ``bases``: with ``vertex``, its two derivatives too).
 
     Parameters
     ----------
@@ -268,11 +269,10 @@ def resolve_hrf(hrf: str | HRF) -> tuple[HRF, int]:
 
     Returns
     -------
-    tuple
-        The HRF, and 1 basis (3 with ``vertex``: the response and its two derivatives).
+    HRF
     """
     if isinstance(hrf, HRF):
-        return hrf, 1
+        return hrf
     if hrf == "participant":
         raise ValueError(
             "hrf='participant' is estimated before the fit: hrf = estimate_hrf(data, stim, tr, ...), "
@@ -280,7 +280,7 @@ def resolve_hrf(hrf: str | HRF) -> tuple[HRF, int]:
         )
     if hrf not in HRF_OPTIONS:
         raise ValueError(f"unknown HRF option {hrf!r}; choose from {HRF_OPTIONS} or give an HRF")
-    return HRF(option=hrf), 3 if hrf == "vertex" else 1
+    return HRF(option=hrf)
 
 
 def _check_data(data: np.ndarray, stim: Stimulus) -> np.ndarray:
@@ -291,21 +291,19 @@ def _check_data(data: np.ndarray, stim: Stimulus) -> np.ndarray:
     return data
 
 
-def describe_hrf(hrf: HRF, n_bases: int) -> str:
+def describe_hrf(hrf: HRF) -> str:
     """A sentence's worth on the HRF of a fit, for sidecars and the report's methods.
 
     Parameters
     ----------
     hrf : HRF
-        The response of the first basis.
-    n_bases : int
-        1, or 3 with per-unit derivative weights.
+        The fit's response (``vertex``: SPM's, with per-unit derivative weights).
 
     Returns
     -------
     str
     """
-    if n_bases == 3:
+    if hrf.option == "vertex":
         return "SPM canonical + per-unit temporal and dispersion derivatives"
     if hrf.option == "participant" and hrf.units:
         return (
@@ -338,9 +336,9 @@ def _settings(
     return FitSettings(
         model=prob.model.name,
         refine=opts.refine,
-        hrf=describe_hrf(prob.hrf, prob.n_bases),
-        hrf_model={**prob.hrf.describe(), "option": "vertex" if prob.n_bases == 3 else prob.hrf.option},
-        hrf_bases=tuple(HRF_BASES[: prob.n_bases]),
+        hrf=describe_hrf(prob.hrf),
+        hrf_model=prob.hrf.describe(),
+        hrf_bases=prob.hrf.bases,
         slice_time_ref=opts.slice_time_ref,
         grid_points=begun.grid_points,
         seed_candidates=begun.seed_candidates,

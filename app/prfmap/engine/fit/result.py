@@ -16,7 +16,7 @@ from prfmap.engine.batching import batch_size, compiled, pad, run_batches
 from prfmap.engine.catalog.settings import FitSettings
 from prfmap.engine.fit.uncertainty import Uncertainty
 from prfmap.engine.models import Bounds, PRFModel
-from prfmap.engine.models.transforms import Param, natural_values, saturated
+from prfmap.engine.models.transforms import Param, natural_values, saturated, transform_of
 from prfmap.engine.problem import Problem, Units
 
 __all__ = [
@@ -446,10 +446,7 @@ def _bound_flags(
 
 def _natural_limits(param: Param, bounds: Bounds, k: int) -> tuple[float, float]:
     """Natural values of parameter ``k``'s bounds (12 digits: exp(log(100)) is 100.00000000000004)."""
-    if param.transform != "exp":
-        return float(bounds.lower[k]), float(bounds.upper[k])
-    low, high = (float(f"{np.exp(b[k]):.12g}") for b in (bounds.lower, bounds.upper))
-    return low, high
+    return transform_of(param).natural_limits(bounds.lower[k], bounds.upper[k])
 
 
 def _within_bounds(
@@ -462,7 +459,7 @@ def _within_bounds(
     """
     out = dict(reported)
     for k, param in enumerate(params):
-        if param.name in out and param.transform in ("identity", "exp"):
+        if param.name in out and transform_of(param).held_by_bounds:
             low, high = _natural_limits(param, bounds, k)
             out[param.name] = np.clip(out[param.name], low, high)
     return out

@@ -22,7 +22,7 @@ from prfmap.engine import catalog, kernels
 from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.batching import batch_size, compiled, pad, run_batches
 from prfmap.engine.catalog import CENTRE_SE_LIMIT, SIGMA_WIDTH_LIMIT
-from prfmap.engine.models.transforms import MAX_SCALE, Param, natural_values, saturated
+from prfmap.engine.models.transforms import Param, natural_values, saturated, transform_of
 from prfmap.engine.problem import Problem, Units
 
 __all__ = ["Z95", "Uncertainty", "doubtful_uncertainty", "laplace_uncertainty"]
@@ -168,7 +168,7 @@ def _at_range_ends(
         hit = ends[:, k]
         if not hit.any() or param.name not in out.lower:
             continue
-        low_end, high_end = (1.0, MAX_SCALE) if param.transform == "scale" else (0.0, 1.0)
+        low_end, high_end = transform_of(param).low, transform_of(param).high
         top = hit & (u[:, k] > 0)
         bottom = hit & (u[:, k] < 0)
         spread = Z95_ONE_SIDED * alt.se[param.name][index]

@@ -54,6 +54,11 @@ class HRF:
     units: int = 0
     delay_sd: float = 0.0
 
+    @property
+    def bases(self) -> tuple[str, ...]:
+        """The bases a fit with this response regresses on: its derivatives too for ``vertex``."""
+        return HRF_BASES if self.option == "vertex" else HRF_BASES[:1]
+
     def peak_s(self) -> float:
         """Time of the response's maximum, seconds (0.01 s resolution).
 

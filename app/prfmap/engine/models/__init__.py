@@ -19,7 +19,7 @@ import numpy as np
 from keras import ops
 
 from prfmap.engine import catalog
-from prfmap.engine.models.transforms import Param, from_internal, to_internal
+from prfmap.engine.models.transforms import Param, transform_of
 from prfmap.engine.stimulus import StimulusTensors
 
 
@@ -63,7 +63,7 @@ class PRFModel:
         derivative : tensor, shape (units, K)
             d natural / d internal.
         """
-        cols = [from_internal(u[:, k], p.transform) for k, p in enumerate(self.params)]
+        cols = [transform_of(p).natural(u[:, k]) for k, p in enumerate(self.params)]
         return ops.stack([c[0] for c in cols], axis=1), ops.stack([c[1] for c in cols], axis=1)
 
     def internal(self, theta: np.ndarray) -> np.ndarray:
@@ -78,7 +78,7 @@ class PRFModel:
         -------
         ndarray, shape (units, K)
         """
-        return np.stack([to_internal(theta[:, k], p.transform) for k, p in enumerate(self.params)], axis=1)
+        return np.stack([transform_of(p).internal(theta[:, k]) for k, p in enumerate(self.params)], axis=1)
 
     def bounds(self, scales: Mapping[str, float]) -> Bounds:
         """The bounds of the internal parameters for a stimulus of ``scales``.
@@ -99,12 +99,9 @@ class PRFModel:
         """
         low, high = np.full(len(self.params), -np.inf), np.full(len(self.params), np.inf)
         for k, p in enumerate(self.params):
-            if p.transform not in ("identity", "exp") or p.name not in catalog.PARAMETERS:
-                continue
-            lo, hi = catalog.PARAMETERS[p.name].bound.resolve(scales)
-            if p.transform == "exp":
-                lo, hi = (np.log(lo) if lo > 0 else -np.inf), (np.log(hi) if 0 < hi < np.inf else np.inf)
-            low[k], high[k] = lo, hi
+            transform = transform_of(p)
+            if transform.held_by_bounds and p.name in catalog.PARAMETERS:
+                low[k], high[k] = transform.internal_limits(*catalog.PARAMETERS[p.name].bound.resolve(scales))
         return Bounds(low, high, float(catalog.PARAMETERS["eccentricity"].bound.resolve(scales)[1]))
 
     def neural(self, theta: Any, stim: StimulusTensors, jacobian: bool) -> Any:

@@ -1,7 +1,11 @@
 """How a model's internal (unconstrained) parameters map to natural values, and back.
 
-The optimisers move unconstrained values; each :class:`Param` names its transform: ``identity``,
-``exp`` (> 0), ``scale`` (between 1 and :data:`MAX_SCALE`, for surround sizes) or ``sigmoid`` (in (0, 1)).
+The optimisers move unconstrained values; each :class:`Param` names its transform, one of
+:data:`TRANSFORMS`: ``identity``, ``exp`` (> 0), ``scale`` (between 1 and :data:`MAX_SCALE`, for
+surround sizes) or ``sigmoid`` (in (0, 1)). A :class:`Transform` is the one place that knows its
+mapping both ways, on tensors and on the host, and how the catalogue's natural bounds of a parameter
+become bounds of its internal value (``identity`` and ``exp``: the refiners clip the internal value;
+the ranges ``scale`` and ``sigmoid`` hold their values by construction).
 """
 
 from __future__ import annotations
@@ -30,61 +34,170 @@ class Param:
     default: float
 
 
-def to_internal(theta: np.ndarray, transform: str) -> np.ndarray:
-    """Map a natural parameter value to the unconstrained space the optimisers work in.
+class Transform:
+    """The map of an internal value to its natural one: ``identity``."""
 
-    Parameters
-    ----------
-    theta : ndarray
-        Natural values.
-    transform : str
-        ``identity``, ``exp``, ``scale`` or ``sigmoid``.
+    name = "identity"
+    held_by_bounds = True
+    """Whether the refiners hold the internal value inside the natural bounds mapped back (else the
+    transform's own range holds the natural value)."""
 
-    Returns
-    -------
-    ndarray
-    """
-    if transform == "identity":
+    def internal(self, theta: np.ndarray) -> np.ndarray:
+        """Internal values of natural ones (numpy).
+
+        Parameters
+        ----------
+        theta : ndarray
+            Natural values.
+
+        Returns
+        -------
+        ndarray
+        """
         return theta
-    if transform == "exp":
-        return np.log(np.maximum(theta, EPS))
-    if transform == "scale":
-        return to_internal((theta - 1.0) / (MAX_SCALE - 1.0), "sigmoid")
-    if transform == "sigmoid":
-        t = np.clip(theta, 1e-6, 1 - 1e-6)
-        return np.log(t / (1 - t))
-    raise ValueError(transform)
 
+    def natural(self, u: Any) -> tuple[Any, Any]:
+        """Natural values of internal ones and their derivatives (traced tensors).
 
-def from_internal(u: Any, transform: str) -> tuple[Any, Any]:
-    """Natural value and its derivative with respect to the unconstrained value (tensors).
+        Parameters
+        ----------
+        u : tensor
+            Internal values.
 
-    Parameters
-    ----------
-    u : tensor
-        Unconstrained values.
-    transform : str
-        As :func:`to_internal`.
-
-    Returns
-    -------
-    value : tensor
-        The natural value.
-    derivative : tensor
-        d value / d u.
-    """
-    if transform == "identity":
+        Returns
+        -------
+        value, derivative : tensor
+            The natural value and d value / d u.
+        """
         return u, ops.ones_like(u)
-    if transform == "exp":
+
+    def natural_host(self, u: np.ndarray) -> np.ndarray:
+        """Natural values of float64 internal ones on the host, as :meth:`natural` gives them.
+
+        Parameters
+        ----------
+        u : ndarray
+            Internal values.
+
+        Returns
+        -------
+        ndarray
+        """
+        return u
+
+    def internal_limits(self, low: float, high: float) -> tuple[float, float]:
+        """The internal bounds of natural bounds ``[low, high]`` (infinite where open).
+
+        Parameters
+        ----------
+        low, high : float
+            Natural bounds.
+
+        Returns
+        -------
+        tuple of float
+        """
+        return low, high
+
+    def natural_limits(self, low: float, high: float) -> tuple[float, float]:
+        """The natural bounds of internal bounds (12 digits: exp(log(100)) is 100.00000000000004).
+
+        Parameters
+        ----------
+        low, high : float
+            Internal bounds.
+
+        Returns
+        -------
+        tuple of float
+        """
+        return float(low), float(high)
+
+
+class Exp(Transform):
+    """Positive values: ``value = exp(u)`` (a size)."""
+
+    name = "exp"
+
+    def internal(self, theta: np.ndarray) -> np.ndarray:  # noqa: D102 - Transform's
+        return np.log(np.maximum(theta, EPS))
+
+    def natural(self, u: Any) -> tuple[Any, Any]:  # noqa: D102 - Transform's
         v = ops.exp(ops.clip(u, -30.0, 30.0))
         return v, v
-    if transform == "scale":
+
+    def natural_host(self, u: np.ndarray) -> np.ndarray:  # noqa: D102 - Transform's
+        return np.exp(np.clip(u, -30.0, 30.0))
+
+    def internal_limits(self, low: float, high: float) -> tuple[float, float]:  # noqa: D102 - Transform's
+        return (np.log(low) if low > 0 else -np.inf), (np.log(high) if 0 < high < np.inf else np.inf)
+
+    def natural_limits(self, low: float, high: float) -> tuple[float, float]:  # noqa: D102 - Transform's
+        return float(f"{np.exp(low):.12g}"), float(f"{np.exp(high):.12g}")
+
+
+class Range(Transform):
+    """Values in ``(low, high)``: ``value = low + (high - low) · sigmoid(u)``, held there by construction.
+
+    Parameters
+    ----------
+    name : str
+        The transform's name.
+    low, high : float
+        The range.
+    """
+
+    held_by_bounds = False
+
+    def __init__(self, name: str, low: float, high: float) -> None:
+        self.name, self.low, self.high = name, low, high
+
+    def internal(self, theta: np.ndarray) -> np.ndarray:  # noqa: D102 - Transform's
+        t = (theta - self.low) / (self.high - self.low) if self.low or self.high != 1.0 else theta
+        t = np.clip(t, 1e-6, 1 - 1e-6)
+        return np.log(t / (1 - t))
+
+    def natural(self, u: Any) -> tuple[Any, Any]:  # noqa: D102 - Transform's
         v = ops.sigmoid(ops.clip(u, -LOGIT_LIMIT, LOGIT_LIMIT))
-        return 1.0 + (MAX_SCALE - 1.0) * v, (MAX_SCALE - 1.0) * v * (1.0 - v)
-    if transform == "sigmoid":
-        v = ops.sigmoid(ops.clip(u, -LOGIT_LIMIT, LOGIT_LIMIT))
-        return v, v * (1.0 - v)
-    raise ValueError(transform)
+        if not self.low and self.high == 1.0:
+            return v, v * (1.0 - v)
+        width = self.high - self.low
+        return self.low + width * v, width * v * (1.0 - v)
+
+    def natural_host(self, u: np.ndarray) -> np.ndarray:  # noqa: D102 - Transform's
+        v = special.expit(np.clip(u, -LOGIT_LIMIT, LOGIT_LIMIT))
+        return v if not self.low and self.high == 1.0 else self.low + (self.high - self.low) * v
+
+    def internal_limits(self, low: float, high: float) -> tuple[float, float]:  # noqa: D102 - Transform's
+        return -np.inf, np.inf
+
+
+TRANSFORMS: dict[str, Transform] = {
+    t.name: t for t in (Transform(), Exp(), Range("scale", 1.0, MAX_SCALE), Range("sigmoid", 0.0, 1.0))
+}
+"""The transforms a :class:`Param` names."""
+
+
+def transform_of(param: Param) -> Transform:
+    """The :class:`Transform` a parameter names.
+
+    Parameters
+    ----------
+    param : Param
+        A model's parameter.
+
+    Returns
+    -------
+    Transform
+
+    Raises
+    ------
+    ValueError
+        For a name not in :data:`TRANSFORMS`.
+    """
+    if param.transform not in TRANSFORMS:
+        raise ValueError(f"unknown transform {param.transform!r}; choose from {sorted(TRANSFORMS)}")
+    return TRANSFORMS[param.transform]
 
 
 def saturated(params: Sequence[Param], u: np.ndarray) -> np.ndarray:
@@ -105,12 +218,12 @@ def saturated(params: Sequence[Param], u: np.ndarray) -> np.ndarray:
     ndarray of bool, shape (units, K)
         True where a parameter is at an end of its range.
     """
-    ranged = np.array([p.transform in ("sigmoid", "scale") for p in params], dtype=bool)
+    ranged = np.array([isinstance(transform_of(p), Range) for p in params], dtype=bool)
     return ranged[None, :] & (np.abs(np.asarray(u, dtype=np.float64)) >= LOGIT_LIMIT)
 
 
 def natural_values(params: Sequence[Param], u: np.ndarray) -> np.ndarray:
-    """Natural values of internal parameters, on the host, as :func:`from_internal` gives them.
+    """Natural values of internal parameters, on the host, as :meth:`Transform.natural` gives them.
 
     For the stages that need numbers, not tensors (issue 18: as eager backend operations, each of
     them compiled a kernel of its own).
@@ -128,13 +241,4 @@ def natural_values(params: Sequence[Param], u: np.ndarray) -> np.ndarray:
         Float64 natural values.
     """
     u = np.asarray(u, dtype=np.float64)
-    cols = []
-    for k, p in enumerate(params):
-        if p.transform == "identity":
-            cols.append(u[:, k])
-        elif p.transform == "exp":
-            cols.append(np.exp(np.clip(u[:, k], -30.0, 30.0)))
-        else:
-            v = special.expit(np.clip(u[:, k], -LOGIT_LIMIT, LOGIT_LIMIT))
-            cols.append(1.0 + (MAX_SCALE - 1.0) * v if p.transform == "scale" else v)
-    return np.stack(cols, axis=1)
+    return np.stack([transform_of(p).natural_host(u[:, k]) for k, p in enumerate(params)], axis=1)
