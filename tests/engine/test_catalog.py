@@ -47,6 +47,24 @@ def test_labels_are_unique_bids_labels_and_units_one_spelling():
         catalog.ModelSpec("my-model", "d", "c", ("x",))
 
 
+def test_one_resolver_names_every_entrys_implementation():
+    """Models, refiners and noise models name their classes as ``"module:Class"`` paths, resolved by
+    ``catalog.import_path`` alone; a class given as itself is itself."""
+    from prfmap.engine.models import implementation
+    from prfmap.engine.models.gaussians import CSSModel
+    from prfmap.engine.solvers import solver_class
+
+    assert catalog.import_path("prfmap.engine.models.gaussians:CSSModel") is CSSModel
+    assert catalog.import_path(CSSModel) is CSSModel
+    assert implementation(catalog.MODELS["css"]) is CSSModel
+    assert solver_class(catalog.REFINERS["lm"]) is LevenbergMarquardt
+    for bad in ("prfmap.engine.models.gaussians", "prfmap.engine.models.gaussians:", ":CSSModel"):
+        with pytest.raises(ValueError, match="module:Name"):
+            catalog.import_path(bad)
+    with pytest.raises(AttributeError):
+        catalog.import_path("prfmap.engine.models.gaussians:NoSuchModel")
+
+
 def test_fit_maps_carry_catalogue_labels(stim):
     p = random_params("dog", 4, np.random.default_rng(0))
     res = fit_prf(predict(p, stim, TR, "dog"), stim, TR, model="dog", refine="none")

@@ -35,6 +35,7 @@ the fit status bits are in :mod:`prfmap.engine.catalog.status`. Both are re-expo
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import numpy as np
@@ -272,6 +273,36 @@ REFINERS: dict[str, RefinerSpec] = {
     )
 }
 """Every refinement method by name, in the order the command line lists them."""
+
+
+def import_path(target: Any) -> Any:
+    """The implementation a catalogue entry names: ``target`` itself, or what its path names.
+
+    Entries may name their class by a ``"module:Name"`` path, so that this package imports no Keras;
+    the engine resolves it here when it first needs the class (a model's, a refiner's solver, a noise
+    model's).
+
+    Parameters
+    ----------
+    target : str or object
+        ``"package.module:Name"`` (imported, then its attribute ``Name``), or the object itself.
+
+    Returns
+    -------
+    object
+        The object named.
+
+    Raises
+    ------
+    ValueError
+        A string that is not ``"module:Name"``.
+    """
+    if not isinstance(target, str):
+        return target
+    module, sep, name = target.partition(":")
+    if not (module and sep and name):
+        raise ValueError(f"{target!r}: name an implementation as 'package.module:Name'")
+    return getattr(importlib.import_module(module), name)
 
 
 def get_model_spec(name: str) -> ModelSpec:

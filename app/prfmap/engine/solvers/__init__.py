@@ -33,14 +33,13 @@ backend all carry them as they are.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
 import keras
 import numpy as np
 from keras import ops
 
-from prfmap.engine import kernels
+from prfmap.engine import catalog, kernels
 from prfmap.engine.backend import loops_compiled
 from prfmap.engine.backend.ops import at_least, tensor, to_numpy
 from prfmap.engine.batching import MIN_BATCH, RunContext, batch_size, compiled, pad, padded_size, run_batches
@@ -313,11 +312,7 @@ def solver_class(spec: Any) -> type:
     -------
     type
     """
-    found = spec.solver
-    if isinstance(found, str):
-        module, _, name = found.partition(":")
-        found = getattr(importlib.import_module(module), name)
-    return found
+    return catalog.import_path(spec.solver)
 
 
 def refine_units(
