@@ -26,7 +26,7 @@ from prfmap.engine.fit.stages import RefinePlan
 from prfmap.engine.models import get_model
 from prfmap.engine.noise import noise_order
 from prfmap.engine.problem import make_problem, project_units
-from prfmap.engine.solvers import Data, clip
+from prfmap.engine.solvers import Data, Solver, clip, solver_class
 from prfmap.engine.solvers.levenberg_marquardt import LevenbergMarquardt
 
 pytestmark = pytest.mark.backend
@@ -58,6 +58,16 @@ def test_the_suites_cover_every_registered_model_and_refiner() -> None:
     assert set(MODELS) == set(catalog.MODELS)
     assert set(REFINERS) == {name for name, spec in catalog.REFINERS.items() if spec.solver is not None}
     assert set(NOISE_MODELS) == set(catalog.NOISE_MODELS)
+
+
+@pytest.mark.parametrize("refiner", REFINERS)
+def test_every_refiner_subclasses_the_solver_contract(refiner):
+    """The fit reads ``solver.streams`` of any refiner: the contract declares it (False by default)."""
+    cls = solver_class(catalog.get_refiner(refiner))
+    assert Solver in cls.__mro__, f"{refiner}: {cls.__name__} does not subclass solvers.Solver"
+    assert isinstance(cls.streams, bool)
+    if cls.streams:
+        assert cls.empty is not Solver.empty and cls.load is not Solver.load, refiner
 
 
 @pytest.mark.parametrize("name", NOISE_MODELS)
@@ -144,16 +154,7 @@ def _refined_path(refiner: str, stim) -> tuple[list[np.ndarray], list[np.ndarray
     u = clip(model.internal(model.from_report(start)), bounds)
     solver = RefinePlan(catalog.get_refiner(refiner), 1.0).solver(prob)
     free = np.ones(u.shape[1])
-    batch = Data(
-        tensor(y, "float64"),
-        tensor(free, "float64"),
-        prob.stim,
-        prob.hrf_t,
-        prob.q,
-        tensor(bounds.lower, "float64"),
-        tensor(bounds.upper, "float64"),
-        tensor(bounds.eccentricity, "float64"),
-    )
+    batch = Data.of(prob, y, free, bounds)
     carry = tuple(tensor(c, "float64") for c in solver.initial_carry(len(u)))
     state = solver.init(tensor(u, "float64"), batch, *carry)
 
