@@ -20,7 +20,7 @@ from prfmap.engine.backend.ops import at_least
 from prfmap.engine.models import PRFModel
 from prfmap.engine.models.gaussians import GaussModel
 from prfmap.engine.models.transforms import Param
-from prfmap.engine.solvers import Data, Solution, project
+from prfmap.engine.solvers import Data, Solution, Solver, project
 
 
 class SaturatingModel(GaussModel):
@@ -78,7 +78,7 @@ class ScaledGradientState(NamedTuple):
 
 
 @dataclass(frozen=True)
-class ScaledGradient:
+class ScaledGradient(Solver[ScaledGradientState]):
     """A toy third refiner: gradient steps scaled by the Gauss–Newton diagonal, lengthened when the cost
     drops and halved when it does not."""
 
