@@ -18,6 +18,7 @@ _LAZY = {
     "estimate_hrf": "prfmap.engine.estimate.hrf",
     "estimate_noise": "prfmap.engine.estimate.noise",
     "NoiseModel": "prfmap.engine.noise",
+    "BaseNoiseModel": "prfmap.engine.noise",
     "FitOptions": "prfmap.engine.options",
     "FitSettings": "prfmap.engine.catalog.settings",
     "HRF": "prfmap.engine.hrf",
@@ -33,6 +34,7 @@ _LAZY = {
 
 __all__ = [
     "HRF",
+    "BaseNoiseModel",
     "FitOptions",
     "FitSettings",
     "MODELS",

@@ -18,8 +18,8 @@ import numpy as np
 from prfmap.config import Config
 from prfmap.engine import (
     HRF,
+    BaseNoiseModel,
     FitResult,
-    NoiseModel,
     Stimulus,
     catalog,
     estimate_hrf,
@@ -163,7 +163,7 @@ class SharedWork:
     """
 
     hrf: dict[str | None, HRF] = dataclasses.field(default_factory=dict)
-    noise: dict[str | None, NoiseModel] = dataclasses.field(default_factory=dict)
+    noise: dict[str | None, BaseNoiseModel] = dataclasses.field(default_factory=dict)
     gauss: dict[str | None, FitResult] = dataclasses.field(default_factory=dict)
     keep_held_out: bool = False
     held_out: dict[int, HeldOutData] = dataclasses.field(default_factory=dict)
@@ -332,7 +332,7 @@ def _checkpointed_fit(
             )
         hrf = shared.hrf[data_key]
         fit_kwargs["hrf"], settings["hrf_model"] = hrf, hrf.describe()
-    if fit_kwargs["noise"] != "ols":
+    if catalog.get_noise_model(fit_kwargs["noise"]).implementation is not None:
         if data_key not in shared.noise:
             shared.noise[data_key] = participant_noise(loaded, data, stim, fit_kwargs, name, progress)
         noise = shared.noise[data_key]
@@ -445,8 +445,8 @@ def participant_noise(
     fit_kwargs: dict[str, Any],
     name: str,
     progress: ProgressFn,
-) -> NoiseModel:
-    """The noise model of ``--noise-model ar<p>``, estimated once from ``data`` before the chunked fit.
+) -> BaseNoiseModel:
+    """The noise model of ``--noise-model`` (``ar<p>``), estimated once from ``data`` before the chunked fit.
 
     ``data`` holds the combined runs of the fit, or of one cross-validation fold's training runs.
 
@@ -467,7 +467,7 @@ def participant_noise(
 
     Returns
     -------
-    NoiseModel
+    BaseNoiseModel
     """
     start = time.perf_counter()
     noise = estimate_noise(
@@ -488,7 +488,7 @@ def participant_noise(
         noise.option,
         noise.units,
         time.perf_counter() - start,
-        ", ".join(f"{c:.3f}" for c in noise.coefficients) or "none",
+        ", ".join(f"{float(c):.3f}" for c in noise.describe().get("coefficients", ())) or "none",
     )
     return noise
 

@@ -1,4 +1,4 @@
-"""What prfmap knows about its models, their parameters and the refiners: the extension points' registry.
+"""What prfmap knows about its models, their parameters, the refiners and the noise models: the registry.
 
 This module imports neither Keras nor a backend, so the command line, the sidecar writers,
 the report and the docs read it before a backend is chosen. Everything about a model or a refiner that
@@ -28,6 +28,12 @@ Adding a refiner
 Write a solver (a frozen dataclass with ``init``, ``step``, ``terminate`` and ``postprocess``,
 :class:`prfmap.engine.solvers.Solver`) and register one :class:`RefinerSpec` naming it, with its
 default iteration budget, tolerance, constructor options and reference.
+
+Adding a noise model
+--------------------
+Write a :class:`prfmap.engine.noise.BaseNoiseModel` subclass (its ``estimate`` from pooled residuals,
+each run's covariance, its record) and register one :class:`NoiseSpec` naming it, with its
+``estimate`` options; the whitening is the contract's.
 
 Bounds are :class:`~prfmap.engine.catalog.bounds.Bound` values (:mod:`prfmap.engine.catalog.bounds`);
 the fit status bits are in :mod:`prfmap.engine.catalog.status`. Both are re-exported here.
@@ -178,21 +184,29 @@ DEFAULT_HRF = "participant"
 ``fit_prf`` keeps ``canonical``: a participant's HRF needs all its units, and the workflow estimates
 it once per fit and fold and hands it to every chunk."""
 
+AUTOREGRESSIVE = "prfmap.engine.noise:NoiseModel"
+"""The class of the built-in autoregressive noise models (``ar<p>``, option ``order``)."""
+
 NOISE_MODELS: dict[str, NoiseSpec] = {
     n.name: n
     for n in (
         NoiseSpec("ols", "ordinary least squares (no prewhitening)"),
         *(
-            NoiseSpec(f"ar{p}", f"AR({p}) noise pooled over the units, prewhitened run by run", p)
+            NoiseSpec(
+                f"ar{p}",
+                f"AR({p}) noise pooled over the units, prewhitened run by run",
+                AUTOREGRESSIVE,
+                {"order": p},
+            )
             for p in (1, 2, 3)
         ),
     )
 }
 """Noise models of ``--noise-model``: ordinary least squares (white noise), or an autoregressive
 model of order 1–3 pooled over the units, estimated once per fit and fold before it
-(:func:`prfmap.engine.estimate.noise.estimate_noise`), that the refinement and the standard errors
-prewhiten with (generalised least squares). The command line's choices, the engine's parser of an
-option (:func:`prfmap.engine.noise.noise_order`) and the report's words all read this registry."""
+(:func:`prfmap.engine.estimate.noise.estimate_noise`, with the class and options the entry names),
+that the refinement and the standard errors prewhiten with (generalised least squares). The command
+line's choices, the estimate and the report's words all read this registry."""
 DEFAULT_NOISE = "ar1"
 """The ``--noise-model`` default, chosen by measurement (docs/validation.md, "Noise model")."""
 
@@ -482,7 +496,7 @@ def register_noise_model(spec: NoiseSpec) -> NoiseSpec:
     Parameters
     ----------
     spec : NoiseSpec
-        A new name, its words and its order.
+        A new name, its words, its class (or ``"module:Class"`` path) and the class' options.
 
     Returns
     -------
@@ -490,6 +504,8 @@ def register_noise_model(spec: NoiseSpec) -> NoiseSpec:
     """
     if spec.name in NOISE_MODELS:
         raise ValueError(f"noise model {spec.name!r} already exists")
+    if spec.implementation is None:
+        raise ValueError(f"noise model {spec.name!r}: name its BaseNoiseModel subclass (implementation=)")
     NOISE_MODELS[spec.name] = spec
     return spec
 
