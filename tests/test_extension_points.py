@@ -1,6 +1,7 @@
-"""A fifth model and a third refiner, each one class plus one registry entry (tests/toys.py), added at
-run time: fitted by a participant run, written, cross-validated, cited in the report, and accepted by
-the command line and by a ``bosh exec simulate`` of the descriptor generated from the catalogue."""
+"""A fifth model, a third refiner and a second noise model, each one class plus one registry entry
+(tests/toys.py), added at run time: fitted (the noise model estimated once per fit and fold and
+prewhitened with) by a participant run, written, cross-validated, cited in the report, and accepted
+by the command line and by a ``bosh exec simulate`` of the descriptor generated from the catalogue."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ BOSH = str(Path(sys.executable).parent / "bosh")
 
 @pytest.fixture(scope="module")
 def toy_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A two-run participant (``--small`` T1w data, ~800 voxels) fitted with the toy model and refiner."""
+    """A two-run participant (``--small`` T1w data, ~800 voxels) fitted with the toy model, refiner and
+    noise model."""
     root = tmp_path_factory.mktemp("toys")
     bids = make_synthetic_dataset(root / "bids", SynthConfig(small=True, runs=2, space="T1w"))
     out = root / "out"
@@ -40,6 +42,8 @@ def toy_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 "toysat",
                 "--refine",
                 "toygd",
+                "--noise-model",
+                "toyarw",
                 "--hrf",
                 "canonical",
                 "--skip-bids-validation",
@@ -67,12 +71,17 @@ def test_the_toys_are_fitted_written_and_cross_validated(toy_run: Path) -> None:
     assert sidecar["Units"] == "1" and sidecar["Bounds"] == "0 <= saturation"
     settings = sidecar["FitSettings"]
     assert settings["refine"] == "toygd" and settings["iterations"] > 0 and settings["units_refined"] > 50
+    noise = settings["noise_model"]  # estimated by the toy's class, from the participant's quiet units
+    assert noise["option"] == "toyarw" and noise["description"].startswith("AR(1) plus white noise")
+    phi, white_fraction = noise["coefficients"]
+    assert 0.0 < phi <= 0.95 and 0.0 <= white_fraction < 1.0 and noise["units"] > 50  # the toy's range
 
 
 def test_the_report_cites_the_toys(toy_run: Path) -> None:
     page = (toy_run / "sub-01.html").read_text()
     assert toys.MODEL_REFERENCE in page and toys.REFINER_REFERENCE in page
     assert "gradient steps scaled by the Gauss-Newton diagonal" in page
+    assert "AR(1) plus white noise pooled over" in page  # the methods' account of the standard errors
 
 
 def test_the_command_line_and_the_descriptor_accept_the_toys(tmp_path: Path) -> None:
@@ -82,13 +91,24 @@ def test_the_command_line_and_the_descriptor_accept_the_toys(tmp_path: Path) -> 
     assert descriptor_choices(shipped) == shipped, "boutiques.json: run python -m prfmap.cli.descriptor"
     with toys.registered():
         parsed = build_parser().parse_args(
-            [str(bids), "out", "participant", "--model", "toysat", "--refine", "toygd"]
+            [
+                str(bids),
+                "out",
+                "participant",
+                "--model",
+                "toysat",
+                "--refine",
+                "toygd",
+                "--noise-model",
+                "toyarw",
+            ]
         )
         descriptor = descriptor_choices(shipped)
-    assert (parsed.model, parsed.refine) == (["toysat"], "toygd")
+    assert (parsed.model, parsed.refine, parsed.noise_model) == (["toysat"], "toygd", "toyarw")
     inputs = {i["id"]: i for i in descriptor["inputs"]}
-    assert inputs["model"]["value-choices"][-2:] == ["toysat", "all"]  # "all" of them, the toy included
+    assert inputs["model"]["value-choices"][-3:] == ["toysat", "toystudent", "all"]  # "all": the toys too
     assert inputs["refine"]["value-choices"][-1] == "toygd"
+    assert inputs["noise_model"]["value-choices"][-1] == "toyarw"
     (tmp_path / "descriptor.json").write_text(json.dumps(descriptor))
     invocation = {
         "bids_dir": str(bids),

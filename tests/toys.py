@@ -1,8 +1,9 @@
-"""A toy fifth model, third refiner and noise model: each one class or entry plus one registration.
+"""A toy fifth and sixth model, third refiner and second noise model: each one class plus one registration.
 
-Nothing else in prfmap knows them: :func:`registered` adds the three entries to the catalogue for the
+Nothing else in prfmap knows them: :func:`registered` adds the four entries to the catalogue for the
 length of a test (``tests/test_extension_points.py`` runs a participant, its report and a Boutiques
-simulation with them; ``tests/engine/test_catalog.py`` fits the model on every backend).
+simulation with them; ``tests/engine/test_catalog.py`` fits the models on every backend;
+``tests/engine/test_conformance.py`` holds them to the contracts' promises).
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 from keras import ops
+from scipy.linalg import toeplitz
 
 from prfmap.engine import catalog, kernels
-from prfmap.engine.backend.ops import at_least
+from prfmap.engine.backend.ops import at_least, matmul
 from prfmap.engine.models import PRFModel
 from prfmap.engine.models.gaussians import GaussModel
-from prfmap.engine.models.transforms import Param
-from prfmap.engine.solvers import Data, Solution, project
+from prfmap.engine.models.transforms import MAX_SCALE, Param
+from prfmap.engine.noise import BaseNoiseModel, pooled_autocorrelation
+from prfmap.engine.solvers import Data, Solution, Solver, project
 
 
 class SaturatingModel(GaussModel):
@@ -66,6 +69,65 @@ TOY_MODEL = catalog.ModelSpec(
 )
 
 
+class StudentModel(PRFModel):
+    """A toy sixth model, written against the ``PRFModel`` contract alone: a heavy-tailed pRF.
+
+    The unit-integral bivariate Student-t profile ``(ν - 1) / (π a) · (1 + r² / a)^-ν`` with
+    ``a = 2 ν σ²`` (ν > 1, the ``scale`` transform's range), which tends to the Gaussian of size σ as
+    ν grows; its own kernel over the stimulated pixels and its own analytic Jacobian.
+    """
+
+    name = "toystudent"
+    params = (
+        Param("x", "identity", 0.0),
+        Param("y", "identity", 0.0),
+        Param("sigma", "exp", 1.0),
+        Param("tail", "scale", 3.0),
+    )
+
+    def neural(self, theta, stim, jacobian):
+        x, y, sigma, nu = (theta[:, k][:, None] for k in range(4))
+        dx, dy = stim.x[None, :] - x, stim.y[None, :] - y
+        d = dx * dx + dy * dy
+        a = 2.0 * nu * sigma * sigma
+        b = 1.0 + d / a
+        log_b = ops.log(b)
+        k = (nu - 1.0) / (np.pi * a) * ops.exp(-nu * log_b) * stim.pixel_area
+        if not jacobian:
+            return matmul(k[None], stim.design)
+        g = 2.0 * nu / (a * b)  # d log k / d x = g dx
+        d_sigma = (2.0 / sigma) * (nu * d / (a * b) - 1.0)
+        d_nu = 1.0 / (nu - 1.0) - 1.0 / nu - log_b + d / (a * b)
+        return matmul(ops.stack([k, k * g * dx, k * g * dy, k * d_sigma, k * d_nu]), stim.design)
+
+    def report(self, theta, amplitude):
+        return {"x": theta[:, 0], "y": theta[:, 1], "sigma": theta[:, 2], "tail": theta[:, 3]}
+
+
+STUDENT_REFERENCE = "Toy T (2026). A heavy-tailed pRF written against the model contract. J Test Models 1:2."
+TOY_STUDENT = catalog.ModelSpec(
+    "toystudent",
+    "heavy-tailed (Student-t) pRF",
+    "a test of prfmap",
+    (
+        "x",
+        "y",
+        "sigma",
+        catalog.Parameter(
+            "tail",
+            "1",
+            "tail exponent of the toy Student-t pRF (large: the Gaussian)",
+            catalog.Bound(catalog.Limit(1.0, inclusive=False), catalog.Limit(MAX_SCALE)),
+            neutral=3.0,
+        ),
+        "amplitude",
+        "baseline",
+    ),
+    reference=STUDENT_REFERENCE,
+    implementation="toys:StudentModel",
+)
+
+
 class ScaledGradientState(NamedTuple):
     """The toy refiner's state of a batch."""
 
@@ -78,7 +140,7 @@ class ScaledGradientState(NamedTuple):
 
 
 @dataclass(frozen=True)
-class ScaledGradient:
+class ScaledGradient(Solver[ScaledGradientState]):
     """A toy third refiner: gradient steps scaled by the Gauss–Newton diagonal, lengthened when the cost
     drops and halved when it does not."""
 
@@ -144,8 +206,65 @@ TOY_REFINER = catalog.RefinerSpec(
 )
 
 
+@dataclass(frozen=True)
+class AR1PlusWhite(BaseNoiseModel):
+    """A toy second noise model: AR(1) noise plus white noise, SPM's AR(1) + white model.
+
+    Its correlation is ``ρ_k = (1 - λ) φ^k`` at lags k ≥ 1 (``λ`` the white share of the variance):
+    an ARMA(1, 1) process, whose whitening (the inverse Cholesky factor of that Toeplitz matrix, the
+    contract's) is no finite autoregression. Estimated from the pooled autocorrelation at lags 1 and 2
+    (``φ = ρ₂ / ρ₁``, ``1 - λ = ρ₁² / ρ₂``), corrected for the nuisance projection as ``ar<p>`` is (a
+    fixed point: the model whose projected autocorrelation matches the residuals').
+    """
+
+    option: str = "toyarw"
+    phi: float = 0.0
+    white_fraction: float = 1.0
+    units: int = 0
+
+    @classmethod
+    def estimate(cls, resid, projector, run_lengths, *, option, units, **options):
+        target = pooled_autocorrelation(resid, run_lengths, 3)
+        rho, model = target.copy(), cls.of(target, option, units)
+        for _ in range(8):
+            cov, predicted, start = projector @ model.covariance(run_lengths) @ projector, np.zeros(3), 0
+            for n in run_lengths:
+                predicted += [
+                    np.trace(cov[start : start + n, start : start + n], offset=-k) for k in range(3)
+                ]
+                start += n
+            rho = rho + target - predicted / predicted[0]
+            model = cls.of(rho, option, units)
+        return model
+
+    @classmethod
+    def of(cls, rho, option, units):
+        """The model of autocorrelations ``rho`` at lags 0, 1, 2."""
+        phi = float(np.clip(rho[2] / rho[1], 0.0, 0.95)) if rho[1] > 0 and rho[2] > 0 else 0.0
+        coloured = float(np.clip(rho[1] / phi, 0.0, 1.0)) if phi > 0 else 0.0
+        return cls(option, phi, 1.0 - coloured, units)
+
+    def run_covariance(self, run, n):
+        rho = (1.0 - self.white_fraction) * self.phi ** np.arange(n, dtype=np.float64)
+        rho[0] = 1.0
+        return toeplitz(rho)
+
+    def describe(self):
+        return {
+            "option": self.option,
+            "description": f"AR(1) plus white noise pooled over {self.units} units (a test of prfmap)",
+            "coefficients": [round(self.phi, 6), round(self.white_fraction, 6)],
+            "units": self.units,
+        }
+
+
+NOISE_DESCRIPTION = "AR(1) plus white noise, a toy registry entry (a test of prfmap)"
+TOY_NOISE = catalog.NoiseSpec("toyarw", NOISE_DESCRIPTION, implementation="toys:AR1PlusWhite")
+"""A second noise model: one class (its ``"module:Class"`` path) and one entry."""
+
+
 def example_params(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Parameters of ``n`` toy-model pRFs inside a 20° field (the conformance suites' examples)."""
+    """Parameters of ``n`` saturating pRFs inside a 20° field (the conformance suites' examples)."""
     r, a = 5.0 * np.sqrt(rng.uniform(0, 1, n)), rng.uniform(0, 2 * np.pi, n)
     return {
         "x": r * np.cos(a),
@@ -157,24 +276,32 @@ def example_params(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     }
 
 
-TOY_NOISE = catalog.NoiseSpec("toyar5", "AR(5) noise of a toy registry entry (a test of prfmap)", 5)
-"""A second kind of noise model entry: an autoregressive order the built-ins do not offer."""
+def student_params(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Parameters of ``n`` heavy-tailed pRFs inside a 20° field (tails heavy enough to tell apart)."""
+    params = example_params(n, rng)
+    del params["saturation"]
+    return params | {"tail": rng.uniform(1.5, 4.0, n)}
 
-EXAMPLES = {TOY_MODEL.name: example_params}
+
+EXAMPLES = {TOY_MODEL.name: example_params, TOY_STUDENT.name: student_params}
 """Example parameters of each toy model, by name."""
+
+TOY_MODELS = (TOY_MODEL, TOY_STUDENT)
 
 
 @contextlib.contextmanager
 def registered() -> Iterator[None]:
-    """The toy model, refiner and noise model in the catalogue for the length of the block."""
-    catalog.register_model(TOY_MODEL)
+    """The toy models, refiner and noise model in the catalogue for the length of the block."""
+    for model in TOY_MODELS:
+        catalog.register_model(model)
     catalog.register_refiner(TOY_REFINER)
     catalog.register_noise_model(TOY_NOISE)
     try:
         yield
     finally:
         catalog.NOISE_MODELS.pop(TOY_NOISE.name)
-        catalog.MODELS.pop(TOY_MODEL.name)
         catalog.REFINERS.pop(TOY_REFINER.name)
-        for parameter in TOY_MODEL.defines:
-            catalog.PARAMETERS.pop(parameter.key)
+        for model in TOY_MODELS:
+            catalog.MODELS.pop(model.name)
+            for parameter in model.defines:
+                catalog.PARAMETERS.pop(parameter.key)

@@ -47,6 +47,24 @@ def test_labels_are_unique_bids_labels_and_units_one_spelling():
         catalog.ModelSpec("my-model", "d", "c", ("x",))
 
 
+def test_one_resolver_names_every_entrys_implementation():
+    """Models, refiners and noise models name their classes as ``"module:Class"`` paths, resolved by
+    ``catalog.import_path`` alone; a class given as itself is itself."""
+    from prfmap.engine.models import implementation
+    from prfmap.engine.models.gaussians import CSSModel
+    from prfmap.engine.solvers import solver_class
+
+    assert catalog.import_path("prfmap.engine.models.gaussians:CSSModel") is CSSModel
+    assert catalog.import_path(CSSModel) is CSSModel
+    assert implementation(catalog.MODELS["css"]) is CSSModel
+    assert solver_class(catalog.REFINERS["lm"]) is LevenbergMarquardt
+    for bad in ("prfmap.engine.models.gaussians", "prfmap.engine.models.gaussians:", ":CSSModel"):
+        with pytest.raises(ValueError, match="module:Name"):
+            catalog.import_path(bad)
+    with pytest.raises(AttributeError):
+        catalog.import_path("prfmap.engine.models.gaussians:NoSuchModel")
+
+
 def test_fit_maps_carry_catalogue_labels(stim):
     p = random_params("dog", 4, np.random.default_rng(0))
     res = fit_prf(predict(p, stim, TR, "dog"), stim, TR, model="dog", refine="none")
@@ -116,9 +134,9 @@ def test_a_fifth_model_needs_only_a_model_class_and_a_catalogue_entry(toy_model,
     bids = tmp_path / "bids"
     bids.mkdir()
     (bids / "dataset_description.json").write_text(json.dumps({"Name": "x", "BIDSVersion": "1.9.0"}))
-    argv = [str(bids), str(tmp_path / "out"), "participant", "--model", "toysat", "--noise-model", "toyar5"]
+    argv = [str(bids), str(tmp_path / "out"), "participant", "--model", "toysat", "--noise-model", "toyarw"]
     opts = build_parser().parse_args(argv)
-    assert opts.model == ["toysat"] and opts.noise_model == "toyar5"  # the registries are the choices
+    assert opts.model == ["toysat"] and opts.noise_model == "toyarw"  # the registries are the choices
 
     rng = np.random.default_rng(3)
     p = random_params("gauss", 40, rng) | {"saturation": rng.uniform(0.5, 2.0, 40)}
@@ -133,6 +151,30 @@ def test_a_fifth_model_needs_only_a_model_class_and_a_catalogue_entry(toy_model,
     combined = map_sidecar(None, "toysat", res.settings, {"MapNames": list(res.maps())})
     assert combined["Parameters"]["saturation"]["Units"] == "1"
     assert set(combined["Parameters"]) == set(res.maps())
+
+
+def test_a_sixth_model_written_against_the_contract_alone_is_fitted(toy_model, stim):
+    """tests/toys.py's Student-t pRF: a PRFModel subclass with no Gaussian inside, its own kernel,
+    Jacobian and ``scale``-transformed extra, named by its "module:Class" path: fitted end to end."""
+    from prfmap.engine.models.gaussians import GaussModel
+
+    model = get_model("toystudent")
+    assert isinstance(model, toys.StudentModel) and not isinstance(model, GaussModel)
+    assert catalog.MODELS["toystudent"].implementation == "toys:StudentModel"
+    rng = np.random.default_rng(5)
+    p = toys.student_params(30, rng)
+    data = predict(p, stim, TR, "toystudent")
+    gauss = predict({k: v for k, v in p.items() if k != "tail"}, stim, TR, "gauss")
+    assert np.median(np.abs(data - gauss).max(axis=1) / np.abs(gauss).max(axis=1)) > 0.05  # not a Gaussian
+    res = fit_prf(data, stim, TR, model="toystudent")
+    assert res.settings.model == "toystudent" and res.settings.units_refined == 30
+    assert np.median(np.hypot(res.params["x"] - p["x"], res.params["y"] - p["y"])) < 0.01
+    assert np.median(np.abs(res.params["sigma"] - p["sigma"]) / p["sigma"]) < 0.02
+    assert np.median(np.abs(res.params["tail"] - p["tail"]) / p["tail"]) < 0.05
+    assert np.median(res.r2) > 0.99 and "tail" in res.maps()
+    sidecar = map_sidecar("tail", "toystudent", res.settings, {})
+    assert sidecar["ModelDescription"] == "heavy-tailed (Student-t) pRF (a test of prfmap)"
+    assert sidecar["Bounds"] == "1 < tail <= 20"
 
 
 def test_a_model_must_report_what_its_entry_lists(toy_model):

@@ -5,8 +5,9 @@ once it is in the catalogue it must keep these promises, on every backend (``bac
 
 Models: the analytic Jacobian is the derivative of the neural response (central finite differences in
 float64); ``from_report(report(θ))`` is θ; the internal ↔ natural transforms invert each other.
-Noise models: the engine reads the order of any registered entry, estimates a noise model of that
-order from data and whitens with it. Refiners: every step stays inside the bounds (and the centre
+Noise models: an entry names a ``BaseNoiseModel`` subclass (or none: white noise); the engine
+estimates it from data, and its whitening is causal, never mixes runs, is the inverse Cholesky factor
+of its covariance, and whitens AR(1) noise. Refiners: every step stays inside the bounds (and the centre
 inside the allowed disc); a solver that keeps a step only where the cost drops never raises any
 unit's cost; every refiner lowers the cost of the typical unit within a few steps.
 """
@@ -24,20 +25,22 @@ from prfmap.engine import catalog, estimate_noise, kernels, predict
 from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.fit.stages import RefinePlan
 from prfmap.engine.models import get_model
-from prfmap.engine.noise import noise_order
+from prfmap.engine.noise import OLS, BaseNoiseModel, noise_class
 from prfmap.engine.problem import make_problem, project_units
-from prfmap.engine.solvers import Data, clip
+from prfmap.engine.solvers import Data, Solver, clip, solver_class
 from prfmap.engine.solvers.levenberg_marquardt import LevenbergMarquardt
 
 pytestmark = pytest.mark.backend
 
 BUILT_IN_MODELS = tuple(catalog.MODELS)
 BUILT_IN_REFINERS = tuple(name for name, spec in catalog.REFINERS.items() if spec.solver is not None)
-MODELS = (*BUILT_IN_MODELS, toys.TOY_MODEL.name)
+MODELS = (*BUILT_IN_MODELS, *(m.name for m in toys.TOY_MODELS))
 REFINERS = (*BUILT_IN_REFINERS, toys.TOY_REFINER.name)
 ACCEPTING = (LevenbergMarquardt, toys.ScaledGradient)
 """Solvers that keep a step only where it lowers the unit's cost."""
 NOISE_MODELS = (*catalog.NOISE_MODELS, toys.TOY_NOISE.name)
+ESTIMATED = (*(n for n, spec in catalog.NOISE_MODELS.items() if spec.implementation), toys.TOY_NOISE.name)
+"""Noise models with a class (not white noise)."""
 STEPS = 8
 ROUNDING = 1e-6
 
@@ -60,12 +63,21 @@ def test_the_suites_cover_every_registered_model_and_refiner() -> None:
     assert set(NOISE_MODELS) == set(catalog.NOISE_MODELS)
 
 
+@pytest.mark.parametrize("refiner", REFINERS)
+def test_every_refiner_subclasses_the_solver_contract(refiner):
+    """The fit reads ``solver.streams`` of any refiner: the contract declares it (False by default)."""
+    cls = solver_class(catalog.get_refiner(refiner))
+    assert Solver in cls.__mro__, f"{refiner}: {cls.__name__} does not subclass solvers.Solver"
+    assert isinstance(cls.streams, bool)
+    if cls.streams:
+        assert cls.empty is not Solver.empty and cls.load is not Solver.load, refiner
+
+
 @pytest.mark.parametrize("name", NOISE_MODELS)
-def test_every_noise_model_is_estimated_at_its_order_and_whitens(name, stim):
-    """AR(1) noise of coefficient 0.4 (no pRF): an estimate of the entry's order, whose whitening
-    leaves the residuals' lag-1 autocorrelation near 0 (ols: no estimate, no whitening)."""
+def test_every_noise_model_is_estimated_and_whitens(name, stim):
+    """AR(1) noise of coefficient 0.4 (no pRF): the entry's class estimated, whose whitening leaves the
+    residuals' lag-1 autocorrelation near 0 (an entry without a class: OLS, no whitening)."""
     spec = catalog.NOISE_MODELS[name]
-    assert noise_order(name) == spec.order
     rng = np.random.default_rng(9)
     frames = stim.n_frames
     e = rng.standard_normal((400, frames + 100))
@@ -73,15 +85,41 @@ def test_every_noise_model_is_estimated_at_its_order_and_whitens(name, stim):
         e[:, t] += 0.4 * e[:, t - 1]
     noise = e[:, 100:]
     model = estimate_noise(noise, stim, TR, name)
-    assert model.order == spec.order
     white = model.whitening(stim.run_lengths)
-    if spec.order == 0:
-        assert white is None
+    if spec.implementation is None:
+        assert model == OLS and model.white and white is None and model.covariance(stim.run_lengths) is None
         return
-    assert model.coefficients[0] == pytest.approx(0.4, abs=0.08)
+    assert type(model) is noise_class(spec) and issubclass(type(model), BaseNoiseModel)
+    assert model.option == name and 0 < model.units <= 400 and not model.white
+    record = model.describe()
+    assert record["option"] == name and record["description"]
     w = noise @ white.T
     lag1 = np.mean(np.sum(w[:, 1:] * w[:, :-1], axis=1) / np.sum(w * w, axis=1))
     assert abs(lag1) < 0.05
+
+
+@pytest.mark.parametrize("name", ESTIMATED)
+def test_every_whitening_is_the_causal_inverse_cholesky_factor_of_its_covariance(name, stim):
+    """Run by run (never across a run's end), W is lower triangular (a frame is whitened by itself and
+    the frames before it: the whitening's order) and is L⁻¹ for Σ = L Lᵀ, so W Σ Wᵀ = I."""
+    rng = np.random.default_rng(10)
+    e = rng.standard_normal((300, stim.n_frames))
+    for t in range(1, stim.n_frames):
+        e[:, t] += 0.5 * e[:, t - 1]
+    model = estimate_noise(e, stim, TR, name)
+    runs = (30, 20)
+    w, sigma = model.whitening(runs), model.covariance(runs)
+    assert w.shape == sigma.shape == (50, 50)
+    assert not w[:30, 30:].any() and not w[30:, :30].any()
+    assert not sigma[:30, 30:].any() and not sigma[30:, :30].any()
+    for a, b in ((0, 30), (30, 50)):
+        block = w[a:b, a:b]
+        np.testing.assert_array_equal(block, np.tril(block), err_msg=f"{name}: a frame sees the future")
+        inverse_factor = np.linalg.inv(np.linalg.cholesky(sigma[a:b, a:b]))
+        np.testing.assert_allclose(block, inverse_factor, rtol=1e-9, atol=1e-12, err_msg=name)
+        np.testing.assert_allclose(block @ sigma[a:b, a:b] @ block.T, np.eye(b - a), atol=1e-10)
+    np.testing.assert_allclose(sigma, sigma.T, atol=0)
+    assert not np.allclose(w, np.eye(50)), f"{name}: estimated from correlated noise, it whitens nothing"
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -144,16 +182,7 @@ def _refined_path(refiner: str, stim) -> tuple[list[np.ndarray], list[np.ndarray
     u = clip(model.internal(model.from_report(start)), bounds)
     solver = RefinePlan(catalog.get_refiner(refiner), 1.0).solver(prob)
     free = np.ones(u.shape[1])
-    batch = Data(
-        tensor(y, "float64"),
-        tensor(free, "float64"),
-        prob.stim,
-        prob.hrf_t,
-        prob.q,
-        tensor(bounds.lower, "float64"),
-        tensor(bounds.upper, "float64"),
-        tensor(bounds.eccentricity, "float64"),
-    )
+    batch = Data.of(prob, y, free, bounds)
     carry = tuple(tensor(c, "float64") for c in solver.initial_carry(len(u)))
     state = solver.init(tensor(u, "float64"), batch, *carry)
 

@@ -1,14 +1,15 @@
 """The noise model (issue 17): AR estimates against nilearn's, the whitening, and the correction for
-the nuisance projection."""
+the nuisance projection; a second noise model (tests/toys.py) through the same registry."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.linalg import toeplitz
+from scipy.linalg import cho_factor, solve_triangular, toeplitz
 
+import toys
 from conftest import FOV, TR, bar_design, random_params
-from prfmap.engine import Stimulus, estimate_noise, predict
+from prfmap.engine import Stimulus, catalog, estimate_noise, fit_prf, predict
 from prfmap.engine.noise import (
     NoiseModel,
     ar_autocorrelation,
@@ -68,6 +69,10 @@ def test_whitening_inverts_each_runs_correlation_and_never_mixes_runs():
         np.testing.assert_allclose(block, np.tril(block), atol=0)  # causal: no frame sees the future
     assert not w[:30, 30:].any() and not w[30:, :30].any()
     assert NoiseModel().whitening((30, 20)) is None
+    for a, b in ((0, 30), (30, 50)):  # the contract's whitening is the AR model's arithmetic of before
+        chol, _ = cho_factor(toeplitz(model.autocorrelation(b - a)), lower=True)
+        before = solve_triangular(np.tril(chol), np.eye(b - a), lower=True)
+        np.testing.assert_array_equal(w[a:b, a:b], before)
 
 
 def test_estimate_corrects_for_the_nuisance_projection():
@@ -108,3 +113,42 @@ def test_ols_needs_no_estimate_and_unknown_options_are_refused():
     for bad in ("ar0", "ar9", "arma", "white"):
         with pytest.raises(ValueError, match="noise model"):
             noise_order(bad)
+
+
+def lagged_correlation(w: np.ndarray, lag: int) -> float:
+    """The units' mean normalised autocorrelation of ``w`` (units, frames) at ``lag``."""
+    return float(np.mean(np.sum(w[:, lag:] * w[:, :-lag], axis=1) / np.sum(w * w, axis=1)))
+
+
+def test_a_second_noise_model_is_one_class_and_one_entry_and_whitens_what_ar1_cannot():
+    """AR(1) (φ 0.7) plus as much white noise (tests/toys.py's ``toyarw``): an ARMA(1, 1) process. The
+    toy recovers φ and the white share through ``estimate_noise`` and whitens lags 1 and 2; the
+    built-in AR(1) leaves lag 2 correlated. A fit takes either model and records which."""
+    rng = np.random.default_rng(11)
+    stim = Stimulus(np.concatenate([bar_design(148)] * 2), FOV, run_lengths=(148, 148))
+    coloured = np.hstack([ar_noise([0.7], 600, 148, rng) * np.sqrt(1 - 0.49) for _ in range(2)])
+    data = coloured + rng.standard_normal(coloured.shape)
+    with toys.registered():
+        assert catalog.get_noise_model("toyarw").implementation == "toys:AR1PlusWhite"
+        toy = estimate_noise(data, stim, TR, "toyarw")
+        ar1 = estimate_noise(data, stim, TR, "ar1")
+        assert isinstance(toy, toys.AR1PlusWhite) and toy.units > 500
+        assert toy.phi == pytest.approx(0.7, abs=0.06) and toy.white_fraction == pytest.approx(0.5, abs=0.06)
+        centred = data - data.mean(axis=1, keepdims=True)
+        by_toy, by_ar1 = (
+            centred @ toy.whitening(stim.run_lengths).T,
+            centred @ ar1.whitening(stim.run_lengths).T,
+        )
+        assert abs(lagged_correlation(by_toy, 1)) < 0.03 and abs(lagged_correlation(by_toy, 2)) < 0.03
+        assert lagged_correlation(by_ar1, 2) > 0.06
+        params = random_params("gauss", 20, rng)
+        clean = predict(params, stim, TR, dtype="float64")
+        signal = clean + 0.3 * clean.std(axis=1, keepdims=True) * data[:20]
+        res = fit_prf(signal, stim, TR, noise=toy)
+        assert res.settings.noise_model["option"] == "toyarw"
+        assert res.settings.noise_model["coefficients"] == [round(toy.phi, 6), round(toy.white_fraction, 6)]
+        assert np.median(np.hypot(res.params["x"] - params["x"], res.params["y"] - params["y"])) < 0.3
+    with pytest.raises(ValueError, match="noise model"):
+        estimate_noise(data, stim, TR, "toyarw")  # unregistered again
+    with pytest.raises(ValueError, match="implementation"):
+        catalog.register_noise_model(catalog.NoiseSpec("nothing", "no class"))

@@ -478,7 +478,9 @@ def build_parser() -> argparse.ArgumentParser:
         choices=tuple(catalog.NOISE_MODELS),
         default=catalog.DEFAULT_NOISE,
         help="ols: ordinary least squares (white noise); "
-        + ", ".join(n.name for n in catalog.NOISE_MODELS.values() if n.order)
+        + ", ".join(
+            n.name for n in catalog.NOISE_MODELS.values() if n.implementation == catalog.AUTOREGRESSIVE
+        )
         + ": an autoregressive noise model "
         "pooled over the units the stimulus does not drive, estimated once per fit (in each "
         "cross-validation fold from the training runs); the refinement and the standard errors "

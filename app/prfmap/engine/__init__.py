@@ -18,6 +18,7 @@ _LAZY = {
     "estimate_hrf": "prfmap.engine.estimate.hrf",
     "estimate_noise": "prfmap.engine.estimate.noise",
     "NoiseModel": "prfmap.engine.noise",
+    "BaseNoiseModel": "prfmap.engine.noise",
     "FitOptions": "prfmap.engine.options",
     "FitCache": "prfmap.engine.problem",
     "FitSettings": "prfmap.engine.catalog.settings",
@@ -34,6 +35,7 @@ _LAZY = {
 
 __all__ = [
     "HRF",
+    "BaseNoiseModel",
     "FitCache",
     "FitOptions",
     "FitSettings",

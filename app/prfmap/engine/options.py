@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from prfmap.engine.hrf import HRF
-from prfmap.engine.noise import NoiseModel
+from prfmap.engine.noise import BaseNoiseModel
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,10 +56,11 @@ class FitOptions:
         Where in each TR the volume is sampled (fMRIPrep's default 0.5).
     return_predictions : bool
         Keep the fitted time courses in ``FitResult.predictions``.
-    noise : {"ols"} or NoiseModel
+    noise : {"ols"} or BaseNoiseModel
         The noise model the refinement whitens data and predictions with (generalised least squares)
-        and the standard errors use; ``ols``: white noise. An autoregressive model is estimated
-        before the fit (:func:`prfmap.engine.estimate_noise`) and handed to it.
+        and the standard errors use; ``ols``: white noise. Any other entry of
+        ``catalog.NOISE_MODELS`` (an autoregressive model) is estimated before the fit
+        (:func:`prfmap.engine.estimate_noise`) and handed to it.
     uncertainty : bool
         Compute every fitted unit's standard errors (``FitResult.uncertainty``) and the
         ``uncertain`` status bit.
@@ -84,7 +85,7 @@ class FitOptions:
     refine_r2_min: float = 0.0
     slice_time_ref: float = 0.5
     return_predictions: bool = False
-    noise: str | NoiseModel = "ols"
+    noise: str | BaseNoiseModel = "ols"
     uncertainty: bool = True
     gauss_start: Mapping[str, np.ndarray] | None = None
 

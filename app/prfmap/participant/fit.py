@@ -16,9 +16,9 @@ import numpy as np
 from prfmap.config import Config
 from prfmap.engine import (
     HRF,
+    BaseNoiseModel,
     FitOptions,
     FitResult,
-    NoiseModel,
     Stimulus,
     catalog,
     estimate_hrf,
@@ -163,7 +163,7 @@ class SharedWork:
     """
 
     hrf: dict[str | None, HRF] = dataclasses.field(default_factory=dict)
-    noise: dict[str | None, NoiseModel] = dataclasses.field(default_factory=dict)
+    noise: dict[str | None, BaseNoiseModel] = dataclasses.field(default_factory=dict)
     gauss: dict[str | None, FitResult] = dataclasses.field(default_factory=dict)
     keep_held_out: bool = False
     held_out: dict[int, HeldOutData] = dataclasses.field(default_factory=dict)
@@ -356,7 +356,7 @@ def _checkpointed_fit(
         if key not in shared.hrf:
             shared.hrf[key] = participant_hrf(loaded, runs, options, progress)
         options = dataclasses.replace(options, hrf=shared.hrf[key])
-    if options.noise != "ols":
+    if catalog.get_noise_model(options.noise).implementation is not None:
         if key not in shared.noise:
             shared.noise[key] = participant_noise(loaded, runs, options, progress)
         options = dataclasses.replace(options, noise=shared.noise[key])
@@ -437,8 +437,8 @@ def participant_hrf(loaded: LoadedFit, runs: FittedRuns, options: FitOptions, pr
 
 def participant_noise(
     loaded: LoadedFit, runs: FittedRuns, options: FitOptions, progress: ProgressFn
-) -> NoiseModel:
-    """The noise model of ``--noise-model ar<p>``, estimated once from ``runs`` before the chunked fit.
+) -> BaseNoiseModel:
+    """The noise model of ``--noise-model`` (``ar<p>``...), estimated once from ``runs`` before the fit.
 
     ``runs`` holds the combined runs of the fit, or of one cross-validation fold's training runs.
 
@@ -455,7 +455,7 @@ def participant_noise(
 
     Returns
     -------
-    NoiseModel
+    BaseNoiseModel
     """
     start = time.perf_counter()
     noise = estimate_noise(
@@ -476,7 +476,7 @@ def participant_noise(
         noise.option,
         noise.units,
         time.perf_counter() - start,
-        ", ".join(f"{c:.3f}" for c in noise.coefficients) or "none",
+        ", ".join(f"{float(c):.3f}" for c in noise.describe().get("coefficients", ())) or "none",
     )
     return noise
 

@@ -1,4 +1,4 @@
-"""What prfmap knows about its models, their parameters and the refiners: the extension points' registry.
+"""What prfmap knows about its models, their parameters, the refiners and the noise models: the registry.
 
 This module imports neither Keras nor a backend, so the command line, the sidecar writers,
 the report and the docs read it before a backend is chosen. Everything about a model or a refiner that
@@ -29,12 +29,19 @@ Write a solver (a frozen dataclass with ``init``, ``step``, ``terminate`` and ``
 :class:`prfmap.engine.solvers.Solver`) and register one :class:`RefinerSpec` naming it, with its
 default iteration budget, tolerance, constructor options and reference.
 
+Adding a noise model
+--------------------
+Write a :class:`prfmap.engine.noise.BaseNoiseModel` subclass (its ``estimate`` from pooled residuals,
+each run's covariance, its record) and register one :class:`NoiseSpec` naming it, with its
+``estimate`` options; the whitening is the contract's.
+
 Bounds are :class:`~prfmap.engine.catalog.bounds.Bound` values (:mod:`prfmap.engine.catalog.bounds`);
 the fit status bits are in :mod:`prfmap.engine.catalog.status`. Both are re-exported here.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import numpy as np
@@ -177,21 +184,29 @@ DEFAULT_HRF = "participant"
 ``fit_prf`` keeps ``canonical``: a participant's HRF needs all its units, and the workflow estimates
 it once per fit and fold and hands it to every chunk."""
 
+AUTOREGRESSIVE = "prfmap.engine.noise:NoiseModel"
+"""The class of the built-in autoregressive noise models (``ar<p>``, option ``order``)."""
+
 NOISE_MODELS: dict[str, NoiseSpec] = {
     n.name: n
     for n in (
         NoiseSpec("ols", "ordinary least squares (no prewhitening)"),
         *(
-            NoiseSpec(f"ar{p}", f"AR({p}) noise pooled over the units, prewhitened run by run", p)
+            NoiseSpec(
+                f"ar{p}",
+                f"AR({p}) noise pooled over the units, prewhitened run by run",
+                AUTOREGRESSIVE,
+                {"order": p},
+            )
             for p in (1, 2, 3)
         ),
     )
 }
 """Noise models of ``--noise-model``: ordinary least squares (white noise), or an autoregressive
 model of order 1–3 pooled over the units, estimated once per fit and fold before it
-(:func:`prfmap.engine.estimate.noise.estimate_noise`), that the refinement and the standard errors
-prewhiten with (generalised least squares). The command line's choices, the engine's parser of an
-option (:func:`prfmap.engine.noise.noise_order`) and the report's words all read this registry."""
+(:func:`prfmap.engine.estimate.noise.estimate_noise`, with the class and options the entry names),
+that the refinement and the standard errors prewhiten with (generalised least squares). The command
+line's choices, the estimate and the report's words all read this registry."""
 DEFAULT_NOISE = "ar1"
 """The ``--noise-model`` default, chosen by measurement (docs/validation.md, "Noise model")."""
 
@@ -272,6 +287,36 @@ REFINERS: dict[str, RefinerSpec] = {
     )
 }
 """Every refinement method by name, in the order the command line lists them."""
+
+
+def import_path(target: Any) -> Any:
+    """The implementation a catalogue entry names: ``target`` itself, or what its path names.
+
+    Entries may name their class by a ``"module:Name"`` path, so that this package imports no Keras;
+    the engine resolves it here when it first needs the class (a model's, a refiner's solver, a noise
+    model's).
+
+    Parameters
+    ----------
+    target : str or object
+        ``"package.module:Name"`` (imported, then its attribute ``Name``), or the object itself.
+
+    Returns
+    -------
+    object
+        The object named.
+
+    Raises
+    ------
+    ValueError
+        A string that is not ``"module:Name"``.
+    """
+    if not isinstance(target, str):
+        return target
+    module, sep, name = target.partition(":")
+    if not (module and sep and name):
+        raise ValueError(f"{target!r}: name an implementation as 'package.module:Name'")
+    return getattr(importlib.import_module(module), name)
 
 
 def get_model_spec(name: str) -> ModelSpec:
@@ -451,7 +496,7 @@ def register_noise_model(spec: NoiseSpec) -> NoiseSpec:
     Parameters
     ----------
     spec : NoiseSpec
-        A new name, its words and its order.
+        A new name, its words, its class (or ``"module:Class"`` path) and the class' options.
 
     Returns
     -------
@@ -459,6 +504,8 @@ def register_noise_model(spec: NoiseSpec) -> NoiseSpec:
     """
     if spec.name in NOISE_MODELS:
         raise ValueError(f"noise model {spec.name!r} already exists")
+    if spec.implementation is None:
+        raise ValueError(f"noise model {spec.name!r}: name its BaseNoiseModel subclass (implementation=)")
     NOISE_MODELS[spec.name] = spec
     return spec
 

@@ -178,7 +178,7 @@ class RefinerSpec:
 
 @dataclass(frozen=True)
 class NoiseSpec:
-    """A noise model of ``--noise-model``: its name, its words and its autoregressive order.
+    """A noise model of ``--noise-model``: its name, its words, its class and the class' options.
 
     Attributes
     ----------
@@ -186,11 +186,17 @@ class NoiseSpec:
         ``--noise-model`` value.
     description : str
         What it is, in the report's words (when a fit's record carries no description of its own).
-    order : int
-        The autoregressive order ``p`` the participant's estimate has (0: white noise, no estimate and
-        no prewhitening).
+    implementation : str or type, optional
+        The :class:`~prfmap.engine.noise.BaseNoiseModel` subclass, or its ``"module:Class"`` path
+        (imported on first use); None for white noise (no estimate, no prewhitening).
+    options : mapping
+        Keyword arguments of the class' ``estimate`` (the built-in AR models': ``order``).
     """
 
     name: str
     description: str
-    order: int = 0
+    implementation: Any = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "options", MappingProxyType(dict(self.options)))

@@ -1,10 +1,11 @@
-"""``estimate_noise``: a participant's autoregressive noise model, estimated once before its fits.
+"""``estimate_noise``: a participant's noise model, estimated once before its fits.
 
 A random sample of units is screened with a grid fit (canonical or the given HRF); the projected data
 of the units the stimulus does not drive are pooled (:mod:`prfmap.engine.noise`): nothing fitted to
 them is subtracted, since a pRF fitted to pure noise is chosen for what it explains of that noise and
 its residual's autocorrelation comes out low (ρ 0.27 for 0.3 on 300 frames). Where nearly every
-unit is driven, the residuals of the best units' refined fits are pooled instead. Like the
+unit is driven, the residuals of the best units' refined fits are pooled instead; the class the
+catalogue entry names estimates its model from them (the built-in ``ar<p>``: an AR(p) model). Like the
 participant HRF, one stage before the fits, estimated per cross-validation fold from its training
 runs alone.
 """
@@ -15,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from prfmap.engine import catalog
 from prfmap.engine.batching import ProgressFn
 from prfmap.engine.fit import fit_prf
 from prfmap.engine.hrf import HRF
-from prfmap.engine.noise import OLS, NoiseModel, corrected_coefficients, noise_order, pooled_autocorrelation
+from prfmap.engine.noise import OLS, BaseNoiseModel, noise_class
 from prfmap.engine.problem import FitCache, nuisance_basis
 from prfmap.engine.stimulus import Stimulus
 
@@ -48,8 +50,8 @@ def estimate_noise(
     progress: ProgressFn | None = None,
     cache: FitCache | None = None,
     **fit_options: Any,
-) -> NoiseModel:
-    """The pooled AR(p) noise model of ``data`` (``option``: a key of ``catalog.NOISE_MODELS``).
+) -> BaseNoiseModel:
+    """The noise model ``option`` (a key of ``catalog.NOISE_MODELS``) of ``data``, pooled over units.
 
     Parameters
     ----------
@@ -75,12 +77,14 @@ def estimate_noise(
 
     Returns
     -------
-    NoiseModel
-        :data:`~prfmap.engine.noise.OLS` for ``ols`` or when no unit has usable data.
+    BaseNoiseModel
+        The entry's class, from its ``estimate``; :data:`~prfmap.engine.noise.OLS` for an entry
+        without one (``ols``) or when no unit has usable data.
     """
-    order = noise_order(option)
-    if order == 0:
+    spec = catalog.get_noise_model(option)
+    if spec.implementation is None:
         return OLS
+    cls = noise_class(spec)
     data = np.asarray(data, dtype=np.float64)
     usable = np.flatnonzero(np.all(np.isfinite(data), axis=1) & (np.ptp(data, axis=1) > 0))
     if usable.size == 0:
@@ -108,6 +112,4 @@ def estimate_noise(
         fit = fit_prf(data[driven], stim, tr, model="gauss", refine="lm", return_predictions=True, **common)
         kept = np.all(np.isfinite(fit.predictions), axis=1)
         resid, used = (data[driven] - fit.predictions)[kept], int(kept.sum())
-    observed = pooled_autocorrelation(resid, stim.run_lengths, order + 1)
-    phi = corrected_coefficients(observed, projector, stim.run_lengths)
-    return NoiseModel(option, tuple(float(c) for c in phi), used)
+    return cls.estimate(resid, projector, stim.run_lengths, option=option, units=used, **spec.options)

@@ -36,7 +36,7 @@ from prfmap.engine.fit.result import (
 from prfmap.engine.fit.uncertainty import doubtful_uncertainty, laplace_uncertainty
 from prfmap.engine.hrf import HRF
 from prfmap.engine.models import floatx, free_mask, get_model
-from prfmap.engine.noise import OLS, NoiseModel, noise_order
+from prfmap.engine.noise import OLS, BaseNoiseModel
 from prfmap.engine.options import FitOptions
 from prfmap.engine.problem import FitCache, Problem, project_units, whitened
 from prfmap.engine.stimulus import Stimulus
@@ -234,24 +234,23 @@ def hrf_alternatives(
     return out
 
 
-def resolve_noise(noise: str | NoiseModel) -> NoiseModel:
+def resolve_noise(noise: str | BaseNoiseModel) -> BaseNoiseModel:
     """The noise model a fit whitens with.
 
     Parameters
     ----------
-    noise : {"ols"} or NoiseModel
-        An autoregressive model is estimated before the fit, from all its units:
+    noise : {"ols"} or BaseNoiseModel
+        A catalogue entry with a class (``ar1``) is estimated before the fit, from all its units:
         :func:`prfmap.engine.estimate_noise`.
 
     Returns
     -------
-    NoiseModel
+    BaseNoiseModel
     """
-    if isinstance(noise, NoiseModel):
+    if isinstance(noise, BaseNoiseModel):
         return noise
-    if noise == "ols":
+    if catalog.get_noise_model(noise).implementation is None:  # an unknown option's error
         return OLS
-    noise_order(noise)  # an unknown option's error
     raise ValueError(
         f"noise={noise!r} is estimated before the fit: noise = estimate_noise(data, stim, tr, {noise!r}, "
         "...), then fit_prf(..., noise=noise)"
@@ -329,7 +328,7 @@ def _settings(
     fixed: dict[str, float],
     units: tuple[int, int],
     bounds: dict[str, Any],
-    noise: NoiseModel,
+    noise: BaseNoiseModel,
 ) -> FitSettings:
     """The record of a fit for sidecars: model, refiner, HRF, sizes, software and device."""
     backend = get_backend()

@@ -354,7 +354,7 @@ def refine(
         flags["grid_only"][chosen] = False
     if solver is not None and chosen.size:
         # issue 18: a solver that streams takes units through a batch of slots (reference: rounds)
-        streamed = getattr(solver, "streams", False)
+        streamed = solver.streams
         driver = streaming.refine_streaming if streamed else refine_units
         run = RunContext(plan.mem_gb, progress)
         refined[chosen], moving, iterations = driver(

@@ -10,7 +10,6 @@ are linear and are solved for, not listed here. The built-in models live in
 
 from __future__ import annotations
 
-import importlib
 import itertools
 from collections.abc import Collection, Mapping
 from typing import Any, NamedTuple
@@ -310,10 +309,7 @@ def implementation(spec: catalog.ModelSpec) -> type[PRFModel]:
     -------
     type
     """
-    found = spec.implementation
-    if isinstance(found, str):
-        module, _, name = found.partition(":")
-        found = getattr(importlib.import_module(module), name)
+    found = catalog.import_path(spec.implementation)
     if not (isinstance(found, type) and issubclass(found, PRFModel)):
         raise ValueError(f"model {spec.name!r}: its implementation {found!r} is not a PRFModel subclass")
     return found

@@ -11,25 +11,44 @@ prewhitening of nilearn's ``FirstLevelModel(noise_model="ar1")``.
 The residuals are those left after the nuisance projection (run means, high-pass, confounds), whose
 autocorrelation is lower than the noise's: the estimate is corrected for it (a fixed point: the
 AR(p) model whose projected autocorrelation matches the residuals').
+
+Every noise model of the catalogue (:data:`prfmap.engine.catalog.NOISE_MODELS`) is a subclass of the
+contract :class:`BaseNoiseModel`, which its entry names (``implementation``, a class or its
+``"module:Class"`` path): ``estimate`` (the model from the pooled residuals), ``run_covariance`` (a
+run's correlation matrix) and ``describe`` (the sidecars' record); the whitening, the inverse Cholesky
+factor of each run's covariance, is the contract's. :class:`NoiseModel` is the built-in autoregressive
+one; an entry without an implementation (``ols``) is white noise, :data:`OLS`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from scipy.linalg import cho_factor, solve_triangular, toeplitz
+from scipy.linalg import block_diag, cho_factor, solve_triangular, toeplitz
 
 from prfmap.engine import catalog
 
-__all__ = ["OLS", "NoiseModel", "noise_order", "pooled_autocorrelation", "yule_walker"]
+__all__ = [
+    "OLS",
+    "BaseNoiseModel",
+    "NoiseModel",
+    "noise_class",
+    "noise_order",
+    "pooled_autocorrelation",
+    "yule_walker",
+]
 
 MAX_COEFFICIENT = 0.95
 """AR(1) coefficients are held in [-0.95, 0.95] (a stationary model; an estimate beyond is not noise)."""
 
 
 def noise_order(option: str) -> int:
-    """The autoregressive order of a ``--noise-model`` option (its catalogue entry's): ``ols`` 0, ``ar<p>`` p.
+    """The autoregressive order of a ``--noise-model`` option: its entry's ``order`` option.
+
+    ``ols`` 0, ``ar<p>`` p; 0 for an entry whose estimator takes no order (a model that is not
+    autoregressive).
 
     Parameters
     ----------
@@ -45,12 +64,157 @@ def noise_order(option: str) -> int:
     ValueError
         For anything else.
     """
-    return catalog.get_noise_model(option).order
+    return int(catalog.get_noise_model(option).options.get("order", 0))
+
+
+class BaseNoiseModel:
+    """The contract of a noise model: one covariance for every unit of a fit, and its whitening.
+
+    A subclass is an immutable value (a frozen dataclass): its ``repr`` keys the whitened problem a
+    fit caches. It implements :meth:`estimate`, :meth:`run_covariance` and :meth:`describe`; the
+    contract derives :meth:`covariance` and :meth:`whitening` from them.
+
+    Attributes
+    ----------
+    option : str
+        The ``--noise-model`` entry it was estimated for.
+    units : int
+        Units the estimate pooled (0 when not estimated).
+    """
+
+    option: str
+    units: int
+
+    @classmethod
+    def estimate(
+        cls,
+        resid: np.ndarray,
+        projector: np.ndarray,
+        run_lengths: tuple[int, ...],
+        *,
+        option: str,
+        units: int,
+        **options: Any,
+    ) -> BaseNoiseModel:
+        """The model of pooled residuals (:func:`prfmap.engine.estimate.noise.estimate_noise` calls it).
+
+        Parameters
+        ----------
+        resid : ndarray, shape (units, frames)
+            Residual time courses the stimulus does not explain, after the nuisance projection.
+        projector : ndarray, shape (frames, frames)
+            That projection (to correct the estimate for it).
+        run_lengths : tuple of int
+            Frames per run.
+        option : str
+            The entry's name.
+        units : int
+            How many units the residuals pool.
+        **options
+            The entry's ``options``.
+
+        Returns
+        -------
+        BaseNoiseModel
+        """
+        raise NotImplementedError
+
+    @property
+    def white(self) -> bool:
+        """Whether the model is white noise (no whitening: ordinary least squares)."""
+        return False
+
+    def run_covariance(self, run: int, n: int) -> np.ndarray:
+        """The noise covariance of run ``run`` (of ``n`` frames), up to a scale shared by every run.
+
+        Parameters
+        ----------
+        run : int
+            The run's index in the fit.
+        n : int
+            Its frames.
+
+        Returns
+        -------
+        ndarray, shape (n, n)
+            Symmetric positive definite.
+        """
+        raise NotImplementedError
+
+    def covariance(self, run_lengths: tuple[int, ...]) -> np.ndarray | None:
+        """The noise covariance Σ (frames, frames), block-diagonal by run; None for white noise.
+
+        Parameters
+        ----------
+        run_lengths : tuple of int
+            Frames per run, in order.
+
+        Returns
+        -------
+        ndarray or None
+        """
+        if self.white:
+            return None
+        return block_diag(*(self.run_covariance(i, n) for i, n in enumerate(run_lengths)))
+
+    def whitening(self, run_lengths: tuple[int, ...]) -> np.ndarray | None:
+        """The whitening matrix W (frames, frames): block-diagonal by run, ``W Σ Wᵀ = I`` up to a scale.
+
+        Each block is the inverse Cholesky factor of the run's covariance (lower triangular: every frame
+        depends only on itself and the frames before it). None for white noise.
+
+        Parameters
+        ----------
+        run_lengths : tuple of int
+            Frames per run, in order.
+
+        Returns
+        -------
+        ndarray or None
+        """
+        if self.white:
+            return None
+        total = sum(run_lengths)
+        out = np.zeros((total, total))
+        start = 0
+        for i, n in enumerate(run_lengths):
+            chol, _ = cho_factor(self.run_covariance(i, n), lower=True)
+            lower = np.tril(chol)
+            out[start : start + n, start : start + n] = solve_triangular(lower, np.eye(n), lower=True)
+            start += n
+        return out
+
+    def describe(self) -> dict[str, object]:
+        """The record written into sidecars: at least ``option`` and ``description``.
+
+        Returns
+        -------
+        dict
+        """
+        raise NotImplementedError
+
+
+def noise_class(spec: catalog.NoiseSpec) -> type[BaseNoiseModel]:
+    """The :class:`BaseNoiseModel` subclass a catalogue entry names (imported when given as a path).
+
+    Parameters
+    ----------
+    spec : NoiseSpec
+        An entry with an ``implementation``.
+
+    Returns
+    -------
+    type
+    """
+    found = catalog.import_path(spec.implementation)
+    if not (isinstance(found, type) and issubclass(found, BaseNoiseModel)):
+        raise ValueError(f"noise model {spec.name!r}: {found!r} is not a BaseNoiseModel subclass")
+    return found
 
 
 @dataclass(frozen=True)
-class NoiseModel:
-    """An autoregressive noise model, the same for every unit of a fit.
+class NoiseModel(BaseNoiseModel):
+    """An autoregressive noise model, the same for every unit of a fit (the built-in ``ar<p>``).
 
     Attributes
     ----------
@@ -85,32 +249,67 @@ class NoiseModel:
         """
         return ar_autocorrelation(np.asarray(self.coefficients, dtype=np.float64), lags)
 
-    def whitening(self, run_lengths: tuple[int, ...]) -> np.ndarray | None:
-        """The whitening matrix W (frames, frames): block-diagonal by run, ``W Σ Wᵀ = I`` up to a scale.
-
-        Each block is the inverse Cholesky factor of the run's AR(p) correlation matrix (lower
-        triangular: every frame depends only on itself and the frames before it). None for ``ols``.
+    @classmethod
+    def estimate(
+        cls,
+        resid: np.ndarray,
+        projector: np.ndarray,
+        run_lengths: tuple[int, ...],
+        *,
+        option: str,
+        units: int,
+        order: int = 1,
+        **options: Any,
+    ) -> NoiseModel:
+        """The AR(``order``) model of the residuals' pooled autocorrelation, corrected for the projection.
 
         Parameters
         ----------
+        resid : ndarray, shape (units, frames)
+            Pooled residuals.
+        projector : ndarray, shape (frames, frames)
+            The projection they went through.
         run_lengths : tuple of int
-            Frames per run, in order.
+            Frames per run.
+        option : str
+            The entry's name.
+        units : int
+            Units pooled.
+        order : int
+            The autoregressive order (the entry's ``order`` option).
+        **options
+            None other.
 
         Returns
         -------
-        ndarray or None
+        NoiseModel
         """
-        if not self.coefficients:
-            return None
-        total = sum(run_lengths)
-        out = np.zeros((total, total))
-        start = 0
-        for n in run_lengths:
-            chol, _ = cho_factor(toeplitz(self.autocorrelation(n)), lower=True)
-            lower = np.tril(chol)
-            out[start : start + n, start : start + n] = solve_triangular(lower, np.eye(n), lower=True)
-            start += n
-        return out
+        if options:
+            raise ValueError(f"noise model {option!r}: unknown options {sorted(options)}")
+        observed = pooled_autocorrelation(resid, run_lengths, order + 1)
+        phi = corrected_coefficients(observed, projector, run_lengths)
+        return cls(option, tuple(float(c) for c in phi), units)
+
+    @property
+    def white(self) -> bool:
+        """Whether the model is white noise: no coefficients (``ols``)."""
+        return not self.coefficients
+
+    def run_covariance(self, run: int, n: int) -> np.ndarray:
+        """The AR(p) correlation matrix of a run of ``n`` frames (the same for every run).
+
+        Parameters
+        ----------
+        run : int
+            The run's index (unused: stationary noise).
+        n : int
+            Its frames.
+
+        Returns
+        -------
+        ndarray, shape (n, n)
+        """
+        return toeplitz(self.autocorrelation(n))
 
     def describe(self) -> dict[str, object]:
         """The record written into sidecars.

@@ -33,14 +33,13 @@ backend all carry them as they are.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
 import keras
 import numpy as np
 from keras import ops
 
-from prfmap.engine import kernels
+from prfmap.engine import catalog, kernels
 from prfmap.engine.backend import loops_compiled
 from prfmap.engine.backend.ops import at_least, tensor, to_numpy
 from prfmap.engine.batching import MIN_BATCH, RunContext, batch_size, compiled, pad, padded_size, run_batches
@@ -64,6 +63,47 @@ class Data(NamedTuple):
     upper: Tensor
     eccentricity: Tensor  # () largest distance of the centre (columns 0, 1) from fixation
     max_steps: Tensor | None = None  # () LM: steps a unit may take in all (``LMState.steps``); None: no cap
+
+    @classmethod
+    def of(
+        cls,
+        prob: Problem,
+        y: np.ndarray | None,
+        free: np.ndarray,
+        bounds: Bounds,
+        max_steps: int | None = None,
+    ) -> Data:
+        """The solvers' data of a fit, as tensors of its dtype: the one way to build it.
+
+        Parameters
+        ----------
+        prob : Problem
+            The fit's tensors (its stimulus, HRF, nuisance basis and dtype).
+        y : ndarray, shape (batch, frames), or None
+            Projected time courses of a batch; None where each batch fills it in (``_replace``).
+        free : ndarray, shape (K,)
+            1 for each fitted internal parameter.
+        bounds : Bounds
+            Where every step is projected.
+        max_steps : int, optional
+            Steps a unit may take in all (a streamed refinement); None: no cap.
+
+        Returns
+        -------
+        Data
+        """
+        dtype = prob.dtype
+        return cls(
+            None if y is None else tensor(y, dtype),
+            tensor(free, dtype),
+            prob.stim,
+            prob.hrf_t,
+            prob.q,
+            tensor(bounds.lower, dtype),
+            tensor(bounds.upper, dtype),
+            tensor(bounds.eccentricity, dtype),
+            None if max_steps is None else tensor(np.asarray(max_steps), dtype),
+        )
 
 
 def project(u: Tensor, data: Data) -> Tensor:
@@ -313,11 +353,7 @@ def solver_class(spec: Any) -> type:
     -------
     type
     """
-    found = spec.solver
-    if isinstance(found, str):
-        module, _, name = found.partition(":")
-        found = getattr(importlib.import_module(module), name)
-    return found
+    return catalog.import_path(spec.solver)
 
 
 def refine_units(
@@ -365,10 +401,9 @@ def refine_units(
     u, carry = clip(u0, bounds), solver.initial_carry(len(u0))
     if max_iter <= 0:
         return u, np.ones(len(u0), dtype=bool), [0, 0]
-    limits = (tensor(bounds.lower, dtype), tensor(bounds.upper, dtype), tensor(bounds.eccentricity, dtype))
+    fixed = Data.of(prob, None, free, bounds)
     still = np.ones(len(u0), dtype=bool)
     iterations = [0, 0]
-    free_t = tensor(free, dtype)
     # one batch shape for every round, so each loop is compiled once
     batch = min(batch_size(prob, run.mem_gb, u0.shape[1]) // solver.copies or MIN_BATCH, padded_size(len(u0)))
     round_length = min(solver.round_length or max_iter, max_iter)
@@ -379,7 +414,7 @@ def refine_units(
 
         def one_batch(start: int, stop: int, size: int, todo: np.ndarray = todo, done: int = done) -> None:
             rows, k = todo[start:stop], stop - start
-            data = Data(tensor(pad(y[rows], size), dtype), free_t, prob.stim, prob.hrf_t, prob.q, *limits)
+            data = fixed._replace(y=tensor(pad(y[rows], size), dtype))
             state, steps = iterate(
                 solver,
                 tensor(pad(u[rows], size), dtype),

@@ -206,17 +206,7 @@ def refine_streaming(
     u_out, moving = clip(u0.copy(), bounds), np.zeros(n, dtype=bool)
     slots = slot_size(n, batch_size(prob, run.mem_gb, k) // solver.copies)
     iterations, finished = [0, 0], np.zeros(n, dtype=bool)
-    dtype = prob.dtype
-    limits = (tensor(bounds.lower, dtype), tensor(bounds.upper, dtype), tensor(bounds.eccentricity, dtype))
-    data = Data(
-        None,
-        tensor(free, dtype),
-        prob.stim,
-        prob.hrf_t,
-        prob.q,
-        *limits,
-        max_steps=tensor(np.asarray(max_iter), dtype),
-    )
+    data = Data.of(prob, None, free, bounds, max_steps=max_iter)
     while not finished.all():
         try:
             _run_stream(solver, prob, (u_out, moving, finished, iterations), y, data, slots, max_iter, run)
