@@ -164,8 +164,13 @@ class FitCache:
     ) -> Problem:
         """:func:`make_problem`'s problem, built once for the same ``stim`` and ``nuisance`` objects.
 
-        The parameters are :func:`make_problem`'s; the model is the one problem that differs between
-        the fits of different models of a design.
+        Parameters
+        ----------
+        model : PRFModel
+            The model: the one part of a problem that differs between the fits of different models
+            of a design (the tensors are shared).
+        stim, tr, n_bases, nuisance, dtype, slice_time_ref, hrf
+            As :func:`make_problem`'s.
 
         Returns
         -------
