@@ -29,7 +29,6 @@ from prfmap.engine.solvers import Data, Solution, Solver, project
 class SaturatingModel(GaussModel):
     """A toy fifth model: the Gaussian response saturates, ``s / (1 + k·s)`` with ``k`` > 0."""
 
-    name = "toysat"
     params = GaussModel.params + (Param("saturation", "exp", 0.5),)
 
     def neural(self, theta, stim, jacobian):
@@ -77,7 +76,6 @@ class StudentModel(PRFModel):
     ν grows; its own kernel over the stimulated pixels and its own analytic Jacobian.
     """
 
-    name = "toystudent"
     params = (
         Param("x", "identity", 0.0),
         Param("y", "identity", 0.0),

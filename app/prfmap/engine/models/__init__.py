@@ -33,6 +33,9 @@ class Bounds(NamedTuple):
 class PRFModel:
     """Base class: a named model with internal parameters and a neural response.
 
+    Its ``name`` is its catalogue entry's, set on the instance :func:`get_model` makes (one per
+    entry); a class states its parameters, the entry states what they are.
+
     A model with parameters beyond the Gaussian's ``x, y, sigma`` lists in ``seed_grid`` the values of
     those extras (internal names) tried for each unit around its Gaussian grid start (the seed search of
     ``fit_prf``); a ``sigma`` entry multiplies the unit's Gaussian size.
@@ -338,11 +341,12 @@ def get_model(name: str) -> PRFModel:
     model = _INSTANCES.get(name)
     if type(model) is not cls:
         model = cls()
+        model.name = spec.name
         reported = reported_parameters(model)
-        if model.name != name or reported != spec.parameters:
+        if reported != spec.parameters:
             raise ValueError(
-                f"model {name!r}: {cls.__name__} (name {model.name!r}) reports {reported}, its catalogue "
-                f"entry lists {spec.parameters}"
+                f"model {name!r}: {cls.__name__} reports {reported}, its catalogue entry lists "
+                f"{spec.parameters}"
             )
         _INSTANCES[name] = model
     return model

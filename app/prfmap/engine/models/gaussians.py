@@ -64,7 +64,6 @@ def _sized_responses(x: Any, y: Any, sigma: Any, sizes: Any, which: Any, stim: S
 class GaussModel(PRFModel):
     """Isotropic 2-D Gaussian pRF (Dumoulin & Wandell 2008)."""
 
-    name = "gauss"
     params = (Param("x", "identity", 0.0), Param("y", "identity", 0.0), Param("sigma", "exp", 1.0))
     gaussian_at: Mapping[str, float] = {}
     """The extras' values at which the model's response is the Gaussian's (:meth:`as_gaussian`)."""
@@ -84,7 +83,6 @@ class GaussModel(PRFModel):
 class CSSModel(GaussModel):
     """Compressive spatial summation (Kay et al. 2013): the Gaussian response to the power n ≤ 1."""
 
-    name = "css"
     params = GaussModel.params + (Param("n", "sigmoid", 0.5),)
     gaussian_at = {"n": 1.0}
     seed_grid = {
@@ -176,7 +174,6 @@ class TwoGaussianModel(GaussModel):
 class DoGModel(TwoGaussianModel):
     """Difference of Gaussians: centre minus a wider surround of relative amplitude ``ratio``."""
 
-    name = "dog"
     second_size = "surround_scale"
     params = GaussModel.params + (Param("surround_scale", "scale", 3.0), Param("surround_ratio", "exp", 0.1))
     gaussian_at = {"surround_ratio": 0.0}
@@ -258,7 +255,6 @@ class DNModel(TwoGaussianModel):
     is fixed at 1 by default; internally ``b`` is stored relative to the amplitude ``a``.
     """
 
-    name = "dn"
     second_size = "norm_scale"
     params = GaussModel.params + (
         Param("norm_scale", "scale", 3.0),
