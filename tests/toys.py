@@ -23,7 +23,7 @@ from prfmap.engine.models import PRFModel
 from prfmap.engine.models.gaussians import GaussModel
 from prfmap.engine.models.transforms import MAX_SCALE, Param
 from prfmap.engine.noise import BaseNoiseModel, pooled_autocorrelation
-from prfmap.engine.solvers import Data, Solution, Solver, project
+from prfmap.engine.solvers import Data, Solution, Solver, clamp
 
 
 class SaturatingModel(GaussModel):
@@ -169,7 +169,7 @@ class ScaledGradient(Solver[ScaledGradientState]):
 
     def step(self, state: ScaledGradientState, data: Data) -> ScaledGradientState:
         move = state.step[:, None] * ops.cast(state.active, state.u.dtype)[:, None] * data.free[None]
-        u_new = project(state.u - move * state.gradient / state.scale, data)
+        u_new = clamp(state.u - move * state.gradient / state.scale, data)
         cost, gradient, scale = self._evaluate(u_new, data)
         accept = state.active & (cost < state.cost) & ops.isfinite(cost)
         rel = (state.cost - cost) / at_least(state.cost, kernels.TINY)

@@ -27,7 +27,7 @@ from prfmap.engine.fit.stages import RefinePlan
 from prfmap.engine.models import get_model
 from prfmap.engine.noise import OLS, BaseNoiseModel, noise_class
 from prfmap.engine.problem import make_problem, project_units
-from prfmap.engine.solvers import Data, Solver, clip, solver_class
+from prfmap.engine.solvers import Data, Solver, clamp_host, solver_class
 from prfmap.engine.solvers.levenberg_marquardt import LevenbergMarquardt
 
 pytestmark = pytest.mark.backend
@@ -179,7 +179,7 @@ def _refined_path(refiner: str, stim) -> tuple[list[np.ndarray], list[np.ndarray
     start = {**truth, "x": truth["x"] + 1.0, "y": truth["y"] - 0.8, "sigma": truth["sigma"] * 1.4}
     start["x"][0] = 12.0  # outside the allowed disc: the first projection brings it in
     bounds = model.bounds(stim.scales)
-    u = clip(model.internal(model.from_report(start)), bounds)
+    u = clamp_host(model.internal(model.from_report(start)), bounds)
     solver = RefinePlan(catalog.get_refiner(refiner), 1.0).solver(prob)
     free = np.ones(u.shape[1])
     batch = Data.of(prob, y, free, bounds)

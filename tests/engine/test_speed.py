@@ -15,7 +15,7 @@ from prfmap.engine.backend import get_backend
 from prfmap.engine.backend.ops import spd_solve, tensor, to_numpy
 from prfmap.engine.batching import RunContext
 from prfmap.engine.fit import search
-from prfmap.engine.fit.search import best_grid_points, grid_predictions
+from prfmap.engine.fit.search import best_grid_points, unit_grid_predictions
 from prfmap.engine.hrf import convolution_matrices, hrf_kernels
 from prfmap.engine.models import get_model
 from prfmap.engine.problem import make_problem, project_units
@@ -96,7 +96,7 @@ def test_grid_scored_over_distinct_frames_gives_the_frames_scores(dense):
     def scores() -> tuple[np.ndarray, np.ndarray]:
         prob = make_problem(model, stim, TR, 1, None, "float64", 0.5)
         units = project_units(prob, data)
-        return best_grid_points(prob, units.y, grid_predictions(prob, theta, 1.0), 1.0, None)
+        return best_grid_points(prob, units.y, unit_grid_predictions(prob, theta, 1.0), 1.0, None)
 
     index, corr = scores()
     dense()

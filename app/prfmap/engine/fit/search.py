@@ -59,7 +59,7 @@ def folded(prob: Problem) -> bool:
     return prob.stim[0].shape[1] < prob.frames
 
 
-def grid_predictions(prob: Problem, theta_grid: np.ndarray, mem_gb: float) -> np.ndarray:
+def unit_grid_predictions(prob: Problem, theta_grid: np.ndarray, mem_gb: float) -> np.ndarray:
     """Unit-norm projected predictions of natural parameters ``theta_grid`` (grid, K).
 
     Where the grid is :func:`folded`, their neural responses (grid, distinct) scaled alike. Kept in
@@ -207,7 +207,7 @@ def grid_search(
         Seconds of ``grid_predictions`` and ``grid_scoring``.
     """
     t0 = time.perf_counter()
-    grid_unit = grid_predictions(prob, theta_grid, mem_gb)
+    grid_unit = unit_grid_predictions(prob, theta_grid, mem_gb)
     timings = {"grid_predictions": time.perf_counter() - t0}
     t0 = time.perf_counter()
     best_idx, best = best_grid_points(prob, y_proj, grid_unit, mem_gb, progress)

@@ -18,7 +18,7 @@ from prfmap.engine.stimulus import StimulusTensors
 TINY = 1e-20
 
 
-def project(t: Any, q: Any) -> Any:
+def project_out(t: Any, q: Any) -> Any:
     """Remove from time courses ``t`` (..., frames) their projection on orthonormal columns ``q``.
 
     Parameters
@@ -159,7 +159,7 @@ def vp_cost(model: PRFModel, u: Any, y: Any, stim: StimulusTensors, hrf_t: Any, 
     """
     theta, _ = model.natural(u)
     neural = model.neural(theta, stim, jacobian=False)
-    a = ops.transpose(project(hrf_regressors(neural, hrf_t)[0], q), (1, 0, 2))
+    a = ops.transpose(project_out(hrf_regressors(neural, hrf_t)[0], q), (1, 0, 2))
     beta, _ = linear_fit(a, y)
     resid = y - ops.sum(beta[:, :, None] * a, axis=1)
     return ops.sum(resid * resid, axis=1)
@@ -200,7 +200,7 @@ def _vp_linearised(
     neural = ops.concatenate(
         [neural[:1], neural[1:] * ops.transpose(dtheta * free[None])[:, :, None]], axis=0
     )
-    regs = project(hrf_regressors(neural, hrf_t), q)  # (1 + K, L, units, frames)
+    regs = project_out(hrf_regressors(neural, hrf_t), q)  # (1 + K, L, units, frames)
     a = ops.transpose(regs[0], (1, 0, 2))  # (units, L, frames)
     da = ops.transpose(regs[1:], (2, 0, 1, 3))  # (units, K, L, frames)
     beta, gram = linear_fit(a, y)
@@ -273,7 +273,7 @@ def vp_information(
     fit = ops.sum(beta[:, :, None] * a, axis=1)
     changes = []
     for s in range(int(ops.shape(hrf_alt)[0])):
-        alt = ops.transpose(project(hrf_regressors(neural[:1], hrf_alt[s])[0], q), (1, 0, 2))
+        alt = ops.transpose(project_out(hrf_regressors(neural[:1], hrf_alt[s])[0], q), (1, 0, 2))
         changes.append(ops.sum(beta[:, :, None] * alt, axis=1) - fit)
     if changes:
         cross = matmul(jac, ops.transpose(ops.stack(changes, axis=1), (0, 2, 1)))
@@ -302,7 +302,7 @@ def finalize(model, u, y, y_raw, stim, hrf_t, q):
     theta, _ = model.natural(u)
     neural = model.neural(theta, stim, jacobian=False)
     raw = ops.transpose(hrf_regressors(neural, hrf_t)[0], (1, 0, 2))
-    a = project(raw, q)
+    a = project_out(raw, q)
     beta, gram = linear_fit(a, y)
     beta = capped_amplitude(beta, gram, catalog.PARAMETERS["amplitude"].bound.resolve()[1])
     fit_proj = ops.sum(beta[:, :, None] * a, axis=1)
@@ -344,7 +344,7 @@ def unit_norm_predictions(neural: Any, hrf_t: Any, q: Any) -> Any:
     -------
     tensor, shape (N, frames)
     """
-    pred = project(matmul(neural, hrf_t[0]), q)
+    pred = project_out(matmul(neural, hrf_t[0]), q)
     norm = ops.sqrt(ops.sum(pred * pred, axis=1, keepdims=True))
     return ops.where(norm > 1e-12, pred / at_least(norm, 1e-12), 0.0)
 
@@ -373,7 +373,7 @@ def grid_responses(model: PRFModel, theta: Any, stim: StimulusTensors, hrf_t: An
     tensor, shape (grid, distinct)
     """
     neural = model.neural(theta, stim, jacobian=False)[0]
-    pred = project(matmul(neural, hrf_t[0]), q)
+    pred = project_out(matmul(neural, hrf_t[0]), q)
     norm = ops.sqrt(ops.sum(pred * pred, axis=1, keepdims=True))
     return ops.where(norm > 1e-12, neural / at_least(norm, 1e-12), 0.0)
 

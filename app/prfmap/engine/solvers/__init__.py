@@ -106,7 +106,7 @@ class Data(NamedTuple):
         )
 
 
-def project(u: Tensor, data: Data) -> Tensor:
+def clamp(u: Tensor, data: Data) -> Tensor:
     """Internal parameters clipped into the bounds, the centre into the allowed disc.
 
     Parameters
@@ -321,8 +321,8 @@ def iterate(solver: Solver, u: Any, data: Data, carry: tuple = (), max_steps: in
     return state, steps
 
 
-def clip(u: np.ndarray, bounds: Bounds) -> np.ndarray:
-    """:func:`project` in numpy: ``u`` (units, K) inside ``bounds``.
+def clamp_host(u: np.ndarray, bounds: Bounds) -> np.ndarray:
+    """:func:`clamp` in numpy: ``u`` (units, K) inside ``bounds``.
 
     Parameters
     ----------
@@ -398,7 +398,7 @@ def refine_units(
         The most steps any unit took, and the unit-steps computed (padding included).
     """
     dtype = prob.dtype
-    u, carry = clip(u0, bounds), solver.initial_carry(len(u0))
+    u, carry = clamp_host(u0, bounds), solver.initial_carry(len(u0))
     if max_iter <= 0:
         return u, np.ones(len(u0), dtype=bool), [0, 0]
     fixed = Data.of(prob, None, free, bounds)

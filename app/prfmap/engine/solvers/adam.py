@@ -12,7 +12,7 @@ from keras import ops
 from prfmap.engine import kernels
 from prfmap.engine.backend import get_backend
 from prfmap.engine.models import PRFModel
-from prfmap.engine.solvers import Data, Solution, Solver, Tensor, project
+from prfmap.engine.solvers import Data, Solution, Solver, Tensor, clamp
 
 
 class AdamState(NamedTuple):
@@ -118,7 +118,7 @@ class Adam(Solver[AdamState]):
         (_, cost), grad = self._grad(state.u, data.y, data.stim, data.hrf_t, data.q)
         grad = ops.where(ops.isfinite(grad), grad, 0.0) * data.free[None]
         u, m, v = self.update(state.u, state.m, state.v, state.steps, grad)
-        u = project(u, data)
+        u = clamp(u, data)
         improved = cost < state.best * (1.0 - self.tol)
         stall = ops.where(improved, 0.0, state.stall + 1.0)
         return AdamState(

@@ -11,7 +11,7 @@ from keras import ops
 from prfmap.engine import kernels
 from prfmap.engine.backend.ops import at_least, spd_solve, tensor
 from prfmap.engine.models import PRFModel
-from prfmap.engine.solvers import Data, Solution, Solver, Tensor, project
+from prfmap.engine.solvers import Data, Solution, Solver, Tensor, clamp
 
 
 class LMState(NamedTuple):
@@ -116,7 +116,7 @@ class LevenbergMarquardt(Solver[LMState]):
         delta = (
             -spd_solve(system, jte[:, :, None])[:, :, 0] * data.free[None] * ops.cast(move, u.dtype)[:, None]
         )
-        u_new = project(u + delta, data)
+        u_new = clamp(u + delta, data)
         cost_new, jtj_new, jte_new = kernels.vp_normal_equations(
             self.model, u_new, data.y, data.free, data.stim, data.hrf_t, data.q
         )

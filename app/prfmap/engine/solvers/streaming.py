@@ -29,7 +29,7 @@ from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.batching import MIN_BATCH, RunContext, batch_size, compiled, pad, padded_size
 from prfmap.engine.models import Bounds
 from prfmap.engine.problem import Problem
-from prfmap.engine.solvers import Data, Solver, clip
+from prfmap.engine.solvers import Data, Solver, clamp_host
 
 REFILL_STEPS = 4
 """Steps between refills of the slots."""
@@ -203,7 +203,7 @@ def refine_streaming(
         The most steps any unit took, and the unit-steps computed (idle slots included).
     """
     n, k = u0.shape
-    u_out, moving = clip(u0.copy(), bounds), np.zeros(n, dtype=bool)
+    u_out, moving = clamp_host(u0.copy(), bounds), np.zeros(n, dtype=bool)
     slots = slot_size(n, batch_size(prob, run.mem_gb, k) // solver.copies)
     iterations, finished = [0, 0], np.zeros(n, dtype=bool)
     data = Data.of(prob, None, free, bounds, max_steps=max_iter)
