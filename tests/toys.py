@@ -21,7 +21,7 @@ from prfmap.engine import catalog, kernels
 from prfmap.engine.backend.ops import at_least, matmul
 from prfmap.engine.models import PRFModel
 from prfmap.engine.models.gaussians import GaussModel
-from prfmap.engine.models.transforms import MAX_SCALE, Param
+from prfmap.engine.models.transforms import MAX_SCALE, InternalParameter
 from prfmap.engine.noise import BaseNoiseModel, pooled_autocorrelation
 from prfmap.engine.solvers import Data, Solution, Solver, clamp
 
@@ -29,7 +29,7 @@ from prfmap.engine.solvers import Data, Solution, Solver, clamp
 class SaturatingModel(GaussModel):
     """A toy fifth model: the Gaussian response saturates, ``s / (1 + k·s)`` with ``k`` > 0."""
 
-    params = GaussModel.params + (Param("saturation", "exp", 0.5),)
+    params = GaussModel.params + (InternalParameter("saturation", "exp", 0.5),)
 
     def neural(self, theta, stim, jacobian):
         s = super().neural(theta, stim, jacobian)
@@ -77,10 +77,10 @@ class StudentModel(PRFModel):
     """
 
     params = (
-        Param("x", "identity", 0.0),
-        Param("y", "identity", 0.0),
-        Param("sigma", "exp", 1.0),
-        Param("tail", "scale", 3.0),
+        InternalParameter("x", "identity", 0.0),
+        InternalParameter("y", "identity", 0.0),
+        InternalParameter("sigma", "exp", 1.0),
+        InternalParameter("tail", "scale", 3.0),
     )
 
     def neural(self, theta, stim, jacobian):

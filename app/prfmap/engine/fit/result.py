@@ -15,8 +15,8 @@ from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.batching import batch_size, compiled, pad, run_batches
 from prfmap.engine.catalog.settings import FitSettings
 from prfmap.engine.fit.uncertainty import Uncertainty
-from prfmap.engine.models import Bounds, PRFModel
-from prfmap.engine.models.transforms import Param, natural_values, saturated, transform_of
+from prfmap.engine.models import InternalBounds, PRFModel
+from prfmap.engine.models.transforms import InternalParameter, natural_values, saturated, transform_of
 from prfmap.engine.problem import Problem, Units
 
 __all__ = [
@@ -229,10 +229,10 @@ def checked_fit(
     u: np.ndarray,
     u_start: np.ndarray,
     index: np.ndarray,
-    bounds: Bounds,
+    bounds: InternalBounds,
     free: np.ndarray,
     flags: Mapping[str, np.ndarray],
-    params: Sequence[Param],
+    params: Sequence[InternalParameter],
 ) -> CheckedFit:
     """``final(u)``, with the unit's start instead where the refinement left the valid range.
 
@@ -246,13 +246,13 @@ def checked_fit(
     Refined and starting (grid point or seed) internal parameters of the fitted units.
     index : ndarray of int
     Which units of the data they are.
-    bounds : Bounds
+    bounds : InternalBounds
     The refinement's bounds.
     free : ndarray, shape (K,)
     1 for each fitted internal parameter.
     flags : mapping
     The refinement's per-unit flags (``refined``, ``not_converged``, ``grid_only``).
-    params : sequence of Param
+    params : sequence of InternalParameter
     The model's internal parameters (their names, in column order): one whose range transform reached its end
     (:func:`~prfmap.engine.models.transforms.saturated`) is on a bound too.
 
@@ -422,7 +422,7 @@ BOUND_TOLERANCE = 1e-4
 
 
 def _bound_flags(
-    u: np.ndarray, bounds: Bounds, free: np.ndarray, names: tuple[str, ...]
+    u: np.ndarray, bounds: InternalBounds, free: np.ndarray, names: tuple[str, ...]
 ) -> dict[str, np.ndarray]:
     """Per unit.
 
@@ -444,13 +444,13 @@ def _bound_flags(
     return {"at_bound": near.any(axis=(0, 2)) | edge, "size_at_floor": floor}
 
 
-def _natural_limits(param: Param, bounds: Bounds, k: int) -> tuple[float, float]:
+def _natural_limits(param: InternalParameter, bounds: InternalBounds, k: int) -> tuple[float, float]:
     """Natural values of parameter ``k``'s bounds (12 digits: exp(log(100)) is 100.00000000000004)."""
     return transform_of(param).natural_limits(bounds.lower[k], bounds.upper[k])
 
 
 def _within_bounds(
-    reported: Mapping[str, np.ndarray], params: Sequence[Param], bounds: Bounds
+    reported: Mapping[str, np.ndarray], params: Sequence[InternalParameter], bounds: InternalBounds
 ) -> dict[str, np.ndarray]:
     """``reported`` with each parameter the optimisers move directly held inside its natural bounds.
 
@@ -479,14 +479,14 @@ def _status(fitted: np.ndarray, index: np.ndarray, flags: Mapping[str, np.ndarra
     return status.astype(np.float64)
 
 
-def bounds_record(model: PRFModel, bounds: Bounds, free: np.ndarray) -> dict[str, Any]:
+def bounds_record(model: PRFModel, bounds: InternalBounds, free: np.ndarray) -> dict[str, Any]:
     """The natural-unit bounds the refinement held each fitted parameter in, for the sidecars.
 
     Parameters
     ----------
     model : PRFModel
         The model.
-    bounds : Bounds
+    bounds : InternalBounds
         Internal bounds.
     free : ndarray, shape (K,)
         1 for each fitted parameter.

@@ -18,7 +18,7 @@ from prfmap.engine import catalog
 from prfmap.engine.batching import ProgressFn, RunContext
 from prfmap.engine.fit.grid import grid_theta
 from prfmap.engine.fit.search import grid_search, seed_search
-from prfmap.engine.models import Bounds, PRFModel, free_mask, get_model
+from prfmap.engine.models import InternalBounds, PRFModel, free_mask, get_model
 from prfmap.engine.models.transforms import natural_values
 from prfmap.engine.problem import Problem
 from prfmap.engine.solvers import Solver, refine_units, solver_class, streaming
@@ -313,7 +313,7 @@ def refine(
     y: np.ndarray,
     grid_corr: np.ndarray,
     free: np.ndarray,
-    bounds: Bounds,
+    bounds: InternalBounds,
     progress: ProgressFn | None,
 ) -> Refined:
     """Refine, within ``bounds``, the units whose grid fit explains ``plan.refine_r2_min``.
@@ -332,7 +332,7 @@ def refine(
         Each unit's grid correlation (its square is the grid's r²).
     free : ndarray, shape (K,)
         1 for each fitted, 0 for each fixed internal parameter.
-    bounds : Bounds
+    bounds : InternalBounds
         Where the refinement keeps the parameters.
     progress : callable, optional
         ``progress(stage, done, total)``.

@@ -22,7 +22,7 @@ from prfmap.engine import catalog, kernels
 from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.batching import batch_size, compiled, pad, run_batches
 from prfmap.engine.catalog import CENTRE_SE_LIMIT, SIGMA_WIDTH_LIMIT
-from prfmap.engine.models.transforms import Param, natural_values, saturated, transform_of
+from prfmap.engine.models.transforms import InternalParameter, natural_values, saturated, transform_of
 from prfmap.engine.problem import Problem, Units
 
 __all__ = ["Z95", "Uncertainty", "doubtful_uncertainty", "laplace_uncertainty"]
@@ -137,7 +137,7 @@ def laplace_uncertainty(
 def _at_range_ends(
     out: Uncertainty,
     evaluate: Callable[[np.ndarray, np.ndarray | None], Uncertainty],
-    params: Sequence[Param],
+    params: Sequence[InternalParameter],
     index: np.ndarray,
     u: np.ndarray,
     free: np.ndarray,

@@ -18,11 +18,11 @@ import numpy as np
 from keras import ops
 
 from prfmap.engine import catalog
-from prfmap.engine.models.transforms import Param, transform_of
+from prfmap.engine.models.transforms import InternalParameter, transform_of
 from prfmap.engine.stimulus import StimulusTensors
 
 
-class Bounds(NamedTuple):
+class InternalBounds(NamedTuple):
     """Where a refinement keeps each unit's internal parameters."""
 
     lower: np.ndarray  # (K,) internal values; -inf where unbounded
@@ -42,7 +42,7 @@ class PRFModel:
     """
 
     name: str = ""
-    params: tuple[Param, ...] = ()
+    params: tuple[InternalParameter, ...] = ()
     seed_grid: Mapping[str, tuple[float, ...]] = {}
 
     @property
@@ -82,7 +82,7 @@ class PRFModel:
         """
         return np.stack([transform_of(p).internal(theta[:, k]) for k, p in enumerate(self.params)], axis=1)
 
-    def bounds(self, scales: Mapping[str, float]) -> Bounds:
+    def bounds(self, scales: Mapping[str, float]) -> InternalBounds:
         """The bounds of the internal parameters for a stimulus of ``scales``.
 
         The catalogue's bounds of the parameters the optimisers move directly (``identity`` and
@@ -97,14 +97,14 @@ class PRFModel:
 
         Returns
         -------
-        Bounds
+        InternalBounds
         """
         low, high = np.full(len(self.params), -np.inf), np.full(len(self.params), np.inf)
         for k, p in enumerate(self.params):
             transform = transform_of(p)
             if transform.held_by_bounds and p.name in catalog.PARAMETERS:
                 low[k], high[k] = transform.internal_limits(*catalog.PARAMETERS[p.name].bound.resolve(scales))
-        return Bounds(low, high, float(catalog.PARAMETERS["eccentricity"].bound.resolve(scales)[1]))
+        return InternalBounds(low, high, float(catalog.PARAMETERS["eccentricity"].bound.resolve(scales)[1]))
 
     def neural(self, theta: Any, stim: StimulusTensors, jacobian: bool) -> Any:
         """Neural time course (1 + K if jacobian, units, frames): response, then d/d theta_k.

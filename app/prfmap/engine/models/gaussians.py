@@ -14,7 +14,7 @@ from keras import ops
 
 from prfmap.engine.backend.ops import at_least, matmul
 from prfmap.engine.models import PRFModel
-from prfmap.engine.models.transforms import EPS, Param
+from prfmap.engine.models.transforms import EPS, InternalParameter
 from prfmap.engine.stimulus import StimulusTensors
 
 
@@ -64,7 +64,11 @@ def _sized_responses(x: Any, y: Any, sigma: Any, sizes: Any, which: Any, stim: S
 class GaussModel(PRFModel):
     """Isotropic 2-D Gaussian pRF (Dumoulin & Wandell 2008)."""
 
-    params = (Param("x", "identity", 0.0), Param("y", "identity", 0.0), Param("sigma", "exp", 1.0))
+    params = (
+        InternalParameter("x", "identity", 0.0),
+        InternalParameter("y", "identity", 0.0),
+        InternalParameter("sigma", "exp", 1.0),
+    )
     gaussian_at: Mapping[str, float] = {}
     """The extras' values at which the model's response is the Gaussian's (:meth:`as_gaussian`)."""
 
@@ -83,7 +87,7 @@ class GaussModel(PRFModel):
 class CSSModel(GaussModel):
     """Compressive spatial summation (Kay et al. 2013): the Gaussian response to the power n ≤ 1."""
 
-    params = GaussModel.params + (Param("n", "sigmoid", 0.5),)
+    params = GaussModel.params + (InternalParameter("n", "sigmoid", 0.5),)
     gaussian_at = {"n": 1.0}
     seed_grid = {
         "n": (0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),  # 1: the Gaussian, a dead end
@@ -175,7 +179,10 @@ class DoGModel(TwoGaussianModel):
     """Difference of Gaussians: centre minus a wider surround of relative amplitude ``ratio``."""
 
     second_size = "surround_scale"
-    params = GaussModel.params + (Param("surround_scale", "scale", 3.0), Param("surround_ratio", "exp", 0.1))
+    params = GaussModel.params + (
+        InternalParameter("surround_scale", "scale", 3.0),
+        InternalParameter("surround_ratio", "exp", 0.1),
+    )
     gaussian_at = {"surround_ratio": 0.0}
     seed_grid = {
         "surround_scale": (1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0),
@@ -257,10 +264,10 @@ class DNModel(TwoGaussianModel):
 
     second_size = "norm_scale"
     params = GaussModel.params + (
-        Param("norm_scale", "scale", 3.0),
-        Param("amplitude_norm", "exp", 1.0),
-        Param("activation_ratio", "exp", 0.5),
-        Param("baseline_norm", "exp", 1.0),
+        InternalParameter("norm_scale", "scale", 3.0),
+        InternalParameter("amplitude_norm", "exp", 1.0),
+        InternalParameter("activation_ratio", "exp", 0.5),
+        InternalParameter("baseline_norm", "exp", 1.0),
     )
     gaussian_at = {"amplitude_norm": 0.0}
     seed_grid = {

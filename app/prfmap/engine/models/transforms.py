@@ -1,6 +1,6 @@
 """How a model's internal (unconstrained) parameters map to natural values, and back.
 
-The optimisers move unconstrained values; each :class:`Param` names its transform, one of
+The optimisers move unconstrained values; each :class:`InternalParameter` names its transform, one of
 :data:`TRANSFORMS`: ``identity``, ``exp`` (> 0), ``scale`` (between 1 and :data:`MAX_SCALE`, for
 surround sizes) or ``sigmoid`` (in (0, 1)). A :class:`Transform` is the one place that knows its
 mapping both ways, on tensors and on the host, and how the catalogue's natural bounds of a parameter
@@ -26,7 +26,7 @@ LOGIT_LIMIT = 15.0  # |internal| of a sigmoid transform: its natural value stays
 
 
 @dataclass(frozen=True)
-class Param:
+class InternalParameter:
     """One internal (nonlinear) parameter: its name, bound transform and starting value."""
 
     name: str
@@ -175,15 +175,15 @@ class Range(Transform):
 TRANSFORMS: dict[str, Transform] = {
     t.name: t for t in (Transform(), Exp(), Range("scale", 1.0, MAX_SCALE), Range("sigmoid", 0.0, 1.0))
 }
-"""The transforms a :class:`Param` names."""
+"""The transforms a :class:`InternalParameter` names."""
 
 
-def transform_of(param: Param) -> Transform:
+def transform_of(param: InternalParameter) -> Transform:
     """The :class:`Transform` a parameter names.
 
     Parameters
     ----------
-    param : Param
+    param : InternalParameter
         A model's parameter.
 
     Returns
@@ -200,7 +200,7 @@ def transform_of(param: Param) -> Transform:
     return TRANSFORMS[param.transform]
 
 
-def saturated(params: Sequence[Param], u: np.ndarray) -> np.ndarray:
+def saturated(params: Sequence[InternalParameter], u: np.ndarray) -> np.ndarray:
     """Where a range transform (``sigmoid``, ``scale``) has reached the end of its range.
 
     Past ``|u| = LOGIT_LIMIT`` the natural value is its range's end (CSS's n at 1, a surround at its
@@ -208,7 +208,7 @@ def saturated(params: Sequence[Param], u: np.ndarray) -> np.ndarray:
 
     Parameters
     ----------
-    params : sequence of Param
+    params : sequence of InternalParameter
         The model's parameters (their transforms), one per column of ``u``.
     u : ndarray, shape (units, K)
         The units' internal parameters.
@@ -222,7 +222,7 @@ def saturated(params: Sequence[Param], u: np.ndarray) -> np.ndarray:
     return ranged[None, :] & (np.abs(np.asarray(u, dtype=np.float64)) >= LOGIT_LIMIT)
 
 
-def natural_values(params: Sequence[Param], u: np.ndarray) -> np.ndarray:
+def natural_values(params: Sequence[InternalParameter], u: np.ndarray) -> np.ndarray:
     """Natural values of internal parameters, on the host, as :meth:`Transform.natural` gives them.
 
     For the stages that need numbers, not tensors (issue 18: as eager backend operations, each of
@@ -230,7 +230,7 @@ def natural_values(params: Sequence[Param], u: np.ndarray) -> np.ndarray:
 
     Parameters
     ----------
-    params : sequence of Param
+    params : sequence of InternalParameter
         A model's parameters, in column order.
     u : ndarray, shape (units, K)
         Internal values.

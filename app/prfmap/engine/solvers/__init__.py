@@ -43,7 +43,7 @@ from prfmap.engine import catalog, kernels
 from prfmap.engine.backend import loops_compiled
 from prfmap.engine.backend.ops import at_least, tensor, to_numpy
 from prfmap.engine.batching import MIN_BATCH, RunContext, batch_size, compiled, pad, padded_size, run_batches
-from prfmap.engine.models import Bounds
+from prfmap.engine.models import InternalBounds
 from prfmap.engine.problem import Problem
 from prfmap.engine.stimulus import StimulusTensors
 
@@ -70,7 +70,7 @@ class Data(NamedTuple):
         prob: Problem,
         y: np.ndarray | None,
         free: np.ndarray,
-        bounds: Bounds,
+        bounds: InternalBounds,
         max_steps: int | None = None,
     ) -> Data:
         """The solvers' data of a fit, as tensors of its dtype: the one way to build it.
@@ -83,7 +83,7 @@ class Data(NamedTuple):
             Projected time courses of a batch; None where each batch fills it in (``_replace``).
         free : ndarray, shape (K,)
             1 for each fitted internal parameter.
-        bounds : Bounds
+        bounds : InternalBounds
             Where every step is projected.
         max_steps : int, optional
             Steps a unit may take in all (a streamed refinement); None: no cap.
@@ -321,14 +321,14 @@ def iterate(solver: Solver, u: Any, data: Data, carry: tuple = (), max_steps: in
     return state, steps
 
 
-def clamp_host(u: np.ndarray, bounds: Bounds) -> np.ndarray:
+def clamp_host(u: np.ndarray, bounds: InternalBounds) -> np.ndarray:
     """:func:`clamp` in numpy: ``u`` (units, K) inside ``bounds``.
 
     Parameters
     ----------
     u : ndarray, shape (units, K)
         Internal parameters.
-    bounds : Bounds
+    bounds : InternalBounds
         Where they must lie.
 
     Returns
@@ -362,7 +362,7 @@ def refine_units(
     u0: np.ndarray,
     y: np.ndarray,
     free: np.ndarray,
-    bounds: Bounds,
+    bounds: InternalBounds,
     max_iter: int,
     run: RunContext,
 ) -> tuple[np.ndarray, np.ndarray, list[int]]:
@@ -382,7 +382,7 @@ def refine_units(
         Projected data.
     free : ndarray, shape (K,)
         1 for each fitted internal parameter.
-    bounds : Bounds
+    bounds : InternalBounds
         Where every step is projected.
     max_iter : int
         Steps at most (0: none).

@@ -27,7 +27,7 @@ from keras import ops
 from prfmap.engine.backend import get_backend, loops_compiled
 from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.batching import MIN_BATCH, RunContext, batch_size, compiled, pad, padded_size
-from prfmap.engine.models import Bounds
+from prfmap.engine.models import InternalBounds
 from prfmap.engine.problem import Problem
 from prfmap.engine.solvers import Data, Solver, clamp_host
 
@@ -165,7 +165,7 @@ def refine_streaming(
     u0: np.ndarray,
     y: np.ndarray,
     free: np.ndarray,
-    bounds: Bounds,
+    bounds: InternalBounds,
     max_iter: int,
     run: RunContext,
 ) -> tuple[np.ndarray, np.ndarray, list[int]]:
@@ -185,7 +185,7 @@ def refine_streaming(
         The units' projected data.
     free : ndarray, shape (K,)
         1 for each fitted, 0 for each fixed internal parameter.
-    bounds : Bounds
+    bounds : InternalBounds
         Where every step is projected.
     max_iter : int
         Steps a unit may take.
