@@ -287,3 +287,11 @@ def test_no_new_long_parameter_lists() -> None:
     assert found == LONG_PARAMETER_LISTS, (
         f"shortened: drop {sorted(LONG_PARAMETER_LISTS - found)} from the list"
     )
+
+
+def test_the_engine_tests_mirror_the_engine_packages() -> None:
+    """Each folder of tests/engine/ is named for the engine package it tests."""
+    tests = Path(__file__).resolve().parent / "engine"
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and any(p.glob("test_*.py"))}
+    packages = {p.name for p in (PACKAGE / "engine").iterdir() if (p / "__init__.py").exists()}
+    assert folders and folders <= packages, sorted(folders - packages)

@@ -2,7 +2,7 @@
 
 Nothing else in prfmap knows them: :func:`registered` adds the four entries to the catalogue for the
 length of a test (``tests/test_extension_points.py`` runs a participant, its report and a Boutiques
-simulation with them; ``tests/engine/test_catalog.py`` fits the models on every backend;
+simulation with them; ``tests/engine/catalog/test_catalog.py`` fits the models on every backend;
 ``tests/engine/test_conformance.py`` holds them to the contracts' promises).
 """
 

@@ -15,7 +15,7 @@ from prfmap.engine import backend_info
 from prfmap.engine.backend import get_backend, select_backend
 from prfmap.errors import ExitCode, UsageError
 
-APP = str(Path(__file__).resolve().parents[2] / "app")
+APP = str(Path(__file__).resolve().parents[3] / "app")
 FRAMEWORKS = {"jax", "jaxlib", "torch", "tensorflow"}
 
 

@@ -10,7 +10,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-PINS = Path(__file__).resolve().parents[2] / "requirements" / "test.txt"
+PINS = Path(__file__).resolve().parents[3] / "requirements" / "test.txt"
 FRAMEWORKS = {"jax": ("jax", "jaxlib"), "torch": ("torch",), "tensorflow": ("tensorflow-cpu",)}
 
 

@@ -21,7 +21,7 @@ from prfmap.engine.fit.stages import RefinePlan
 from prfmap.engine.models import get_model, reported_parameters
 from prfmap.engine.solvers.levenberg_marquardt import LevenbergMarquardt
 
-APP = str(Path(__file__).resolve().parents[2] / "app")
+APP = str(Path(__file__).resolve().parents[3] / "app")
 
 
 @pytest.mark.parametrize("name", list(catalog.MODELS))
