@@ -13,7 +13,7 @@ from typing import Any
 from prfmap.engine.backend import get_backend, select_backend
 
 _LAZY = {
-    "FitResult": "prfmap.engine.fit.result",
+    "FitResult": "prfmap.engine.catalog.result",
     "fit_prf": "prfmap.engine.fit",
     "estimate_hrf": "prfmap.engine.estimate.hrf",
     "estimate_noise": "prfmap.engine.estimate.noise",

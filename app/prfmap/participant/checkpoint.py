@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from prfmap import __version__
-from prfmap.engine import FitCache, FitOptions, FitResult, Stimulus, backend_info, fit_prf
+from prfmap.engine import FitOptions, FitResult, Stimulus, backend_info
+from prfmap.engine.catalog.result import Uncertainty
 from prfmap.engine.catalog.settings import FitSettings
-from prfmap.engine.fit.uncertainty import Uncertainty
 from prfmap.engine.options import array_digest, jsonable
 from prfmap.io.atomic import atomic_path, write_text_atomic
 from prfmap.runtime.signals import check_stop
@@ -238,6 +238,9 @@ def fit_chunked(
     options = replace(options, mem_gb=mem_gb)
     starts = list(range(0, data.shape[0], chunk)) or [0]
     chunks, fitted = [], 0
+    # Deferred: the engine's compiled code (and Keras) loads when the first chunk is fitted.
+    from prfmap.engine import FitCache, fit_prf
+
     cache = FitCache()  # the chunks share the problem and the grid predictions of their design
     if progress:
         progress("chunks", 0, len(starts))

@@ -43,7 +43,7 @@ import scipy.fft
 from scipy.linalg import orth
 from scipy.stats import norm
 
-from prfmap.engine import HRF, FitCache, FitResult, Stimulus, catalog, predict
+from prfmap.engine import HRF, FitResult, Stimulus, catalog
 from prfmap.participant.preprocess import CombinedData, PreprocessedRun, combine_runs
 
 DEFINITION = (
@@ -483,6 +483,8 @@ def engine_predictor(
         ``predict(result, stimulus, rows=None) -> (units, frames)``: only the units ``rows`` where
         given (the others NaN).
     """
+    # Deferred: the engine's compiled code (and Keras) loads when the first fold is predicted.
+    from prfmap.engine import FitCache, predict
 
     def predict_fold(result: FitResult, stim: Stimulus, rows: np.ndarray | None = None) -> np.ndarray:
         params = {k: np.asarray(v, dtype=np.float64) for k, v in result.params.items()}

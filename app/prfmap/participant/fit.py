@@ -21,9 +21,6 @@ from prfmap.engine import (
     FitResult,
     Stimulus,
     catalog,
-    estimate_hrf,
-    estimate_noise,
-    seeded_by_gaussian,
 )
 from prfmap.participant.checkpoint import Checkpoints, fit_chunked
 from prfmap.participant.crossval import (
@@ -363,6 +360,9 @@ def _checkpointed_fit(
     chunk = chunk_units(config.execution.mem_gb, data.data.shape[1])
     gauss = shared.gauss.get(key)
     if gauss is not None and options.model != "gauss":
+        # Deferred: the engine's compiled code (and Keras) loads when a fit needs it, not on import.
+        from prfmap.engine import seeded_by_gaussian
+
         linear = ("x", "y", "sigma", "amplitude", "baseline", *catalog.HRF_PARAMETERS)
         start = {k: np.asarray(v) for k, v in gauss.params.items() if k in linear}
         start |= {"r2": np.asarray(gauss.r2), "loss": np.asarray(gauss.loss)}
@@ -409,6 +409,9 @@ def participant_hrf(loaded: LoadedFit, runs: FittedRuns, options: FitOptions, pr
     HRF
         With the between-unit spread of the delay for the fit of all runs (its standard errors).
     """
+    # Deferred: the engine's compiled code (and Keras) loads when a fit needs it, not on import.
+    from prfmap.engine import estimate_hrf
+
     start = time.perf_counter()
     spread = options.uncertainty
     hrf = estimate_hrf(
@@ -457,6 +460,9 @@ def participant_noise(
     -------
     BaseNoiseModel
     """
+    # Deferred: the engine's compiled code (and Keras) loads when a fit needs it, not on import.
+    from prfmap.engine import estimate_noise
+
     start = time.perf_counter()
     noise = estimate_noise(
         runs.data.data,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -13,8 +13,7 @@ import numpy as np
 from prfmap.engine import catalog, kernels
 from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.batching import batch_size, compiled, pad, run_batches
-from prfmap.engine.catalog.settings import FitSettings
-from prfmap.engine.fit.uncertainty import Uncertainty
+from prfmap.engine.catalog.result import FitResult
 from prfmap.engine.models import InternalBounds, PRFModel
 from prfmap.engine.models.transforms import InternalParameter, natural_values, saturated, transform_of
 from prfmap.engine.problem import Problem, Units
@@ -28,69 +27,6 @@ __all__ = [
     "final_fit",
     "keeping_gaussian",
 ]
-
-
-@dataclass(frozen=True)
-class FitResult:
-    """Per-unit pRF parameters, goodness of fit, timings and settings of one fit.
-
-    ``flags`` holds per-unit booleans (False where a unit was not fitted): ``surround_vanished`` for
-    ``dog`` and ``dn``, where the surround or normalisation pool is too weak to act
-    (:data:`prfmap.engine.catalog.SURROUND_VANISHED`), so the fit is a Gaussian and its surround
-    parameters mean nothing; ``took_gaussian`` for a model seeded from a Gaussian fit of the same data
-    (a comparison of models), where a unit keeps that fit (:data:`prfmap.engine.catalog.TOOK_GAUSSIAN`).
-
-    ``uncertainty`` holds the standard errors and 95 % intervals of the reported parameters
-    (:mod:`~prfmap.engine.fit.uncertainty`), when the fit computed them.
-    """
-
-    model: str
-    params: dict[str, np.ndarray]
-    r2: np.ndarray
-    loss: np.ndarray
-    timings: dict[str, float] = field(default_factory=dict)
-    settings: FitSettings | None = None
-    predictions: np.ndarray | None = None
-    status: np.ndarray | None = None
-    flags: dict[str, np.ndarray] = field(default_factory=dict)
-    uncertainty: Uncertainty | None = None
-
-    def maps(self) -> dict[str, np.ndarray]:
-        """Every parameter map under its BIDS file label.
-
-        With ``r2``, ``polarangle``, ``eccentricity`` and the fit ``status``
-        (:data:`prfmap.engine.catalog.STATUS_FLAGS`).
-
-        Returns
-        -------
-        dict
-            File label → (units,) values.
-        """
-        polar, eccentricity = catalog.visual_field_polar(self.params["x"], self.params["y"])
-        derived = {"r2": self.r2, "polar_angle": polar, "eccentricity": eccentricity}
-        if self.status is not None:
-            derived["status"] = self.status
-        return {catalog.PARAMETERS[k].label: v for k, v in {**self.params, **derived}.items()}
-
-    def stat_maps(self) -> dict[tuple[str, str], np.ndarray]:
-        """The uncertainty maps under their ``stat`` and parameter labels.
-
-        ``("se", label)`` for every parameter with a standard error, ``("ci95lower", label)`` and
-        ``("ci95upper", label)`` where the interval is not symmetric (σ and the model's bounded
-        extras). Empty when the fit computed none.
-
-        Returns
-        -------
-        dict
-            ``(stat, label)`` → (units,) values.
-        """
-        if self.uncertainty is None:
-            return {}
-        unc = self.uncertainty
-        out = {("se", catalog.PARAMETERS[k].label): v for k, v in unc.se.items()}
-        for stat, values in (("ci95lower", unc.lower), ("ci95upper", unc.upper)):
-            out |= {(stat, catalog.PARAMETERS[k].label): v for k, v in values.items()}
-        return out
 
 
 @dataclass(frozen=True)

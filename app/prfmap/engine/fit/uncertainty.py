@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -22,6 +21,7 @@ from prfmap.engine import catalog, kernels
 from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.batching import batch_size, compiled, pad, run_batches
 from prfmap.engine.catalog import CENTRE_SE_LIMIT, SIGMA_WIDTH_LIMIT
+from prfmap.engine.catalog.result import Uncertainty
 from prfmap.engine.models.transforms import InternalParameter, natural_values, saturated, transform_of
 from prfmap.engine.problem import Problem, Units
 
@@ -36,32 +36,6 @@ INSIDE_LOGIT = 10.0
 :data:`~prfmap.engine.models.transforms.LOGIT_LIMIT`): its natural value differs by 5e-5 of the range, and
 the derivative that scales its standard error is exact in float32 there, not 0."""
 _RELATIVE_STEP = 1e-5
-
-
-@dataclass(frozen=True)
-class Uncertainty:
-    """Standard errors and 95 % intervals of a fit's reported parameters.
-
-    Attributes
-    ----------
-    se : dict
-        Reported key (``x``, ``sigma``, ``amplitude``, ``eccentricity``, ``polar_angle``...) →
-        (units,) standard errors; NaN where a unit was not fitted or not refined (grid-only: below
-        ``refine_r2_min``), inf where its information matrix is singular (the data do not determine
-        every parameter).
-    lower, upper : dict
-        The 95 % interval of the parameters held in a range by a transform.
-    dof : ndarray, shape (units,)
-        Residual degrees of freedom of the variance estimate.
-    seconds : float
-        Time it took.
-    """
-
-    se: dict[str, np.ndarray] = field(default_factory=dict)
-    lower: dict[str, np.ndarray] = field(default_factory=dict)
-    upper: dict[str, np.ndarray] = field(default_factory=dict)
-    dof: np.ndarray | None = None
-    seconds: float = 0.0
 
 
 def laplace_uncertainty(
