@@ -10,9 +10,10 @@ from typing import Any, BinaryIO, NoReturn
 import docker
 
 from prfmap_docker import __version__
-from prfmap_docker.command import LauncherError, translate
+from prfmap_docker.command import LauncherError, RunPlan, translate
 from prfmap_docker.options import PRFMAP_OPTIONS
 from prfmap_docker.runner import (
+    EXIT_NO_DAEMON,
     RunSettings,
     caller_user,
     connect,
@@ -23,6 +24,8 @@ from prfmap_docker.runner import (
 )
 
 EXIT_CANT_CREATE = 73
+USAGE_URL = "https://github.com/prfmap/prfmap/blob/main/docs/cli.md"
+"""prfmap's options, for a host where the image cannot show its own help."""
 LAUNCHER_OPTIONS = {
     "--image": 1,
     "--gpus": 1,
@@ -126,6 +129,21 @@ def _settings(ns: argparse.Namespace) -> RunSettings:
     return RunSettings(image=ns.image, gpus=ns.gpus, user=ns.user or None, env=env, read_only=ns.read_only)
 
 
+def _asks_for_help(plan: RunPlan) -> bool:
+    """Whether prfmap is asked for its help alone (no data: ``prfmap-docker --help``)."""
+    return not plan.mounts and any(arg in ("-h", "--help") for arg in plan.command)
+
+
+def _help_without_daemon() -> int:
+    """The launcher's help, and where prfmap's own is, when no Docker daemon can show the image's."""
+    sys.stdout.write(build_launcher_parser().format_help())
+    sys.stderr.write(
+        "prfmap-docker: no Docker daemon answers, so prfmap's own help (its image's 'prfmap --help') "
+        f"cannot be shown; prfmap's options are described in {USAGE_URL}\n"
+    )
+    return 0
+
+
 def main(
     argv: list[str] | None = None,
     client_factory: Callable[[], Any] = docker.from_env,
@@ -159,7 +177,12 @@ def main(
         if ns.dry_run:
             print(docker_run_command(plan, settings))
             return 0
-        client = connect(client_factory)
+        try:
+            client = connect(client_factory)
+        except LauncherError as err:
+            if _asks_for_help(plan) and err.exit_code == EXIT_NO_DAEMON:
+                return _help_without_daemon()
+            raise
         for folder in plan.create_dirs:
             try:
                 folder.mkdir(parents=True, exist_ok=True)

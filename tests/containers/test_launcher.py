@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from docker.errors import APIError, ImageNotFound
+from docker.errors import APIError, DockerException, ImageNotFound
 from docker.types import DeviceRequest, Mount
 
 from prfmap_docker import __version__
@@ -356,6 +356,18 @@ def test_dry_run_prints_docker_run_without_a_daemon(dataset, capsys):
     assert out.startswith("docker run --rm --init -v ")
     assert f"{dataset / 'bids'}:/data:ro" in out and "--gpus all" in out
     assert f"prfmap/prfmap:{__version__}-jax /data /out participant" in out
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_without_a_daemon_is_the_launchers_and_says_where_prfmaps_is(capsys, flag):
+    def no_daemon():
+        raise DockerException("Error while fetching server API version")
+
+    code = main([flag], client_factory=no_daemon)
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert out.startswith("usage: prfmap-docker [launcher options]") and "--launcher-help" in out
+    assert err.count("\n") == 1 and "no Docker daemon answers" in err and "docs/cli.md" in err
 
 
 def test_no_daemon_is_one_line_and_non_zero(dataset, tmp_path):
