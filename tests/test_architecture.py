@@ -319,6 +319,8 @@ def test_no_backend_is_imported_before_a_fit_needs_it() -> None:
     """Importing them loads neither Keras nor a framework (Keras' import alone took 9.6 s)."""
     code = (
         "import importlib, sys\n"
+        "from prfmap.engine.backend import select_backend\n"
+        "select_backend('jax', nprocs=2, device='cpu', omp_threads=2)  # as the command line does\n"
         f"for name in {BEFORE_THE_FIT!r}:\n"
         "    importlib.import_module(name)\n"
         "print(' '.join(m for m in ('keras', 'jax', 'torch', 'tensorflow') if m in sys.modules))\n"

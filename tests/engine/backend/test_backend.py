@@ -165,7 +165,7 @@ def test_select_backend_sets_threads_and_devices_before_import(backend, monkeypa
     configured = []
     monkeypatch.setattr(get_backend(), "configure_threads", configured.append)  # keep the session's threads
     assert select_backend(backend, nprocs=3, device="cpu", omp_threads=2) == backend
-    assert configured == [3]
+    assert configured == [3]  # the framework is loaded in this session: its threads are set by a call
     assert os.environ["TF_NUM_INTRAOP_THREADS"] == "3" and os.environ["OMP_NUM_THREADS"] == "2"
     assert "intra_op_parallelism_threads=3" in os.environ["XLA_FLAGS"]
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "" and os.environ["JAX_PLATFORMS"] == "cpu"

@@ -159,6 +159,9 @@ class BackendModule(Protocol):
 
 SUPPORTED_BACKENDS = ("jax", "torch", "tensorflow")
 _PACKAGE_OF = {"jax": "jax", "torch": "torch", "tensorflow": "tensorflow"}
+_THREADS_BY_CALL = ("torch",)
+"""Backends whose thread count is set by a call once imported (``configure_threads``); XLA and
+TensorFlow read theirs from the environment when imported, so selecting them imports nothing."""
 OMP_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 """The per-process OpenMP/BLAS pools (``omp_threads``; ``nprocs`` bounds them too)."""
 THREAD_VARIABLES = OMP_VARIABLES + ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
@@ -172,6 +175,10 @@ def select_backend(
     omp_threads: int | None = None,
 ) -> str:
     """Choose the Keras backend, its threads and its device before Keras is imported.
+
+    The framework itself is imported only where a setting needs it now: PyTorch's thread count (a
+    call), a framework already loaded, a GPU asked for (checked here, so that a missing one is a usage
+    error before any data are read). JAX and TensorFlow otherwise load when the first fit needs them.
 
     Parameters
     ----------
@@ -212,9 +219,10 @@ def select_backend(
     device = device or "auto"
     _set_environment(nprocs, omp_threads, device)
     os.environ["KERAS_BACKEND"] = name
-    if nprocs or device.startswith("gpu"):
+    threads_by_call = nprocs and (name in _THREADS_BY_CALL or _PACKAGE_OF[name] in sys.modules)
+    if threads_by_call or device.startswith("gpu"):
         module = importlib.import_module(f"prfmap.engine.backend.{name}")
-        if nprocs:
+        if threads_by_call:
             module.configure_threads(nprocs)
         if device.startswith("gpu") and not any(t in module.device().lower() for t in ("gpu", "cuda")):
             raise UsageError(
