@@ -124,3 +124,21 @@ def test_disabled_is_silent(caplog: pytest.LogCaptureFixture) -> None:
         progress("grid", 1, 2)
     progress.close()
     assert stream.getvalue() == "" and not caplog.records
+
+
+def test_after_the_fits_the_display_claims_no_time_left() -> None:
+    """The outputs and the report are not measured by the bar: it says what runs, not "00:00 left"."""
+    stream, clock = Terminal(), Clock()
+    with Progress(stream=stream, clock=clock, title="sub-01", fits=1) as progress:
+        simulated_run(progress, clock, fits=1)
+        assert stream.getvalue().rstrip().endswith(" left")
+        progress.finishing("writing the outputs and the report")
+        last = stream.getvalue().split("\r")[-1]
+    assert last.startswith("sub-01 writing the outputs and the report 100%|") and "left" not in last
+    assert "elapsed" in last
+
+
+def test_finishing_off_a_terminal_writes_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="prfmap.runtime.progress"):
+        Progress(stream=io.StringIO()).finishing("writing the outputs")
+    assert not caplog.records

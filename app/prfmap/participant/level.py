@@ -145,16 +145,18 @@ def run_participant(
                 logger.info(
                     "%s: the models are not compared: that needs two or more runs and cvr2", plan.name
                 )
-    check_stop("after fitting every chunk, before writing outputs", how_to_resume(config))
-    output_dir = config.outputs.output_dir
-    logger.info("sub-%s: writing the outputs%s", subject, " and the report" if config.outputs.report else "")
-    stage = new_staging(output_dir, subject)
-    try:
-        published = _stage_and_publish(fitted, compared, config, subject, stage, command)
-    except BaseException:
-        if not (stage / COMMIT).exists():  # nothing was published: the earlier set stands
-            shutil.rmtree(stage, ignore_errors=True)
-        raise
+        check_stop("after fitting every chunk, before writing outputs", how_to_resume(config))
+        output_dir = config.outputs.output_dir
+        writing = "writing the outputs" + (" and the report" if config.outputs.report else "")
+        logger.info("sub-%s: %s", subject, writing)
+        progress.finishing(writing)
+        stage = new_staging(output_dir, subject)
+        try:
+            published = _stage_and_publish(fitted, compared, config, subject, stage, command)
+        except BaseException:
+            if not (stage / COMMIT).exists():  # nothing was published: the earlier set stands
+                shutil.rmtree(stage, ignore_errors=True)
+            raise
     links = config.inputs.dataset_links
     relative = {name: relative_link(path, output_dir) for name, path in links.items()}
     write_dataset_files(output_dir, source_datasets(links), relative)

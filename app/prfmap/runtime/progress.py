@@ -18,6 +18,9 @@ CHUNKS = "chunks"
 """The stage :func:`prfmap.checkpoint.fit_chunked` reports: ``(CHUNKS, 0, n)`` as a fit's chunk loop
 starts, ``(CHUNKS, i, n)`` after its i-th chunk; every other stage in between is one of that chunk's."""
 BAR_FORMAT = "{desc} {percentage:3.0f}%|{bar}| {elapsed} elapsed, {remaining} left"
+FINISHING_FORMAT = "{desc} {percentage:3.0f}%|{bar}| {elapsed} elapsed"
+"""After the fits: no time left is claimed for the outputs and the report, which the bar does not
+measure (a third of the demo participant's 30 s, shown as "00:00 left" before)."""
 FALLBACK_COLUMNS = 100
 REDRAW_S = 0.2
 
@@ -198,6 +201,29 @@ class Progress:
             dynamic_ncols=columns is None,
             leave=True,
         )
+
+    def finishing(self, what: str) -> None:
+        """Say that the fits are done and ``what`` (writing the outputs...) is under way.
+
+        On a terminal the display keeps its 100 % and its elapsed time but says ``what`` instead of a
+        time left; elsewhere nothing (the caller's log line says it).
+
+        Parameters
+        ----------
+        what : str
+            What the run does now, e.g. ``"writing the outputs and the report"``.
+        """
+        if not self.enabled:
+            return
+        if not self.terminal:
+            return
+        if self._bar is None:
+            self._open()
+        self._raise(1.0)
+        self._bar.n = 1000
+        self._bar.bar_format = FINISHING_FORMAT
+        self._bar.set_description_str(f"{self.title} {what}".strip(), refresh=False)
+        self._bar.refresh()
 
     def close(self) -> None:
         """End the display (its last state stays on screen) and restore the log handlers."""
