@@ -193,7 +193,8 @@ def centre_se_style(values: np.ndarray, fov_deg: float | None) -> MapStyle:
     Parameters
     ----------
     values : ndarray
-        The standard errors that will be drawn (finite ones set the scale).
+        The standard errors that set the scale: the units not flagged doubtful (finite ones). The map
+        also draws the doubtful units, whose errors are often far larger, at its top.
     fov_deg : float, optional
         Full width of the stimulated field: the scale stops where the ``uncertain`` flag starts, a
         share of its radius (``catalog.CENTRE_SE_LIMIT``).
@@ -202,12 +203,12 @@ def centre_se_style(values: np.ndarray, fov_deg: float | None) -> MapStyle:
     -------
     MapStyle
         0 to the 95th percentile of the finite values (rounded up), at most the ``uncertain`` flag's
-        limit: the flagged units' errors, often far larger, do not darken every other unit.
+        limit: the doubtful units' errors do not darken every other unit.
     """
     shown = np.asarray(values, dtype=np.float64)
     shown = shown[np.isfinite(shown)]
     top = nice_ceiling(float(np.percentile(shown, 95)) if shown.size else 1.0)
-    note = "0 to the 95th percentile of the units shown"
+    note = "0 to the 95th percentile of the units not flagged doubtful"
     limit = catalog.CENTRE_SE_LIMIT * fov_deg / 2 if fov_deg else None
     if limit and top > limit:
         share = catalog.share_of(catalog.CENTRE_SE_LIMIT)

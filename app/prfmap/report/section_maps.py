@@ -42,7 +42,7 @@ class MapFigures:
         if self.centre_se is not None:  # doubtful (uncertain) units included: where the centre is loose
             good = self.good | self.doubtful
             shown = np.where(good, self.centre_se, np.nan)
-            style = centre_se_style(shown[good], self.ctx.fov_deg)
+            style = centre_se_style(self.centre_se[self.good], self.ctx.fov_deg)  # scale: the settled
             out.append((style, np.where(shown > style.vmax, style.vmax, shown)))
         return out
 
