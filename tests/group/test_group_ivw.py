@@ -198,6 +198,8 @@ def test_ivw_files_sidecars_and_report(group: dict) -> None:
     html = (out / "group.html").read_text()
     assert "inverse-variance-weighted mean pRF size σ (deg)" in html and "1/se²" in html
     assert "polar angle of the weighted mean centre (deg)" in html
+    # its caption names each condition once ("not doubtful, not doubtful and with ..." before)
+    assert "not doubtful and a finite standard error" in html and "not doubtful, not doubtful" not in html
     src = html.index("flat-sigma.png")
     assert src < html.index("flat-ivwmean-sigma.png") < html.index("flat-r2.png")  # beside the median
 

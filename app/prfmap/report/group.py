@@ -462,7 +462,7 @@ def _ivw_style(label: str, style: MapStyle) -> MapStyle:
 
 def _ivw_text(style: MapStyle, threshold_text: str) -> tuple[str, str]:
     """Alt text and caption of an inverse-variance-weighted group map (:func:`_ivw_style`)."""
-    shown = f"{threshold_text}, not doubtful and with a finite standard error"
+    shown = f"{threshold_text} and a finite standard error"  # it says "not doubtful" already
     alt = (
         f"group {style.title}; colour scale {style.bar_label} from {style.vmin:g} to {style.vmax:g} "
         f"{style.units}; {shown}"
