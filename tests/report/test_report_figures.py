@@ -215,3 +215,21 @@ def test_a_status_combination_has_one_colour_in_every_participants_map() -> None
         ]
     assert all(colours[0][code] == colours[1][code] for code in colours[0])
     assert len(set(colours[1].values())) == len(colours[1])  # no two combinations share a colour
+
+
+def test_a_category_legend_grows_away_from_the_brains_left_of_it() -> None:
+    """Issue 35: the status legend of the inflated views, centred in its narrow axes, spread its long
+    labels back over the right hemisphere's posterior-medial view."""
+    import matplotlib.pyplot as plt
+
+    from prfmap.report.legends import draw_category_legend, status_style
+
+    codes = np.array([0, 128, 576, 704, 512, 592, 64, 580, 640, 192], dtype=float)
+    style = status_style(np.repeat(codes, 3))
+    fig = plt.figure(figsize=(14.6, 2.9))
+    brain = fig.add_axes((0.53, 0.0, 0.18, 0.9))  # the last view, as views_figure places it
+    legend = draw_category_legend(fig.add_axes((0.72, 0.1, 0.1, 0.75)), style, "shown: r² ≥ 0.1")
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    assert legend.get_window_extent(renderer).x0 >= brain.get_window_extent(renderer).x1
+    plt.close(fig)

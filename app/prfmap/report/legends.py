@@ -327,7 +327,18 @@ def draw_category_legend(ax: plt.Axes, style: MapStyle, threshold_text: str = ""
     ]
     ax.axis("off")
     title = style.bar_label + (f"\n{threshold_text}" if threshold_text else "")
-    return ax.legend(handles=handles, loc="center", fontsize=7, title=title, title_fontsize=8, frameon=False)
+    # Anchored at its left edge: long labels grow to the right, into the figure's spare room, never
+    # back over the brains drawn left of it.
+    return ax.legend(
+        handles=handles,
+        loc="center left",
+        bbox_to_anchor=(0.0, 0.5),
+        fontsize=7,
+        title=title,
+        title_fontsize=8,
+        frameon=False,
+        alignment="left",
+    )
 
 
 def hemifield_cmap(style: MapStyle, hemi: str) -> tuple[Colormap, float, float, np.ndarray | None]:
