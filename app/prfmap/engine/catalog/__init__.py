@@ -289,7 +289,7 @@ REFINERS: dict[str, RefinerSpec] = {
 """Every refinement method by name, in the order the command line lists them."""
 
 
-def import_path(target: Any) -> Any:
+def import_path(target: Any, base: type | None = None, entry: str = "") -> Any:
     """The implementation a catalogue entry names: ``target`` itself, or what its path names.
 
     Entries may name their class by a ``"module:Name"`` path, so that this package imports no Keras;
@@ -300,6 +300,10 @@ def import_path(target: Any) -> Any:
     ----------
     target : str or object
         ``"package.module:Name"`` (imported, then its attribute ``Name``), or the object itself.
+    base : type, optional
+        The contract the object must be a subclass of.
+    entry : str
+        The entry, in the error's words (``"model 'css'"``).
 
     Returns
     -------
@@ -309,14 +313,17 @@ def import_path(target: Any) -> Any:
     Raises
     ------
     ValueError
-        A string that is not ``"module:Name"``.
+        A string that is not ``"module:Name"``, or an object that is not a subclass of ``base``.
     """
-    if not isinstance(target, str):
-        return target
-    module, sep, name = target.partition(":")
-    if not (module and sep and name):
-        raise ValueError(f"{target!r}: name an implementation as 'package.module:Name'")
-    return getattr(importlib.import_module(module), name)
+    found = target
+    if isinstance(target, str):
+        module, sep, name = target.partition(":")
+        if not (module and sep and name):
+            raise ValueError(f"{target!r}: name an implementation as 'package.module:Name'")
+        found = getattr(importlib.import_module(module), name)
+    if base is not None and not (isinstance(found, type) and issubclass(found, base)):
+        raise ValueError(f"{entry}: its implementation {found!r} is not a {base.__name__} subclass")
+    return found
 
 
 def get_model_spec(name: str) -> ModelSpec:

@@ -312,10 +312,7 @@ def implementation(spec: catalog.ModelSpec) -> type[PRFModel]:
     -------
     type
     """
-    found = catalog.import_path(spec.implementation)
-    if not (isinstance(found, type) and issubclass(found, PRFModel)):
-        raise ValueError(f"model {spec.name!r}: its implementation {found!r} is not a PRFModel subclass")
-    return found
+    return catalog.import_path(spec.implementation, PRFModel, f"model {spec.name!r}")
 
 
 def get_model(name: str) -> PRFModel:

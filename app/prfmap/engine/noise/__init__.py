@@ -206,10 +206,7 @@ def noise_class(spec: catalog.NoiseSpec) -> type[BaseNoiseModel]:
     -------
     type
     """
-    found = catalog.import_path(spec.implementation)
-    if not (isinstance(found, type) and issubclass(found, BaseNoiseModel)):
-        raise ValueError(f"noise model {spec.name!r}: {found!r} is not a BaseNoiseModel subclass")
-    return found
+    return catalog.import_path(spec.implementation, BaseNoiseModel, f"noise model {spec.name!r}")
 
 
 @dataclass(frozen=True)
