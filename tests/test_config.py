@@ -44,6 +44,7 @@ def test_defaults_are_filled_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         "refine_r2_min": 0.1,
         "hrf": "participant",
         "noise": "ar1",
+        "covariance": "laplace",
         "seed": 0,
     }
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -80,6 +81,8 @@ def test_options_reach_their_sections(tmp_path: Path) -> None:
         "work",
         "--slice-time-ref",
         "start",
+        "--covariance",
+        "sandwich",
     )
     assert config.inputs.participant_labels == ("01", "02") and config.inputs.runs == (2,)
     assert config.inputs.derivatives == (("smooth", tmp_path / "smooth"),)
@@ -89,6 +92,8 @@ def test_options_reach_their_sections(tmp_path: Path) -> None:
     assert config.preprocessing.confounds == ("trans_*",)
     assert (config.fit.model, config.fit.random_seed, config.outputs.report) == ("dog", 7, False)
     assert config.fit.slice_time_ref == 0.0 and config.fit.engine_kwargs()["slice_time_ref"] == 0.0
+    assert config.fit.engine_kwargs()["covariance"] == "sandwich"
+    assert FitConfig().covariance == catalog.DEFAULT_COVARIANCE  # the configuration's default is the engine's
 
 
 @pytest.mark.parametrize(

@@ -150,6 +150,8 @@ class FitConfig:
     noise_model : str
         The noise model (``--noise-model``): ``ols`` or ``ar1`` … ``ar3``, estimated once per fit and
         fold before it and used to prewhiten the refinement and the standard errors.
+    covariance : str
+        How the standard errors are computed (``--covariance``): ``laplace`` or ``sandwich``.
     random_seed : int
         Seed of every random choice of the fit.
     slice_time_ref : float or None
@@ -164,6 +166,7 @@ class FitConfig:
     refine_r2_min: float = 0.1
     hrf: str = "participant"
     noise_model: str = "ar1"
+    covariance: str = "laplace"
     random_seed: int = 0
     slice_time_ref: float | None = None
 
@@ -178,6 +181,7 @@ class FitConfig:
             "refine_r2_min": self.refine_r2_min,
             "hrf": self.hrf,
             "noise": self.noise_model,
+            "covariance": self.covariance,
             "seed": self.random_seed,
         }
         if self.slice_time_ref is not None:

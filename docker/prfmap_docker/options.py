@@ -62,6 +62,7 @@ PRFMAP_OPTIONS: tuple[Option, ...] = (
     Option(("--refine-r2-min",)),
     Option(("--hrf",)),
     Option(("--noise-model",)),
+    Option(("--covariance",)),
     Option(("--fit-hrf",), nargs=0),
     Option(("--slice-time-ref",)),
     Option(("--random-seed",)),

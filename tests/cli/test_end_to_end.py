@@ -147,6 +147,7 @@ def test_standard_errors_and_intervals_hold_the_truth(demo) -> None:
     noise = sidecar["FitSettings"]["noise_model"]
     assert noise["option"] == "ar1" and 0.0 < noise["coefficients"][0] < 0.6
     assert "Laplace" in sidecar["Statistics"]["se"]["Description"]
+    assert sidecar["FitSettings"]["covariance"] == "laplace"  # the default, recorded
     assert not list((out / "sub-01" / "func").glob("*_stat-*.json"))  # a statistic's map has no own sidecar
 
 

@@ -338,6 +338,7 @@ def _participant_invocation(tmp_path: Path) -> dict:
         "refine_r2_min": 0.2,
         "hrf": "participant",
         "noise_model": "ar2",
+        "covariance": "sandwich",
         "fit_hrf": True,
         "slice_time_ref": 0.25,
         "random_seed": 7,

@@ -27,6 +27,7 @@ CHANGED = {
     "return_predictions": True,
     "noise": NoiseModel("ar1", (0.3,), 100),
     "uncertainty": False,
+    "covariance": "sandwich",
     "gauss_start": {"x": np.zeros(4)},
 }
 

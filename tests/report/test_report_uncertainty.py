@@ -19,7 +19,7 @@ from prfmap.report.context import ReportContext
 from prfmap.report.legends import centre_se_style
 from prfmap.report.methods import methods_text
 from prfmap.report.participant import NOT_DRAWN, write_participant_report
-from prfmap.report.uncertainty import centre_standard_error, noise_model_text
+from prfmap.report.uncertainty import centre_standard_error, noise_model_text, uncertainty_methods
 
 AR1 = {
     "option": "ar1",
@@ -151,6 +151,15 @@ def test_methods_say_how_uncertainty_was_computed(uncertain_report: Path) -> Non
         "flagged uncertain (status bit 512) when the data do not pin the estimate down",
     ):
         assert expected in methods, expected
+    assert "sandwich" not in methods  # the default, --covariance laplace
+
+
+def test_methods_name_the_sandwich_term_when_it_was_used() -> None:
+    settings = SimpleNamespace(noise_model={"option": "ols"}, covariance="sandwich")
+    text = uncertainty_methods(settings)
+    assert "minus fitted parameters) plus the sandwich (Huber–White) term" in text
+    assert "Newey–West, Bartlett weights within each run" in text
+    assert "(--covariance sandwich)" in text
 
 
 def test_without_stat_maps_the_report_is_as_before(context: ReportContext, report: Path) -> None:

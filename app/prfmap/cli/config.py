@@ -125,6 +125,7 @@ def _fit_section(opts: Namespace) -> FitConfig:
         refine_r2_min=opts.refine_r2_min,
         hrf="vertex" if opts.fit_hrf else opts.hrf,
         noise_model=opts.noise_model,
+        covariance=opts.covariance,
         random_seed=opts.random_seed,
         slice_time_ref=opts.slice_time_ref,
     )

@@ -487,6 +487,14 @@ def build_parser() -> argparse.ArgumentParser:
         "prewhiten data and predictions with it (generalised least squares) (default: %(default)s)",
     )
     g_model.add_argument(
+        "--covariance",
+        choices=tuple(catalog.COVARIANCES),
+        default=catalog.DEFAULT_COVARIANCE,
+        help="how the standard errors are computed: "
+        + "; ".join(f"{name}: {text}" for name, text in catalog.COVARIANCES.items())
+        + " (default: %(default)s)",
+    )
+    g_model.add_argument(
         "--fit-hrf",
         action="store_true",
         help="the same as --hrf vertex (kept for earlier command lines)",

@@ -20,8 +20,9 @@ STATISTICS = {
         "estimate, from the information matrix of every parameter (the linear weights included) built "
         "from the Jacobian of the prewhitened residual (FitSettings.noise_model), times the residual "
         "variance (residual sum of squares over frames minus nuisance regressors minus fitted "
-        "parameters); derived parameters (eccentricity, polar angle, model extras) by the delta "
-        "method; inf where the information matrix is singular, NaN where the unit was not fitted"
+        "parameters), plus the sandwich term where FitSettings.covariance is 'sandwich'; derived "
+        "parameters (eccentricity, polar angle, model extras) by the delta method; inf where the "
+        "information matrix is singular, NaN where the unit was not fitted"
     ),
     "ci95lower": (
         "lower end of the parameter's 95 % interval: the Laplace interval of its internal "

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from prfmap.engine import catalog
 from prfmap.engine.hrf import HRF
 from prfmap.engine.noise import BaseNoiseModel
 
@@ -64,6 +65,8 @@ class FitOptions:
     uncertainty : bool
         Compute every fitted unit's standard errors (``FitResult.uncertainty``) and the
         ``uncertain`` status bit.
+    covariance : str
+        How: a key of :data:`prfmap.engine.catalog.COVARIANCES` (``laplace`` or ``sandwich``).
     gauss_start : mapping, optional
         ``x``, ``y``, ``sigma`` ((units,) each, degrees) and optionally ``r2`` of a Gaussian fit of
         the same data: a model seeded from its Gaussian fit (CSS, DoG, DN) seeds from these instead of
@@ -87,9 +90,14 @@ class FitOptions:
     return_predictions: bool = False
     noise: str | BaseNoiseModel = "ols"
     uncertainty: bool = True
+    covariance: str = "laplace"
     gauss_start: Mapping[str, np.ndarray] | None = None
 
     def __post_init__(self) -> None:
+        if self.covariance not in catalog.COVARIANCES:
+            raise ValueError(
+                f"covariance must be one of {sorted(catalog.COVARIANCES)}, got {self.covariance!r}"
+            )
         object.__setattr__(self, "refine_options", MappingProxyType(dict(self.refine_options)))
 
     @classmethod

@@ -97,7 +97,7 @@ def uncertainty_methods(settings: FitSettings | None) -> str:
     Parameters
     ----------
     settings : FitSettings or None
-        ``FitResult.settings`` (its ``noise_model``).
+        ``FitResult.settings`` (its ``noise_model`` and ``covariance``).
 
     Returns
     -------
@@ -106,12 +106,20 @@ def uncertainty_methods(settings: FitSettings | None) -> str:
     """
     noise = noise_model_text(settings) or catalog.NOISE_MODELS["ols"].description
     meaning = re.sub(r"\s*\(prfmap\.[\w.]+\)$", "", catalog.STATUS_FLAGS[UNCERTAIN_BIT][1])
+    sandwich = getattr(settings, "covariance", None) == "sandwich"
+    robust = (
+        " plus the sandwich (Huber–White) term: the inverse information around the excess of the "
+        "per-frame scores' covariance (Newey–West, Bartlett weights within each run) over what the "
+        "model implies (--covariance sandwich)"
+        if sandwich
+        else ""
+    )
     return (
         "Standard errors are Laplace (Gauss–Newton) approximations at each unit's final estimate: the "
-        "information matrix of all parameters (the linear weights included) from the Jacobian of the "
-        "prewhitened residual, times the residual variance (RSS over frames minus nuisance regressors "
-        "minus fitted parameters); derived parameters by the delta method; sigma's 95 % interval from "
-        f"the interval of log sigma. Noise model: {noise}. A unit is flagged uncertain (status bit "
-        f"{UNCERTAIN_BIT}) when {meaning}; such estimates count as doubtful and are left out of the "
-        "parameter maps. "
+        "inverse of the information matrix of all parameters (the linear weights included) from the "
+        "Jacobian of the prewhitened residual, times the residual variance (RSS over frames minus "
+        f"nuisance regressors minus fitted parameters){robust}; derived parameters by the delta method; "
+        f"sigma's 95 % interval from the interval of log sigma. Noise model: {noise}. A unit is "
+        f"flagged uncertain (status bit {UNCERTAIN_BIT}) when {meaning}; such estimates count as "
+        "doubtful and are left out of the parameter maps. "
     )

@@ -210,6 +210,17 @@ line's choices, the estimate and the report's words all read this registry."""
 DEFAULT_NOISE = "ar1"
 """The ``--noise-model`` default, chosen by measurement (docs/validation.md, "Noise model")."""
 
+COVARIANCES = {
+    "laplace": "Laplace (Gauss–Newton): the inverse information times the residual variance",
+    "sandwich": "sandwich (Huber–White) with Newey–West's autocorrelation-consistent meat",
+}
+"""How the standard errors are computed (``--covariance``): the model's own curvature, right when the
+model and the noise model are; or the information's inverse around the scores' observed covariance,
+which holds up when the residuals are not what the noise model says
+(:func:`prfmap.engine.fit.uncertainty.parameter_uncertainty`)."""
+DEFAULT_COVARIANCE = "laplace"
+"""The ``--covariance`` default, chosen by measurement (docs/validation.md, "Robust standard errors")."""
+
 _LINEAR = ("amplitude", "baseline")
 _MODELS = "prfmap.engine.models.gaussians"
 

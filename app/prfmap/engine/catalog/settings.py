@@ -60,6 +60,9 @@ class FitSettings:
     noise_model : mapping
         The noise model the refinement and the standard errors used
         (:meth:`prfmap.engine.noise.NoiseModel.describe`).
+    covariance : str, optional
+        How the standard errors were computed (:data:`prfmap.engine.catalog.COVARIANCES`); None
+        without them.
     chunks, chunk_units : int, optional
         For a chunked fit (:mod:`prfmap.participant.checkpoint`): the chunks and units per chunk.
     """
@@ -90,6 +93,7 @@ class FitSettings:
     seed: int
     bounds: Mapping[str, Any]
     noise_model: Mapping[str, Any] = dataclasses.field(default_factory=lambda: {"option": "ols"})
+    covariance: str | None = "laplace"
     chunks: int | None = None
     chunk_units: int | None = None
 

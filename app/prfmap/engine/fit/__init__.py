@@ -33,7 +33,7 @@ from prfmap.engine.fit.result import (
     final_fit,
     keeping_gaussian,
 )
-from prfmap.engine.fit.uncertainty import doubtful_uncertainty, laplace_uncertainty
+from prfmap.engine.fit.uncertainty import covariance_recipe, doubtful_uncertainty, parameter_uncertainty
 from prfmap.engine.hrf import HRF
 from prfmap.engine.models import floatx, free_mask, get_model
 from prfmap.engine.noise import OLS, BaseNoiseModel
@@ -136,13 +136,13 @@ def fit_prf(
         at_floor = (
             catalog.status_codes(checked.status)[units.index] & catalog.STATUS_BITS["size_at_floor"]
         ) > 0
-        uncertainty = laplace_uncertainty(
+        uncertainty = parameter_uncertainty(
             gls_prob,
             gls_units,
             checked.u,
             free,
+            covariance_recipe(opts.covariance, stim.run_lengths, alternatives),
             mem_gb=mem_gb,
-            hrf_alternatives=alternatives,
             which=~refined.flags["grid_only"],  # grid-only units: below --refine-r2-min, no signal
             at_floor=at_floor,
         )
@@ -180,7 +180,7 @@ HRF_VARIABILITY = (("delay", 0.5), ("dispersion", 0.1))
 """HRF properties that differ between units around a fit's HRF, with their between-unit standard
 deviations: the peak delay (s; the participant HRF's own estimate, ``HRF.delay_sd``, where it has
 one) and the dispersion. The standard errors include what an HRF off by that much moves the
-estimates by (:func:`~prfmap.engine.fit.uncertainty.laplace_uncertainty`); docs/validation.md,
+estimates by (:class:`~prfmap.engine.fit.uncertainty.CovarianceRecipe`); docs/validation.md,
 "Uncertainty"."""
 
 
@@ -359,4 +359,5 @@ def _settings(
         seed=int(opts.seed),
         bounds=bounds,
         noise_model=noise.describe(),
+        covariance=opts.covariance if opts.uncertainty else None,
     )

@@ -237,8 +237,15 @@ def vp_normal_equations(
 
 
 def vp_information(
-    model: PRFModel, u: Any, y: Any, free: Any, stim: StimulusTensors, hrf_t: Any, q: Any, hrf_alt: Any
-) -> tuple[Any, Any, Any, Any]:
+    model: PRFModel,
+    u: Any,
+    y: Any,
+    free: Any,
+    stim: StimulusTensors,
+    hrf_t: Any,
+    q: Any,
+    terms: tuple[Any, Any],
+) -> tuple[Any, Any, Any, Any, Any, Any]:
     """Cost and Gauss–Newton information of every parameter, the linear weights included.
 
     The Jacobian of the residual ``y - Σ β_l a_l(θ)`` with respect to the internal parameters (times
@@ -253,9 +260,17 @@ def vp_information(
         As :func:`vp_cost`.
     free : tensor, shape (K,)
         1 for each fitted, 0 for each fixed internal parameter.
+    terms : (tensor, tensor)
+        ``hrf_alt`` and ``lag_weights``:
+
     hrf_alt : tensor, shape (S, bases, distinct, frames)
         HRF matrices of ``S`` other responses (the HRF's delay or dispersion moved), for the
         sensitivity of the estimates to the HRF.
+    lag_weights : tensor, shape (2, lags + 1, frames)
+        Weights of the products of the scores ``g_t = J_t r_t`` (each frame's Jacobian times its
+        residual) ``lag`` frames apart, ending at frame ``t`` (0 where frame ``t - lag`` is in
+        another run): the "meat" of a sandwich covariance; then the same times the residual
+        projection's ``M_{t,t-lag}`` (:func:`score_covariance`). No lags: none.
 
     Returns
     -------
@@ -266,7 +281,10 @@ def vp_information(
     cross : (units, K + L, S)
         ``Jᵀ (p_s - p)``: the Jacobian against each other response's change of the prediction
         (with the same parameters and weights).
+    observed, expected : (units, K + L, K + L)
+        :func:`score_covariance` (zeros without lags).
     """
+    hrf_alt, lag_weights = terms
     neural, a, d, beta, _, resid = _vp_linearised(model, u, y, free, stim, hrf_t, q)
     jac = ops.concatenate([d, a], axis=1)
     information = matmul(jac, ops.transpose(jac, (0, 2, 1)))
@@ -279,7 +297,69 @@ def vp_information(
         cross = matmul(jac, ops.transpose(ops.stack(changes, axis=1), (0, 2, 1)))
     else:
         cross = ops.zeros((ops.shape(u)[0], ops.shape(jac)[1], 0), dtype=u.dtype)
-    return ops.sum(resid * resid, axis=1), information, beta[:, 0], cross
+    observed, expected = score_covariance(jac, resid, lag_weights)
+    return ops.sum(resid * resid, axis=1), information, beta[:, 0], cross, observed, expected
+
+
+def score_covariance(jac: Any, resid: Any, lag_weights: Any) -> tuple[Any, Any]:
+    """Lagged outer products of the per-frame scores ``g_t = J_t r_t``, observed and expected, weighted.
+
+    Observed: ``Σ_t w_0t g_t g_tᵀ + Σ_{l ≥ 1} Σ_t w_lt (g_t g_{t-l}ᵀ + g_{t-l} g_tᵀ)``, with Bartlett
+    weights Newey and West's (1987) heteroscedasticity and autocorrelation consistent estimate of
+    the scores' covariance. Expected: the same sum with ``r_t r_{t-l}`` replaced by its expectation
+    (per unit of residual variance) where the fitted model and noise model are right, ``M_{t,t-l}``
+    of the residual's projection, folded into the second set of weights.
+
+    Parameters
+    ----------
+    jac : tensor, shape (units, P, frames)
+        The residual's Jacobian.
+    resid : tensor, shape (units, frames)
+        The residual.
+    lag_weights : tensor, shape (2, lags + 1, frames)
+        As :func:`vp_information`: the weights ``w``, then ``w ⊙ M``.
+
+    Returns
+    -------
+    observed, expected : tensor, shape (units, P, P)
+    """
+    if int(ops.shape(lag_weights)[1]) == 0:
+        empty = ops.zeros_like(matmul(jac[:, :, :1], ops.transpose(jac[:, :, :1], (0, 2, 1))))
+        return empty, empty
+    observed = _lagged_products(jac * resid[:, None, :], lag_weights[0])
+    information = matmul(jac, ops.transpose(jac, (0, 2, 1)))
+    return observed, _expected_products(jac, solve_small(information, jac), lag_weights)
+
+
+def _expected_products(jac: Any, hat: Any, lag_weights: Any) -> Any:
+    """:func:`_lagged_products` of ``jac`` with ``r_t r_{t-l}`` replaced by ``(M - H)_{t,t-l}``.
+
+    ``M`` is the nuisance projection's (folded into ``lag_weights[1]``), ``H_{t,t-l} = J_tᵀ A⁻¹ J_{t-l}``
+    the fit's own hat matrix (``hat = A⁻¹ J``): what the residual's lagged products are, per unit of
+    noise variance, where the model is right.
+    """
+    weights, model_weights = lag_weights[0], lag_weights[1]
+    w0 = model_weights[0][None] - weights[0][None] * ops.sum(jac * hat, axis=1)
+    out = matmul(jac * w0[:, None, :], ops.transpose(jac, (0, 2, 1)))
+    for lag in range(1, int(ops.shape(weights)[0])):
+        h = ops.sum(jac[:, :, lag:] * hat[:, :, :-lag], axis=1)
+        w = model_weights[lag, lag:][None] - weights[lag, lag:][None] * h
+        cross = matmul(jac[:, :, lag:] * w[:, None, :], ops.transpose(jac[:, :, :-lag], (0, 2, 1)))
+        out = out + cross + ops.transpose(cross, (0, 2, 1))
+    return out
+
+
+def _lagged_products(scores: Any, weights: Any) -> Any:
+    """``Σ_t w_0t s_t s_tᵀ + Σ_{l ≥ 1} Σ_t w_lt (s_t s_{t-l}ᵀ + s_{t-l} s_tᵀ)`` of ``scores``.
+
+    ``scores`` has shape (units, P, frames); ``weights`` (lags + 1, frames).
+    """
+    out = matmul(scores * weights[0], ops.transpose(scores, (0, 2, 1)))
+    for lag in range(1, int(ops.shape(weights)[0])):
+        later = scores[:, :, lag:] * weights[lag, lag:]
+        cross = matmul(later, ops.transpose(scores[:, :, :-lag], (0, 2, 1)))
+        out = out + cross + ops.transpose(cross, (0, 2, 1))
+    return out
 
 
 def finalize(model, u, y, y_raw, stim, hrf_t, q):
