@@ -148,6 +148,12 @@ def test_standard_errors_and_intervals_hold_the_truth(demo) -> None:
     assert noise["option"] == "ar1" and 0.0 < noise["coefficients"][0] < 0.6
     assert "Laplace" in sidecar["Statistics"]["se"]["Description"]
     assert sidecar["FitSettings"]["covariance"] == "laplace"  # the default, recorded
+    retest = sidecar["VarianceExplained"]["TestRetest"]  # two runs: each fold fits one alone
+    assert retest["Units"] > 200, retest
+    for key in ("x", "y", "sigma"):
+        assert 0.8 <= retest["Consistent"][key] <= 1.0, retest
+    lead = (out / "sub-01.html").read_text()
+    assert f"agree within their combined 95 % intervals for x {100 * retest['Consistent']['x']:.0f} %" in lead
     assert not list((out / "sub-01" / "func").glob("*_stat-*.json"))  # a statistic's map has no own sidecar
 
 

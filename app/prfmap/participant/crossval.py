@@ -37,6 +37,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.fft
@@ -45,6 +46,7 @@ from scipy.stats import norm
 
 from prfmap.engine import HRF, FitResult, Stimulus, catalog
 from prfmap.participant.preprocess import CombinedData, PreprocessedRun, combine_runs
+from prfmap.participant.retest import FoldEstimate, retest_consistency
 
 DEFINITION = (
     "cross-validated variance explained: with R >= 2 runs, fold i fits all runs but run i (same "
@@ -96,6 +98,9 @@ class CrossValidation:
         Seconds per fold (fit and prediction).
     fold_sums : ndarray, shape (folds, 5, units), optional
         Each fold's sums of the scores (``<y,p>``, ``|y|²``, ``|p|²``, ``|y-p|²``, null variance).
+    retest : dict, optional
+        With two runs (two independent single-run fits), the test–retest consistency of their
+        standard errors (:func:`prfmap.participant.retest.retest_consistency`).
     held_out : list of (ndarray, ndarray), optional
         Each fold's projected held-out data and prediction, float32 (units, frames), where
         :func:`cross_validate` was asked to keep them (a comparison of models tests on them).
@@ -108,6 +113,7 @@ class CrossValidation:
     seconds: list[float] = field(default_factory=list)
     fold_sums: np.ndarray | None = None
     held_out: list[tuple[np.ndarray, np.ndarray]] | None = None
+    retest: dict[str, Any] | None = None
 
     def fold_cvr2(self, folds: Sequence[int]) -> np.ndarray:
         """``cvr2`` over some of the folds only, e.g. one held-out run's.
@@ -327,9 +333,12 @@ def cross_validate(
     seconds: list[float] = []
     held_out: list[tuple[np.ndarray, np.ndarray]] = []
     held_out_data = {} if held_out_data is None else held_out_data
+    estimates: list[FoldEstimate | None] = []
     for fold in folds:
         start = time.perf_counter()
         result = fit(*runs.training(fold), fold)
+        if len(folds) == 2:
+            estimates.append(FoldEstimate.of(result))
         held, held_stim = runs.held_out(fold)
         taken = _taken(result, gaussian)
         rows = None if taken is None else np.flatnonzero(~taken)
@@ -343,7 +352,10 @@ def cross_validate(
             held_out.append((y.astype(np.float32), p.astype(np.float32)))
         seconds.append(time.perf_counter() - start)
     kept = held_out if keep_held_out else None
-    return CrossValidation(*_scores(sums.sum(axis=0)), folds, seconds, sums, kept)
+    retest = None
+    if len(estimates) == 2 and estimates[0] is not None and estimates[1] is not None:
+        retest = retest_consistency(estimates[0], estimates[1])
+    return CrossValidation(*_scores(sums.sum(axis=0)), folds, seconds, sums, kept, retest)
 
 
 def _taken(result: FitResult, gaussian: CrossValidation | None) -> np.ndarray | None:

@@ -327,7 +327,8 @@ def fit_options(loaded: LoadedFit, config: Config, runs: FittedRuns) -> FitOptio
             "slice_time_ref": loaded.slice_time.fraction,
             "mem_gb": engine_mem_gb(config.execution.mem_gb),
             "return_predictions": whole and config.outputs.keep_predictions,
-            "uncertainty": whole,
+            # two runs: each fold fits one run alone, and their standard errors give the test–retest check
+            "uncertainty": whole or len(loaded.runs) == 2,
         }
     )
 

@@ -267,6 +267,8 @@ def variance_explained(fitted: FitOutcome, config: Config) -> dict[str, Any]:
         {"HeldOut": names[f.held_out], "Fitted": [names[i] for i in f.training], "Seconds": round(t, 3)}
         for f, t in zip(fitted.cv.folds, fitted.cv.seconds, strict=True)
     ]
+    if fitted.cv.retest is not None:
+        out["TestRetest"] = fitted.cv.retest
     return out
 
 

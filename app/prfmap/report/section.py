@@ -326,7 +326,21 @@ class FitSection(MapFigures):
         if self.uncertain is not None:
             text += f"; {self._uncertain_text()}"
         runs = ", ".join(ctx.runs) or "runs not recorded"
-        return f"{text}. {ctx.model} model; {runs}" + (f"; TR {ctx.tr:g} s." if ctx.tr else ".")
+        text = f"{text}. {ctx.model} model; {runs}" + (f"; TR {ctx.tr:g} s." if ctx.tr else ".")
+        return text + self._retest_text()
+
+    def _retest_text(self) -> str:
+        """`` Test–retest: …`` where the two runs' separate fits were compared, else empty."""
+        record = (self.ctx.extra_settings.get("variance_explained") or {}).get("TestRetest")
+        if not record:
+            return ""
+        shares = record["Consistent"]
+        return (
+            f" Test–retest of the standard errors: fitted alone, the two runs' estimates agree within "
+            f"their combined 95 % intervals for x {100 * shares['x']:.0f} %, y {100 * shares['y']:.0f} % "
+            f"and σ {100 * shares['sigma']:.0f} % of {record['Units']} units (about 95 % if the "
+            "intervals are right)."
+        )
 
     def _uncertain_share(self) -> tuple[int, int, float]:
         """Units flagged uncertain, units with standard errors (refined), and the share in percent."""
