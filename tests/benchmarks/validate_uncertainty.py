@@ -5,7 +5,9 @@ small foveal pRFs by default) for each noise model and level asked for, runs the
 (defaults, cvr2 on) with each ``--noise-model`` asked for in a subprocess, and prints one JSON line
 per participant and option: σ bias, σ at the floor, centre error, runaways (centre > 5° from the
 truth) and whether they are flagged, the share of true pRFs flagged, the coverage of the nominal
-95 % intervals of x, y and σ on the unflagged pRF vertices per SNR bin, and cvr2.
+95 % intervals of x, y and σ on the unflagged pRF vertices per SNR bin, cvr2, and with two runs the
+sidecar's test–retest consistency (``VarianceExplained.TestRetest``; ``--synth sweep_order=shuffled``
+for runs of different bar orders).
 
     KERAS_BACKEND=jax python tests/benchmarks/validate_uncertainty.py --seeds 11 12 \
         --noise-models ar1 realistic --noise 0.5 1.0 --options ols ar1 [--keep DIR] [--table FILE]
@@ -97,6 +99,8 @@ def measure(bids: Path, out: Path) -> dict:
         "coverage_by_snr": bins,
         "median_se_x": round(float(np.nanmedian(se["x"][keep])), 4),
         "median_cvr2": round(float(np.nanmedian(maps["cvr2"][prf])), 4),
+        "retest": (sidecar.get("VarianceExplained") or {}).get("TestRetest", {}).get("Consistent"),
+        "retest_units": (sidecar.get("VarianceExplained") or {}).get("TestRetest", {}).get("Units"),
     }
 
 

@@ -14,7 +14,14 @@ from helpers import accuracy
 from prfmap.cli.run import main as prfmap
 from prfmap.cli.synth import main
 from prfmap.synth.config import CYCLES, SynthConfig
-from prfmap.synth.response import bar_apertures, pixel_coordinates, stimulus_apertures, wedge_ring_apertures
+from prfmap.synth.response import (
+    BAR_DIRECTIONS,
+    bar_apertures,
+    pixel_coordinates,
+    stimulus_apertures,
+    sweep_orders,
+    wedge_ring_apertures,
+)
 
 
 def digest(root: Path) -> dict[str, str]:
@@ -106,3 +113,29 @@ def test_an_unknown_design_is_refused_on_one_line(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
     with pytest.raises(ValueError, match="stimulus_design must be one of"):
         SynthConfig(stimulus_design="rings")
+
+
+def test_shuffled_runs_sweep_the_same_bars_in_their_own_order(tmp_path):
+    """``--sweep-order shuffled``: run 2 has its own aperture file, the same sweeps in another order;
+    prfmap fits the two runs (different apertures), and the folds give the test–retest check."""
+    bids, out = tmp_path / "bids", tmp_path / "out"
+    argv = ["--small", "--space", "T1w", "--runs", "2", "--sweep-order", "shuffled"]
+    assert main([str(bids), *argv]) == 0
+    config = SynthConfig(small=True, runs=2, sweep_order="shuffled")
+    orders = sweep_orders(config)
+    assert orders[0] == BAR_DIRECTIONS and sorted(orders[1]) == sorted(BAR_DIRECTIONS) != list(orders[1])
+    first = nib.load(bids / "stimuli" / "bars.nii.gz").get_fdata()
+    second = nib.load(bids / "stimuli" / "bars_order-2.nii.gz").get_fdata()
+    assert first.shape == second.shape and first.sum() == second.sum() and (first != second).any()
+    events = next(bids.glob("sub-01/func/*run-2_events.tsv")).read_text().splitlines()
+    assert events[1].split("\t")[2:] == ["bars", "bars_order-2.nii.gz"]
+    described = json.loads((bids / "derivatives/prfsynth/truth.json").read_text())
+    assert described["Settings"]["sweep_order"] == "shuffled"
+    same = SynthConfig(small=True, runs=2)
+    assert sweep_orders(same) == [BAR_DIRECTIONS, BAR_DIRECTIONS] and same.run_stimulus_name(2) == "bars"
+    work = tmp_path / "work"
+    assert prfmap([str(bids), str(out), "participant", "--no-report", "--work-dir", str(work)]) == 0
+    acc = accuracy(bids, out)
+    assert acc["fitted"] >= 0.95 and acc["centre"] <= 0.4, acc
+    sidecar = json.loads(next(out.glob("sub-01/func/*_desc-x_boldmap.json")).read_text())
+    assert sidecar["VarianceExplained"]["TestRetest"]["Units"] > 50

@@ -23,6 +23,7 @@ from prfmap.synth.config import (
     SLICE_TIMINGS,
     SPACES,
     STIMULUS_DESIGNS,
+    SWEEP_ORDERS,
     SynthConfig,
 )
 from prfmap.synth.model import NOISE_MODELS
@@ -193,6 +194,14 @@ def build_parser() -> argparse.ArgumentParser:
         "rings and wedges reach a pRF's surround without its centre",
     )
     parser.add_argument(
+        "--sweep-order",
+        choices=SWEEP_ORDERS,
+        default="same",
+        help="same: every run sees the same apertures (the default); shuffled: every run after the "
+        "first sweeps the bars in its own random order of the eight directions (its own file "
+        "stimuli/<design>_order-<run>.nii.gz): runs whose fits are independent tests of each other",
+    )
+    parser.add_argument(
         "--bar-widths",
         nargs="+",
         type=positive_float,
@@ -272,6 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prf_models=args.prf_models,  # a list, or the default's one name
         bar_widths=tuple(args.bar_widths or ()),
         stimulus_design=args.stimulus_design,
+        sweep_order=args.sweep_order,
         voxel_mm=args.voxel_mm,
         **(CLEAN if args.clean else realism),
     )

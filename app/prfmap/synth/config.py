@@ -41,6 +41,10 @@ MODEL_SEED = 21
 """The units' models and model parameters come from ``np.random.default_rng([seed, MODEL_SEED])``,
 a generator of their own, so the Gaussian parameters, HRFs and noise stay those of the default
 dataset whatever models are listed."""
+SWEEP_ORDERS = ("same", "shuffled")
+"""The order of the bar sweeps across runs (``SynthConfig.sweep_order``): ``same``, every run sees the
+first run's apertures; ``shuffled``, every run after the first sweeps the same bars in its own random
+order of the eight directions, written as its own aperture file (``stimuli/bars_order-<run>``)."""
 STIMULUS_DESIGNS = ("bars", "multiwidth", "hcp")
 """prfmap-synth's stimulus designs (``SynthConfig.stimulus_design``): ``bars``, eight sweeps of bars of
 one width (:attr:`SynthConfig.sweep_widths`); ``multiwidth``, that sequence with bars of an eighth and
@@ -131,6 +135,8 @@ class SynthConfig:
         :attr:`bar_width` becomes): the design's widths (:attr:`sweep_widths`).
     stimulus_design : str
         One of :data:`STIMULUS_DESIGNS`.
+    sweep_order : str
+        One of :data:`SWEEP_ORDERS`.
     voxel_mm : float
         T1w only: the voxels' side in millimetres (default 3). The head keeps its size in millimetres,
         so smaller voxels give more of them and each spans less of the retinotopic map.
@@ -161,6 +167,7 @@ class SynthConfig:
     dog_surround_ratio: tuple[float, float] = (0.1, 0.3)
     bar_widths: tuple[float, ...] = ()
     stimulus_design: str = "bars"
+    sweep_order: str = "same"
     voxel_mm: float = 3.0
 
     n_pixels: int = 0
@@ -169,10 +176,13 @@ class SynthConfig:
     bar_width_deg: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.slice_timing not in SLICE_TIMINGS:
-            raise ValueError(f"slice_timing must be one of {SLICE_TIMINGS}, got {self.slice_timing!r}")
-        if self.noise_model not in NOISE_MODELS:
-            raise ValueError(f"noise_model must be one of {NOISE_MODELS}, got {self.noise_model!r}")
+        for name, choices in (
+            ("slice_timing", SLICE_TIMINGS),
+            ("noise_model", NOISE_MODELS),
+            ("sweep_order", SWEEP_ORDERS),
+        ):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
         for name in ("slice_time_ref", "noise_fraction"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
@@ -247,6 +257,12 @@ class SynthConfig:
     def stimulus_name(self) -> str:
         """The stimulus file's name (``stimuli/<name>.nii.gz``) and the events' ``trial_type``."""
         return "hcp" if self.stimulus_design == "hcp" else "bars"
+
+    def run_stimulus_name(self, run: int) -> str:
+        """The stimulus file of run ``run`` (from 1): :attr:`stimulus_name`, or its own sweep order's."""
+        if self.sweep_order == "same" or run == 1:
+            return self.stimulus_name
+        return f"{self.stimulus_name}_order-{run}"
 
     @property
     def sweep_widths(self) -> tuple[float, ...]:

@@ -25,7 +25,7 @@ import numpy as np
 from prfmap.io.atomic import write_json_atomic, write_text_atomic
 from prfmap.synth.config import MODEL_SEED, SPACES, SynthConfig, acquisition_timing
 from prfmap.synth.layout import make_layout
-from prfmap.synth.response import simulate_run, stimulus_apertures
+from prfmap.synth.response import simulate_run, stimulus_apertures, sweep_orders
 from prfmap.synth.surfaces import write_native_anat
 from prfmap.synth.writers import (
     FMRIPREP_BIDSIGNORE,
@@ -43,6 +43,7 @@ from prfmap.synth.writers import (
     write_raw_run,
     write_raw_top,
     write_spatial_references,
+    write_stimulus,
     write_truth,
 )
 
@@ -80,8 +81,11 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
     root = Path(out_dir)
     rng = np.random.default_rng(config.seed)
     model_rng = np.random.default_rng([config.seed, MODEL_SEED])
-    design = stimulus_apertures(config)
-    write_raw_top(root, config, design)
+    designs = [stimulus_apertures(config, order) for order in sweep_orders(config)]
+    write_raw_top(root, config, designs[0])
+    for run in range(2, config.runs + 1):
+        if config.run_stimulus_name(run) != config.stimulus_name:
+            write_stimulus(root, config, config.run_stimulus_name(run), designs[run - 1])
     fmriprep = root / "derivatives" / "fmriprep"
     truth_dir = root / "derivatives" / "prfsynth"
     write_json_atomic(
@@ -110,10 +114,11 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
         for run in range(1, config.runs + 1):
             stem = bold_name(sub, config, run)
             respond = run <= config.runs - config.noise_runs
+            design = designs[run - 1]
             bold, response = simulate_run(layout, design, config, rng, respond=respond)
             mean_response = response
             timing = acquisition_timing(config, layout.n_slices)
-            write_raw_run(raw_func, stem, config, design.shape[0], timing)
+            write_raw_run(raw_func, stem, config, design.shape[0], timing, run)
             write_raw_bold(raw_func / f"{stem}_bold.nii.gz", config, bold.shape[1], layout.n_slices, rng)
             write_bold(layout, bold, config, der_func, stem, rng)
             write_text_atomic(

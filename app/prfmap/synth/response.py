@@ -26,6 +26,8 @@ from prfmap.synth.model import (
 
 BAR_DIRECTIONS = (0, 225, 90, 315, 180, 45, 270, 135)
 """Directions of the bar sweeps (degrees, direction of motion; 0 = rightwards, 90 = upwards)."""
+SWEEP_ORDER_SEED = 7
+"""Mixed into ``SynthConfig.seed`` for the runs' sweep orders (the other draws stay as they were)."""
 
 
 def pixel_coordinates(fov_deg: float, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -34,15 +36,38 @@ def pixel_coordinates(fov_deg: float, n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.meshgrid(x, x[::-1])
 
 
-def stimulus_apertures(config: SynthConfig) -> np.ndarray:
+def sweep_orders(config: SynthConfig) -> list[tuple[int, ...]]:
+    """Each run's order of :data:`BAR_DIRECTIONS` (``config.sweep_order``; the first run's is theirs).
+
+    Returns
+    -------
+    list of tuple of int
+        One order per run.
+    """
+    rng = np.random.default_rng([config.seed, SWEEP_ORDER_SEED])
+    orders = [BAR_DIRECTIONS]
+    for _ in range(1, config.runs):
+        same = config.sweep_order == "same"
+        orders.append(BAR_DIRECTIONS if same else tuple(int(d) for d in rng.permutation(BAR_DIRECTIONS)))
+    return orders
+
+
+def stimulus_apertures(config: SynthConfig, directions: tuple[int, ...] = BAR_DIRECTIONS) -> np.ndarray:
     """The apertures of ``config.stimulus_design`` (:data:`prfmap.synth.config.STIMULUS_DESIGNS`).
+
+    Parameters
+    ----------
+    config : SynthConfig
+        The settings.
+    directions : tuple of int
+        The order of the bar sweeps (:func:`sweep_orders`).
 
     Returns
     -------
     ndarray
         float32 (frames, rows, cols) of 0 and 1; row 0 = top.
     """
-    bars = bar_apertures(config)
+    bars = bar_apertures(config, directions)
     if config.stimulus_design != "hcp":
         return bars
     return np.concatenate([wedge_ring_apertures(config), bars], axis=0)
@@ -84,11 +109,12 @@ def wedge_ring_apertures(config: SynthConfig) -> np.ndarray:
     return np.concatenate(frames, axis=0)
 
 
-def bar_apertures(config: SynthConfig) -> np.ndarray:
+def bar_apertures(config: SynthConfig, directions: tuple[int, ...] = BAR_DIRECTIONS) -> np.ndarray:
     """Eight bar sweeps inside a circular aperture, with blank periods between sweep pairs.
 
     The sequence (blank, then four sweep pairs each followed by a blank) is repeated once per
-    width of ``config.sweep_widths``, in order, each repetition with bars of that width.
+    width of ``config.sweep_widths``, in order, each repetition with bars of that width; the sweeps
+    move in the ``directions`` given, in that order.
 
     Returns
     -------
@@ -104,7 +130,7 @@ def bar_apertures(config: SynthConfig) -> np.ndarray:
     frames = []
     for width in config.sweep_widths:
         frames.append(blank)
-        for i, direction in enumerate(BAR_DIRECTIONS):
+        for i, direction in enumerate(directions):
             theta = np.radians(direction)
             along = x * np.cos(theta) + y * np.sin(theta)
             for s in positions:

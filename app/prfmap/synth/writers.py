@@ -230,6 +230,8 @@ def truth_description(config: SynthConfig) -> dict[str, Any]:
         del settings["bar_widths"]
     if config.stimulus_design == "bars":  # the default design: as before stimulus_design
         del settings["stimulus_design"]
+    if config.sweep_order == "same":  # every run the first's apertures: as before sweep_order
+        del settings["sweep_order"]
     out = {
         "Settings": settings,
         "Model": "gauss",
@@ -380,21 +382,7 @@ def write_raw_top(root: Path, config: SynthConfig, design: np.ndarray) -> None:
             "(synthetic, not made by fMRIPrep) and the ground truth in derivatives/prfsynth.\n"
         ),
     )
-    stim = np.moveaxis(design, 0, -1)[:, :, None, :].astype(np.uint8)
-    img = nib.Nifti1Image(stim, np.eye(4))
-    with atomic_path(root / "stimuli" / f"{config.stimulus_name}.nii.gz") as tmp:
-        nib.save(img, tmp)
-    write_json_atomic(
-        root / "stimuli" / f"{config.stimulus_name}.json",
-        {
-            "FieldOfViewDeg": config.fov_deg,
-            "RepetitionTime": config.tr,
-            "Description": (
-                f"{DESIGN_TEXT[config.stimulus_design]} apertures: axis 0 rows top to bottom, axis 1 "
-                "columns left to right, axis 2 singleton, axis 3 frames (one per TR); 1 = stimulus"
-            ),
-        },
-    )
+    write_stimulus(root, config, config.stimulus_name, design)
     write_json_atomic(
         root / f"task-{config.task}_events.json",
         {
@@ -403,13 +391,36 @@ def write_raw_top(root: Path, config: SynthConfig, design: np.ndarray) -> None:
     )
 
 
-def write_raw_run(func: Path, stem: str, config: SynthConfig, n_frames: int, timing: Timing) -> None:
-    """Write a raw run's events and sidecar."""
+def write_stimulus(root: Path, config: SynthConfig, name: str, design: np.ndarray) -> None:
+    """Write ``stimuli/<name>.nii.gz`` (the apertures ``design``) and its sidecar."""
+    stim = np.moveaxis(design, 0, -1)[:, :, None, :].astype(np.uint8)
+    img = nib.Nifti1Image(stim, np.eye(4))
+    with atomic_path(root / "stimuli" / f"{name}.nii.gz") as tmp:
+        nib.save(img, tmp)
+    order = "" if name == config.stimulus_name else ", the bar sweeps in this run's own order"
+    write_json_atomic(
+        root / "stimuli" / f"{name}.json",
+        {
+            "FieldOfViewDeg": config.fov_deg,
+            "RepetitionTime": config.tr,
+            "Description": (
+                f"{DESIGN_TEXT[config.stimulus_design]} apertures{order}: axis 0 rows top to bottom, "
+                "axis 1 columns left to right, axis 2 singleton, axis 3 frames (one per TR); 1 = stimulus"
+            ),
+        },
+    )
+
+
+def write_raw_run(
+    func: Path, stem: str, config: SynthConfig, n_frames: int, timing: Timing, run: int
+) -> None:
+    """Write a raw run's events and sidecar (run ``run``, from 1)."""
     onset = config.dummy_scans * config.tr
+    name = config.run_stimulus_name(run)
     write_text_atomic(
         func / f"{stem}_events.tsv",
         "onset\tduration\ttrial_type\tstim_file\n"
-        f"{onset:g}\t{n_frames * config.tr:g}\t{config.stimulus_name}\t{config.stimulus_name}.nii.gz\n",
+        f"{onset:g}\t{n_frames * config.tr:g}\t{config.stimulus_name}\t{name}.nii.gz\n",
     )
     meta: dict[str, Any] = {"RepetitionTime": config.tr, "TaskName": config.task}
     if timing.slice_timing is not None:
