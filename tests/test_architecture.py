@@ -60,6 +60,7 @@ DEFERRED_IMPORTS = {
     ("prfmap.engine", "keras"),
     ("prfmap.engine.backend", "keras"),
     ("prfmap.participant.fit", "prfmap.engine"),
+    ("prfmap.participant.fit", "prfmap.engine.fit.sigma_prior"),
     ("prfmap.participant.checkpoint", "prfmap.engine"),
     ("prfmap.participant.crossval", "prfmap.engine"),
 }

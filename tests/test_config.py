@@ -45,6 +45,7 @@ def test_defaults_are_filled_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         "hrf": "participant",
         "noise": "ar1",
         "covariance": "laplace",
+        "sigma_prior": "eccentricity",
         "seed": 0,
     }
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -83,6 +84,8 @@ def test_options_reach_their_sections(tmp_path: Path) -> None:
         "start",
         "--covariance",
         "sandwich",
+        "--sigma-prior",
+        "none",
     )
     assert config.inputs.participant_labels == ("01", "02") and config.inputs.runs == (2,)
     assert config.inputs.derivatives == (("smooth", tmp_path / "smooth"),)
@@ -93,6 +96,8 @@ def test_options_reach_their_sections(tmp_path: Path) -> None:
     assert (config.fit.model, config.fit.random_seed, config.outputs.report) == ("dog", 7, False)
     assert config.fit.slice_time_ref == 0.0 and config.fit.engine_kwargs()["slice_time_ref"] == 0.0
     assert config.fit.engine_kwargs()["covariance"] == "sandwich"
+    assert config.fit.engine_kwargs()["sigma_prior"] == "none"
+    assert FitConfig().sigma_prior == catalog.DEFAULT_SIGMA_PRIOR  # the configuration's default is the CLI's
     assert FitConfig().covariance == catalog.DEFAULT_COVARIANCE  # the configuration's default is the engine's
 
 

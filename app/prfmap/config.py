@@ -152,6 +152,9 @@ class FitConfig:
         fold before it and used to prewhiten the refinement and the standard errors.
     covariance : str
         How the standard errors are computed (``--covariance``): ``laplace`` or ``sandwich``.
+    sigma_prior : str
+        ``--sigma-prior``: ``none`` or ``eccentricity`` (an empirical-Bayes prior on log σ, estimated
+        once per fit and fold from a pilot fit).
     random_seed : int
         Seed of every random choice of the fit.
     slice_time_ref : float or None
@@ -167,6 +170,7 @@ class FitConfig:
     hrf: str = "participant"
     noise_model: str = "ar1"
     covariance: str = "laplace"
+    sigma_prior: str = "eccentricity"
     random_seed: int = 0
     slice_time_ref: float | None = None
 
@@ -182,6 +186,7 @@ class FitConfig:
             "hrf": self.hrf,
             "noise": self.noise_model,
             "covariance": self.covariance,
+            "sigma_prior": self.sigma_prior,
             "seed": self.random_seed,
         }
         if self.slice_time_ref is not None:

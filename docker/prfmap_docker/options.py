@@ -63,6 +63,7 @@ PRFMAP_OPTIONS: tuple[Option, ...] = (
     Option(("--hrf",)),
     Option(("--noise-model",)),
     Option(("--covariance",)),
+    Option(("--sigma-prior",)),
     Option(("--fit-hrf",), nargs=0),
     Option(("--slice-time-ref",)),
     Option(("--random-seed",)),

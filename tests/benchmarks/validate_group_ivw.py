@@ -8,6 +8,7 @@ contribute, the group's ``stat-ivwmean`` of x, y and σ and the participants' me
 participants: r² ≥ 0.1, status not doubtful) with the mean of the participants' true values.
 
     KERAS_BACKEND=jax python tests/benchmarks/validate_group_ivw.py [--subjects 4] [--keep DIR]
+        [-- participant-level options, e.g. --covariance sandwich]
 """
 
 from __future__ import annotations
@@ -57,14 +58,17 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=31)
     parser.add_argument("--keep", type=Path, help="folder for the dataset and outputs (kept)")
     parser.add_argument("--reuse", action="store_true", help="reuse the participant outputs under --keep")
+    parser.add_argument("extra", nargs="*", help="more participant-level options (after --)")
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="validate-group-ivw-"))
-    bids, out = root / "bids", root / "out"
+    bids, out = root / "bids", root / ("out" + "".join(args.extra).replace("-", "_"))
     if not (bids / "dataset_description.json").is_file():
         make_synthetic_dataset(bids, SynthConfig(subjects=args.subjects, seed=args.seed))
     if not (args.reuse and (out / "sub-01").is_dir()):
         shutil.rmtree(out, ignore_errors=True)
-        prfmap(str(bids), str(out), "participant", "--no-report", "--work-dir", str(root / "work"))
+        prfmap(
+            str(bids), str(out), "participant", "--no-report", "--work-dir", str(root / "work"), *args.extra
+        )
     prfmap(str(bids), str(out), "group", "--no-report", "--work-dir", str(root / "work"))
     subjects = [f"{s:02d}" for s in range(1, args.subjects + 1)]
     truths = [load_truth(bids, s) for s in subjects]
@@ -74,7 +78,7 @@ def main() -> int:
     )
     prf = np.stack([t["mask"] for t in truths])
     enough = (keep & prf).sum(axis=0) >= 3
-    record = {"subjects": args.subjects, "vertices": int(enough.sum())}
+    record = {"subjects": args.subjects, "options": args.extra, "vertices": int(enough.sum())}
     for label in LABELS:
         estimates = np.stack([np.where(k, f[label], np.nan) for f, k in zip(fits, keep, strict=True)])
         truth = np.nanmean(

@@ -28,6 +28,7 @@ CHANGED = {
     "noise": NoiseModel("ar1", (0.3,), 100),
     "uncertainty": False,
     "covariance": "sandwich",
+    "sigma_prior": "eccentricity",
     "gauss_start": {"x": np.zeros(4)},
 }
 

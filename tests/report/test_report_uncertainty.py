@@ -154,6 +154,20 @@ def test_methods_say_how_uncertainty_was_computed(uncertain_report: Path) -> Non
     assert "sandwich" not in methods  # the default, --covariance laplace
 
 
+def test_methods_state_the_sigma_prior_when_one_was_used() -> None:
+    record = {
+        "option": "eccentricity",
+        "log_sigma_intercept": -0.9123,
+        "log_sigma_slope_per_deg": 0.1411,
+        "log_sigma_spread": 0.2234,
+        "units": 187,
+    }
+    text = uncertainty_methods(SimpleNamespace(noise_model={"option": "ols"}, sigma_prior=record))
+    assert "posterior mode under an empirical-Bayes prior on log sigma given eccentricity" in text
+    assert "N(-0.912 + 0.141 × eccentricity, 0.223²)" in text and "187 refined units" in text
+    assert "posterior mode" not in uncertainty_methods(SimpleNamespace(noise_model={"option": "ols"}))
+
+
 def test_methods_name_the_sandwich_term_when_it_was_used() -> None:
     settings = SimpleNamespace(noise_model={"option": "ols"}, covariance="sandwich")
     text = uncertainty_methods(settings)

@@ -126,6 +126,7 @@ def _fit_section(opts: Namespace) -> FitConfig:
         hrf="vertex" if opts.fit_hrf else opts.hrf,
         noise_model=opts.noise_model,
         covariance=opts.covariance,
+        sigma_prior=opts.sigma_prior,
         random_seed=opts.random_seed,
         slice_time_ref=opts.slice_time_ref,
     )

@@ -495,6 +495,15 @@ def build_parser() -> argparse.ArgumentParser:
         + " (default: %(default)s)",
     )
     g_model.add_argument(
+        "--sigma-prior",
+        choices=catalog.SIGMA_PRIORS,
+        default=catalog.DEFAULT_SIGMA_PRIOR,
+        help="none: sigma is the maximum-likelihood estimate; eccentricity: sigma is each refined "
+        "unit's posterior mode under an empirical-Bayes prior on log sigma given eccentricity, "
+        "estimated once per fit and fold from a pilot fit of every k-th unit (Gaussian model only), "
+        "which keeps sigma off its floor where the data cannot pin it down (default: %(default)s)",
+    )
+    g_model.add_argument(
         "--fit-hrf",
         action="store_true",
         help="the same as --hrf vertex (kept for earlier command lines)",

@@ -67,6 +67,11 @@ class FitOptions:
         ``uncertain`` status bit.
     covariance : str
         How: a key of :data:`prfmap.engine.catalog.COVARIANCES` (``laplace`` or ``sandwich``).
+    sigma_prior : {"none", "eccentricity"} or SigmaPrior
+        ``eccentricity``: σ is each refined unit's posterior mode under an empirical-Bayes prior on
+        log σ given eccentricity, estimated from the fit's refined units
+        (:mod:`prfmap.engine.fit.sigma_prior`); or under the prior given (a participant's, estimated
+        once for all chunks); ``none``: the maximum-likelihood σ.
     gauss_start : mapping, optional
         ``x``, ``y``, ``sigma`` ((units,) each, degrees) and optionally ``r2`` of a Gaussian fit of
         the same data: a model seeded from its Gaussian fit (CSS, DoG, DN) seeds from these instead of
@@ -91,9 +96,12 @@ class FitOptions:
     noise: str | BaseNoiseModel = "ols"
     uncertainty: bool = True
     covariance: str = "laplace"
+    sigma_prior: Any = "none"
     gauss_start: Mapping[str, np.ndarray] | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.sigma_prior, str) and self.sigma_prior not in catalog.SIGMA_PRIORS:
+            raise ValueError(f"sigma_prior must be one of {catalog.SIGMA_PRIORS}, got {self.sigma_prior!r}")
         if self.covariance not in catalog.COVARIANCES:
             raise ValueError(
                 f"covariance must be one of {sorted(catalog.COVARIANCES)}, got {self.covariance!r}"

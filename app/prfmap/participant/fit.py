@@ -10,6 +10,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -147,6 +148,9 @@ class SharedWork:
         The participant HRF estimated for that data.
     noise : dict
         The noise model estimated for that data.
+    sigma_prior : dict
+        The prior on log σ estimated for that data (``--sigma-prior eccentricity``), or None where
+        too few units gave one.
     gauss : dict
         The Gaussian fit of that data, which the other models seed from.
     keep_held_out : bool
@@ -161,6 +165,7 @@ class SharedWork:
 
     hrf: dict[str | None, HRF] = dataclasses.field(default_factory=dict)
     noise: dict[str | None, BaseNoiseModel] = dataclasses.field(default_factory=dict)
+    sigma_prior: dict[str | None, Any] = dataclasses.field(default_factory=dict)
     gauss: dict[str | None, FitResult] = dataclasses.field(default_factory=dict)
     keep_held_out: bool = False
     held_out: dict[int, HeldOutData] = dataclasses.field(default_factory=dict)
@@ -358,6 +363,11 @@ def _checkpointed_fit(
         if key not in shared.noise:
             shared.noise[key] = participant_noise(loaded, runs, options, progress)
         options = dataclasses.replace(options, noise=shared.noise[key])
+    if options.sigma_prior == "eccentricity":  # measured for the Gaussian only (docs/validation.md)
+        if options.model == "gauss" and key not in shared.sigma_prior:
+            shared.sigma_prior[key] = participant_sigma_prior(loaded, runs, options, progress)
+        prior = shared.sigma_prior.get(key) if options.model == "gauss" else None
+        options = dataclasses.replace(options, sigma_prior=prior or "none")
     chunk = chunk_units(config.execution.mem_gb, data.data.shape[1])
     gauss = shared.gauss.get(key)
     if gauss is not None and options.model != "gauss":
@@ -387,6 +397,61 @@ def _checkpointed_fit(
     if options.model == "gauss":
         shared.gauss[key] = result
     return result
+
+
+def participant_sigma_prior(
+    loaded: LoadedFit, runs: FittedRuns, options: FitOptions, progress: ProgressFn
+) -> Any:
+    """The prior of ``--sigma-prior eccentricity``, estimated once from a pilot fit before the chunked fit.
+
+    Every k-th unit (at most :data:`~prfmap.engine.fit.sigma_prior.PILOT_UNITS`) is fitted with the
+    fit's options and a prior estimated from its own refined units; every chunk then uses that prior,
+    so it depends neither on the chunking nor on which units had the best SNR.
+
+    Parameters
+    ----------
+    loaded : LoadedFit
+        The fit (its TR).
+    runs : FittedRuns
+        The runs (all of the fit's, or a fold's training runs).
+    options : FitOptions
+        The fit's options, its HRF and noise model already estimated.
+    progress : callable
+        ``progress(stage, done, total)``.
+
+    Returns
+    -------
+    SigmaPrior or None
+        None where the pilot's refined units were too few.
+    """
+    # Deferred: the engine's compiled code (and Keras) loads when a fit needs it, not on import.
+    from prfmap.engine import fit_prf
+
+    # Deferred with the engine: the module imports its kernels (and so Keras).
+    from prfmap.engine.fit.sigma_prior import pilot_units, prior_of
+
+    start = time.perf_counter()
+    rows = pilot_units(runs.data.data.shape[0])
+    pilot = fit_prf(
+        runs.data.data[rows],
+        runs.stim,
+        loaded.tr,
+        options=dataclasses.replace(options, uncertainty=False, return_predictions=False),
+        nuisance=runs.data.nuisance,
+        progress=lambda stage, done, total: progress(f"sigma prior {stage}", done, total),
+    )
+    prior = prior_of(pilot.settings.sigma_prior)
+    logger.info(
+        "%s: sigma prior from %d of %d pilot units in %.1f s: %s",
+        runs.name,
+        prior.units if prior else 0,
+        rows.size,
+        time.perf_counter() - start,
+        f"log sigma = {prior.intercept:.3f} + {prior.slope:.3f} ecc, spread {prior.spread:.3f}"
+        if prior
+        else "too few refined units, none",
+    )
+    return prior
 
 
 def participant_hrf(loaded: LoadedFit, runs: FittedRuns, options: FitOptions, progress: ProgressFn) -> HRF:

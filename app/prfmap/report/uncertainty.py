@@ -91,6 +91,31 @@ def noise_model_text(settings: FitSettings | None) -> str:
     return text
 
 
+def sigma_prior_text(settings: FitSettings | None) -> str:
+    """The methods' sentence on ``--sigma-prior eccentricity``, empty without a prior.
+
+    Parameters
+    ----------
+    settings : FitSettings or None
+        ``FitResult.settings`` (its ``sigma_prior``).
+
+    Returns
+    -------
+    str
+    """
+    record = getattr(settings, "sigma_prior", None)
+    if not record:
+        return ""
+    return (
+        "Sigma is each refined unit's posterior mode under an empirical-Bayes prior on log sigma given "
+        f"eccentricity (log sigma ~ N({record['log_sigma_intercept']:.3f} + "
+        f"{record['log_sigma_slope_per_deg']:.3f} × eccentricity, {record['log_sigma_spread']:.3f}²), "
+        f"estimated by the marginal likelihood of the profile likelihoods of {record['units']} refined "
+        "units of a pilot fit; --sigma-prior eccentricity), the centre held at its estimate; its standard "
+        "error and interval include the prior's precision. "
+    )
+
+
 def uncertainty_methods(settings: FitSettings | None) -> str:
     """The methods' account of the standard errors and of the ``uncertain`` status bit.
 
@@ -115,7 +140,8 @@ def uncertainty_methods(settings: FitSettings | None) -> str:
         else ""
     )
     return (
-        "Standard errors are Laplace (Gauss–Newton) approximations at each unit's final estimate: the "
+        sigma_prior_text(settings)
+        + "Standard errors are Laplace (Gauss–Newton) approximations at each unit's final estimate: the "
         "inverse of the information matrix of all parameters (the linear weights included) from the "
         "Jacobian of the prewhitened residual, times the residual variance (RSS over frames minus "
         f"nuisance regressors minus fitted parameters){robust}; derived parameters by the delta method; "

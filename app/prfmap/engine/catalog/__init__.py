@@ -218,6 +218,13 @@ COVARIANCES = {
 model and the noise model are; or the information's inverse around the scores' observed covariance,
 which holds up when the residuals are not what the noise model says
 (:func:`prfmap.engine.fit.uncertainty.parameter_uncertainty`)."""
+SIGMA_PRIORS = ("none", "eccentricity")
+"""``--sigma-prior``: the maximum-likelihood σ, or σ's posterior mode under an empirical-Bayes prior on
+log σ given eccentricity (:mod:`prfmap.engine.fit.sigma_prior`)."""
+DEFAULT_SIGMA_PRIOR = "eccentricity"
+"""The ``--sigma-prior`` default, chosen by measurement (docs/validation.md, "Prior information on σ").
+The engine's ``fit_prf`` keeps ``none``: a participant's prior is estimated once per fit and fold
+(from a pilot fit) and handed to every chunk."""
 DEFAULT_COVARIANCE = "laplace"
 """The ``--covariance`` default, chosen by measurement (docs/validation.md, "Robust standard errors")."""
 

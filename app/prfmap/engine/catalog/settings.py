@@ -63,6 +63,9 @@ class FitSettings:
     covariance : str, optional
         How the standard errors were computed (:data:`prfmap.engine.catalog.COVARIANCES`); None
         without them.
+    sigma_prior : mapping, optional
+        The prior on log σ the fit's σ is the posterior mode under
+        (:meth:`prfmap.engine.fit.sigma_prior.SigmaPrior.describe`); None without one.
     chunks, chunk_units : int, optional
         For a chunked fit (:mod:`prfmap.participant.checkpoint`): the chunks and units per chunk.
     """
@@ -94,6 +97,7 @@ class FitSettings:
     bounds: Mapping[str, Any]
     noise_model: Mapping[str, Any] = dataclasses.field(default_factory=lambda: {"option": "ols"})
     covariance: str | None = "laplace"
+    sigma_prior: Mapping[str, Any] | None = None
     chunks: int | None = None
     chunk_units: int | None = None
 

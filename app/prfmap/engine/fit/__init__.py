@@ -33,6 +33,7 @@ from prfmap.engine.fit.result import (
     final_fit,
     keeping_gaussian,
 )
+from prfmap.engine.fit.sigma_prior import at_likelihood_sigma, posterior_sigma, posterior_uncertainty
 from prfmap.engine.fit.uncertainty import covariance_recipe, doubtful_uncertainty, parameter_uncertainty
 from prfmap.engine.hrf import HRF
 from prfmap.engine.models import floatx, free_mask, get_model
@@ -115,6 +116,16 @@ def fit_prf(
     if whitening is not None:
         gls_prob, gls_units = whitened(prob, units, whitening, repr(noise))
     refined = stages.refine(gls_prob, plan, begun.u, gls_units.y, begun.corr, free, bounds, progress)
+    refined_u, sigma_prior = refined.u, None
+    if opts.sigma_prior != "none" and "sigma" in prob.model.names and opts.refine != "none":
+        t0 = time.perf_counter()
+        k = prob.model.names.index("sigma")
+        limits = (float(bounds.lower[k]), float(bounds.upper[k]))
+        which = ~refined.flags["grid_only"]
+        refined_u, sigma_prior = posterior_sigma(
+            gls_prob, gls_units, refined.u, which, limits, opts.sigma_prior, mem_gb
+        )
+        timings["sigma_prior"] = time.perf_counter() - t0
     final = partial(
         final_fit, prob, units, shape=data.shape, mem_gb=mem_gb, with_predictions=opts.return_predictions
     )
@@ -122,7 +133,7 @@ def fit_prf(
         final = keeping_gaussian(final, prob.model, units.index, ~begun.seeded, gauss_start)
     checked = checked_fit(
         final,
-        refined.u,
+        refined_u,
         begun.u,
         units.index,
         bounds,
@@ -136,10 +147,14 @@ def fit_prf(
         at_floor = (
             catalog.status_codes(checked.status)[units.index] & catalog.STATUS_BITS["size_at_floor"]
         ) > 0
+        u_likelihood = at_likelihood_sigma(checked.u, refined.u, refined_u, prob.model)
+        if sigma_prior is not None:  # the maximum-likelihood σ on its floor: an upper limit
+            k = prob.model.names.index("sigma")
+            at_floor |= u_likelihood[:, k] <= bounds.lower[k] + 1e-6
         uncertainty = parameter_uncertainty(
             gls_prob,
             gls_units,
-            checked.u,
+            u_likelihood,
             free,
             covariance_recipe(opts.covariance, stim.run_lengths, alternatives),
             mem_gb=mem_gb,
@@ -147,6 +162,8 @@ def fit_prf(
             at_floor=at_floor,
         )
         uncertain = doubtful_uncertainty(uncertainty, checked.params, stim.scales["radius"])
+        if sigma_prior is not None:
+            uncertainty = posterior_uncertainty(uncertainty, checked.params["sigma"], sigma_prior)
         status = np.where(uncertain, status + catalog.STATUS_BITS["uncertain"], status)
     settings = _settings(
         prob,
@@ -158,6 +175,8 @@ def fit_prf(
         bounds=bounds_record(prob.model, bounds, free),
         noise=noise,
     )
+    if sigma_prior is not None:
+        settings = replace(settings, sigma_prior=sigma_prior.describe())
     timings |= {**begun.timings, "refine": refined.seconds, "linear": checked.seconds}
     if uncertainty is not None:
         timings["uncertainty"] = uncertainty.seconds

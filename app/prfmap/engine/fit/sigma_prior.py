@@ -1,0 +1,394 @@
+"""An empirical-Bayes prior on log σ given eccentricity, and each unit's MAP σ under it.
+
+Where the data hardly constrain σ (a small pRF at modest SNR: below the bar's width the prediction
+changes by a few percent), the maximum-likelihood σ falls anywhere in a flat valley, often on the
+floor. The participant's other units say what σ usually is at that eccentricity: log σ ~
+N(a + b·eccentricity, τ²). The prior is estimated by maximising the marginal likelihood of the
+units' profile likelihoods of log σ (each integrated against the prior on a grid), so units whose σ
+is poorly determined count for little and none is selected by how well its σ is determined (the
+well-determined units are the large pRFs: a prior fitted to them alone is biased upward). Each unit's
+σ is then its posterior mode (MAP) on its profile, the centre and the linear weights held at the
+fit's. The standard errors are computed at the maximum-likelihood estimate, as without a prior (so
+are the ``uncertain`` flag and the centre's intervals: what the data determine); σ's is then the
+posterior's, its log's precision the data's plus the prior's (:func:`posterior_uncertainty`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import logsumexp
+
+from prfmap.engine import kernels
+from prfmap.engine.backend.ops import tensor, to_numpy
+from prfmap.engine.batching import batch_size, compiled, pad, run_batches
+from prfmap.engine.catalog.result import Uncertainty
+from prfmap.engine.fit.uncertainty import Z95
+from prfmap.engine.problem import Problem, Units
+
+__all__ = [
+    "PROFILE_POINTS",
+    "SigmaPrior",
+    "at_likelihood_sigma",
+    "estimate_sigma_prior",
+    "map_log_sigma",
+    "pilot_units",
+    "posterior_sigma",
+    "posterior_uncertainty",
+    "prior_of",
+    "sigma_profiles",
+]
+
+PROFILE_POINTS = 32
+"""Points of each unit's profile of log σ, evenly spaced between σ's bounds."""
+MIN_UNITS = 30
+"""Fewest profiled units a prior is estimated from (fewer: no prior)."""
+MIN_SPREAD = 0.05
+"""The smallest spread of log σ about its line a prior may have."""
+
+
+@dataclass(frozen=True)
+class SigmaPrior:
+    """log σ ~ N(intercept + slope · eccentricity, spread²), σ in degrees.
+
+    Attributes
+    ----------
+    intercept, slope, spread : float
+        The line (log degrees; per degree) and the spread of log σ about it.
+    units : int
+        The units it was estimated from.
+    """
+
+    intercept: float
+    slope: float
+    spread: float
+    units: int
+
+    def mean(self, eccentricity: np.ndarray) -> np.ndarray:
+        """The prior's mean of log σ.
+
+        Parameters
+        ----------
+        eccentricity : ndarray
+            Degrees.
+
+        Returns
+        -------
+        ndarray
+        """
+        return self.intercept + self.slope * np.asarray(eccentricity, dtype=np.float64)
+
+    def describe(self) -> dict[str, Any]:
+        """The record of the sidecars' ``FitSettings.sigma_prior``.
+
+        Returns
+        -------
+        dict
+        """
+        return {
+            "option": "eccentricity",
+            "log_sigma_intercept": round(self.intercept, 4),
+            "log_sigma_slope_per_deg": round(self.slope, 4),
+            "log_sigma_spread": round(self.spread, 4),
+            "units": self.units,
+            "description": "log sigma ~ N(intercept + slope * eccentricity, spread^2), estimated by the "
+            "marginal likelihood of the refined units' profile likelihoods of log sigma; sigma is its "
+            "posterior mode",
+        }
+
+
+def sigma_profiles(
+    prob: Problem, units: Units, u: np.ndarray, k: int, limits: tuple[float, float], mem_gb: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each unit's −2 log profile likelihood of log σ, relative to its minimum over the grid.
+
+    Parameters
+    ----------
+    prob : Problem
+        The (whitened) problem.
+    units : Units
+        The units, ``u``'s rows.
+    u : ndarray, shape (n, K)
+        Their internal parameters; column ``k`` (log σ) is varied, the others held.
+    k : int
+        The column of log σ.
+    limits : (float, float)
+        σ's internal bounds.
+    mem_gb : float
+        Memory budget of a batch.
+
+    Returns
+    -------
+    grid : ndarray, shape (PROFILE_POINTS,)
+        log σ.
+    profile : ndarray, shape (n, PROFILE_POINTS)
+        ``(RSS(log σ) − min RSS) / s²``, ``s²`` the smallest RSS over the residual's degrees of freedom.
+    """
+    grid = np.linspace(limits[0], limits[1], PROFILE_POINTS)
+    n, points = len(u), grid.size
+    rss = np.empty((n, points))
+    fn = compiled(kernels.vp_cost, prob.model)
+    rows_per_call = batch_size(prob, mem_gb, 0)
+    per_call = max(1, rows_per_call // points)
+
+    def run(start: int, stop: int, batch: int) -> None:
+        block = np.repeat(u[start:stop], points, axis=0)
+        block[:, k] = np.tile(grid, stop - start)
+        y = np.repeat(units.y[start:stop], points, axis=0)
+        out = fn(
+            tensor(pad(block, batch * points), prob.dtype),
+            tensor(pad(y, batch * points), prob.dtype),
+            prob.stim,
+            prob.hrf_t,
+            prob.q,
+        )
+        rss[start:stop] = to_numpy(out)[: (stop - start) * points].reshape(stop - start, points)
+
+    run_batches(n, per_call, run, "sigma prior", None)
+    dof = max(float(prob.frames - int(prob.q.shape[1]) - u.shape[1] - prob.n_bases), 1.0)
+    lowest = rss.min(axis=1, keepdims=True)
+    return grid, (rss - lowest) / np.maximum(lowest / dof, 1e-30)
+
+
+def estimate_sigma_prior(
+    grid: np.ndarray, profile: np.ndarray, eccentricity: np.ndarray
+) -> SigmaPrior | None:
+    """The prior whose marginal likelihood of the units' profiles is largest.
+
+    Parameters
+    ----------
+    grid : ndarray, shape (G,)
+        log σ of the profiles' points.
+    profile : ndarray, shape (n, G)
+        −2 log profile likelihoods (:func:`sigma_profiles`).
+    eccentricity : ndarray, shape (n,)
+        The units' fitted eccentricities.
+
+    Returns
+    -------
+    SigmaPrior or None
+        None from fewer than :data:`MIN_UNITS` units with finite profiles.
+    """
+    ok = np.isfinite(profile).all(axis=1) & np.isfinite(eccentricity)
+    if ok.sum() < MIN_UNITS:
+        return None
+    profile, ecc = profile[ok], np.asarray(eccentricity, dtype=np.float64)[ok]
+    log_likelihood = -0.5 * profile
+    step = float(grid[1] - grid[0])
+
+    def negative(theta: np.ndarray) -> float:
+        intercept, slope, log_spread = theta
+        spread = np.exp(log_spread)
+        z = (grid[None, :] - (intercept + slope * ecc)[:, None]) / spread
+        log_prior = -0.5 * z * z - log_spread - 0.5 * np.log(2 * np.pi) + np.log(step)
+        return -float(np.sum(logsumexp(log_likelihood + log_prior, axis=1)))
+
+    modes = grid[np.argmin(profile, axis=1)]
+    design = np.stack([np.ones_like(ecc), ecc], axis=1)
+    start = np.linalg.lstsq(design, modes, rcond=None)[0]
+    best = minimize(
+        negative,
+        x0=[start[0], start[1], np.log(0.3)],
+        method="Nelder-Mead",
+        options={"xatol": 1e-4, "fatol": 1e-3, "maxiter": 2000},
+    )
+    intercept, slope, log_spread = best.x
+    return SigmaPrior(
+        float(intercept), float(slope), float(max(np.exp(log_spread), MIN_SPREAD)), int(ok.sum())
+    )
+
+
+def map_log_sigma(
+    grid: np.ndarray, profile: np.ndarray, eccentricity: np.ndarray, prior: SigmaPrior
+) -> np.ndarray:
+    """Each unit's posterior mode of log σ: its profile plus the prior, refined by a parabola.
+
+    Parameters
+    ----------
+    grid : ndarray, shape (G,)
+        log σ of the profiles' points.
+    profile : ndarray, shape (n, G)
+        −2 log profile likelihoods.
+    eccentricity : ndarray, shape (n,)
+        The units' fitted eccentricities.
+    prior : SigmaPrior
+        The prior.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        log σ, within the grid's ends; NaN where the profile is not finite.
+    """
+    z = (grid[None, :] - prior.mean(eccentricity)[:, None]) / prior.spread
+    penalised = profile + z * z
+    best = np.argmin(np.where(np.isfinite(penalised), penalised, np.inf), axis=1)
+    inner = np.clip(best, 1, grid.size - 2)
+    rows = np.arange(len(best))
+    left, mid, right = (penalised[rows, inner + d] for d in (-1, 0, 1))
+    curvature = left - 2 * mid + right
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shift = np.where(curvature > 0, 0.5 * (left - right) / curvature, 0.0)
+    step = float(grid[1] - grid[0])
+    out = np.where(best == inner, grid[inner] + np.clip(shift, -0.5, 0.5) * step, grid[best])
+    return np.where(np.isfinite(penalised).all(axis=1), out, np.nan)
+
+
+def posterior_sigma(
+    prob: Problem,
+    units: Units,
+    u: np.ndarray,
+    which: np.ndarray,
+    limits: tuple[float, float],
+    option: str | SigmaPrior,
+    mem_gb: float,
+) -> tuple[np.ndarray, SigmaPrior | None]:
+    """``u`` with the units ``which``'s log σ at its posterior mode, and the prior used.
+
+    Parameters
+    ----------
+    prob : Problem
+        The (whitened) problem of the refinement.
+    units : Units
+        Its units, ``u``'s rows.
+    u : ndarray, shape (n, K)
+        The refined internal parameters; ``x`` and ``y`` in columns 0 and 1, log σ in the model's
+        ``sigma`` column.
+    which : ndarray of bool, shape (n,)
+        The units to profile (the refined ones).
+    limits : (float, float)
+        σ's internal bounds.
+    option : {"eccentricity"} or SigmaPrior
+        Estimate the prior from these units, or use the one given (a participant's, estimated once).
+    mem_gb : float
+        Memory budget of a batch.
+
+    Returns
+    -------
+    u : ndarray, shape (n, K)
+    prior : SigmaPrior or None
+        None (and ``u`` unchanged) where too few units give a prior.
+    """
+    k = prob.model.names.index("sigma")
+    rows = np.flatnonzero(which)
+    if rows.size == 0:
+        return u, option if isinstance(option, SigmaPrior) else None
+    grid, profile = sigma_profiles(prob, units.rows(rows), u[rows], k, limits, mem_gb)
+    eccentricity = np.hypot(u[rows, 0], u[rows, 1])
+    prior = option if isinstance(option, SigmaPrior) else estimate_sigma_prior(grid, profile, eccentricity)
+    if prior is None:
+        return u, None
+    mapped = map_log_sigma(grid, profile, eccentricity, prior)
+    out = u.copy()
+    ok = np.isfinite(mapped)
+    out[rows[ok], k] = mapped[ok]
+    return out, prior
+
+
+PILOT_UNITS = 4000
+"""At most this many units, every k-th, are fitted to estimate a participant's prior once
+(:func:`pilot_units`): a sample that does not depend on how the fit is chunked or on any unit's SNR."""
+
+
+def pilot_units(n_units: int) -> np.ndarray:
+    """Every k-th of ``n_units`` units, at most :data:`PILOT_UNITS` of them (the pilot fit's).
+
+    Parameters
+    ----------
+    n_units : int
+        The units of the fit.
+
+    Returns
+    -------
+    ndarray of int
+    """
+    return np.arange(0, n_units, max(1, -(-n_units // PILOT_UNITS)))
+
+
+def prior_of(record: dict[str, Any] | None) -> SigmaPrior | None:
+    """The prior a :meth:`SigmaPrior.describe` record states.
+
+    Parameters
+    ----------
+    record : dict or None
+        A fit's ``settings.sigma_prior``.
+
+    Returns
+    -------
+    SigmaPrior or None
+    """
+    if not record:
+        return None
+    return SigmaPrior(
+        float(record["log_sigma_intercept"]),
+        float(record["log_sigma_slope_per_deg"]),
+        float(record["log_sigma_spread"]),
+        int(record["units"]),
+    )
+
+
+def at_likelihood_sigma(
+    checked: np.ndarray, likelihood: np.ndarray, posterior: np.ndarray, model: Any
+) -> np.ndarray:
+    """``checked`` with log σ back at its maximum-likelihood value where the prior moved it.
+
+    Parameters
+    ----------
+    checked : ndarray, shape (n, K)
+        The final internal parameters (a unit whose refinement was rejected is back at its start).
+    likelihood, posterior : ndarray, shape (n, K)
+        The refined parameters before and after :func:`posterior_sigma`.
+    model : PRFModel
+        The model.
+
+    Returns
+    -------
+    ndarray, shape (n, K)
+    """
+    if "sigma" not in model.names:
+        return checked
+    k = model.names.index("sigma")
+    moved = np.isclose(checked[:, k], posterior[:, k], rtol=0.0, atol=1e-12) & (
+        posterior[:, k] != likelihood[:, k]
+    )
+    out = checked.copy()
+    out[moved, k] = likelihood[moved, k]
+    return out
+
+
+def posterior_uncertainty(unc: Uncertainty, sigma: np.ndarray, prior: SigmaPrior) -> Uncertainty:
+    """``unc`` (at the maximum-likelihood σ) with σ's error and 95 % interval the posterior's.
+
+    The posterior of log σ: centred on the unit's posterior mode ``sigma``, its precision the data's
+    (``se(σ) / σ`` at the maximum-likelihood estimate) plus the prior's ``1 / spread²``.
+
+    Parameters
+    ----------
+    unc : Uncertainty
+        The fit's standard errors, computed at the maximum-likelihood σ.
+    sigma : ndarray, shape (units,)
+        The posterior modes (the fit's σ).
+    prior : SigmaPrior
+        The prior.
+
+    Returns
+    -------
+    Uncertainty
+    """
+    if "sigma" not in unc.se:
+        return unc
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lower, upper = unc.lower.get("sigma"), unc.upper.get("sigma")
+        # the data's SD of log σ: from its interval where it has one (one-sided at the floor)
+        data = (np.log(upper) - np.log(lower)) / (2 * Z95) if lower is not None else unc.se["sigma"] / sigma
+        precision = np.where(np.isfinite(data) & (data > 0), 1.0 / data**2, 0.0) + 1.0 / prior.spread**2
+        sd = 1.0 / np.sqrt(precision)
+    known = np.isfinite(unc.se["sigma"]) | np.isinf(unc.se["sigma"])
+    known &= ~np.isnan(unc.se["sigma"]) & np.isfinite(sigma)
+    se, low, high = dict(unc.se), dict(unc.lower), dict(unc.upper)
+    se["sigma"] = np.where(known, sigma * sd, unc.se["sigma"])
+    low["sigma"] = np.where(known, sigma * np.exp(-Z95 * sd), unc.lower.get("sigma", np.nan))
+    high["sigma"] = np.where(known, sigma * np.exp(Z95 * sd), unc.upper.get("sigma", np.nan))
+    return Uncertainty(se, low, high, unc.dof, unc.seconds)

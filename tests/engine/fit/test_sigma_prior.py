@@ -1,0 +1,134 @@
+"""The empirical-Bayes prior on log σ (issue 37): its estimate, each unit's posterior mode, what it
+does to σ's recovery and intervals, and the same answer on every backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import FOV, TR, bar_design
+from helpers import backend_result
+from prfmap.engine import NoiseModel, Stimulus, catalog, fit_prf, predict
+from prfmap.engine.fit.sigma_prior import PROFILE_POINTS, SigmaPrior, estimate_sigma_prior, map_log_sigma
+
+RUNS = (148, 148)
+GRID = np.linspace(np.log(0.1), np.log(20.0), PROFILE_POINTS)
+
+
+def gaussian_profiles(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Profiles ((log σ − m) / se)² of units whose true log σ follows log σ ~ N(−0.9 + 0.14 ecc, 0.2²),
+    each measured as m with error se (from sharp to nearly flat); returns profiles, ecc, se."""
+    ecc = rng.uniform(0.0, 9.0, n)
+    true = -0.9 + 0.14 * ecc + rng.normal(0.0, 0.2, n)
+    se = np.exp(rng.uniform(np.log(0.05), np.log(3.0), n))
+    measured = true + rng.normal(0.0, 1.0, n) * se
+    return ((GRID[None, :] - measured[:, None]) / se[:, None]) ** 2, ecc, se
+
+
+def test_the_marginal_likelihood_recovers_the_prior_whatever_each_unit_s_precision():
+    profiles, ecc, _ = gaussian_profiles(4000, np.random.default_rng(0))
+    prior = estimate_sigma_prior(GRID, profiles, ecc)
+    assert prior is not None and prior.units == 4000
+    assert abs(prior.intercept + 0.9) < 0.05 and abs(prior.slope - 0.14) < 0.01, prior
+    assert abs(prior.spread - 0.2) < 0.03, prior
+
+
+def test_too_few_units_give_no_prior():
+    profiles, ecc, _ = gaussian_profiles(10, np.random.default_rng(1))
+    assert estimate_sigma_prior(GRID, profiles, ecc) is None
+
+
+def test_the_posterior_mode_of_gaussian_profiles_is_the_precision_weighted_mean():
+    rng = np.random.default_rng(2)
+    profiles, ecc, se = gaussian_profiles(500, rng)
+    measured = GRID[np.argmin(profiles, axis=1)]  # on the grid: the profiles' own minima
+    profiles = ((GRID[None, :] - measured[:, None]) / se[:, None]) ** 2
+    prior = SigmaPrior(-0.9, 0.14, 0.2, 500)
+    mean = prior.mean(ecc)
+    expected = (measured / se**2 + mean / 0.2**2) / (1 / se**2 + 1 / 0.2**2)
+    inside = (expected > GRID[1]) & (expected < GRID[-2])
+    step = GRID[1] - GRID[0]
+    got = map_log_sigma(GRID, profiles, ecc, prior)
+    assert np.abs(got - expected)[inside].max() < 0.1 * step
+
+
+def simulated(level: float, n: int = 400, seed: int = 3) -> tuple[dict, np.ndarray, Stimulus, np.ndarray]:
+    """pRFs whose log σ grows with eccentricity (0.25° + 0.12 ecc, spread 0.2), AR(1) noise."""
+    rng = np.random.default_rng(seed)
+    stim = Stimulus(np.concatenate([bar_design(RUNS[0], size=101)] * 2), FOV, run_lengths=RUNS)
+    ecc, angle = 9 * np.sqrt(rng.uniform(0, 1, n)), rng.uniform(0, 2 * np.pi, n)
+    truth = {
+        "x": ecc * np.cos(angle),
+        "y": ecc * np.sin(angle),
+        "sigma": (0.25 + 0.12 * ecc) * np.exp(rng.normal(0, 0.2, n)),
+        "amplitude": rng.uniform(1, 3, n),
+        "baseline": np.zeros(n),
+    }
+    clean = predict(truth, stim, TR, dtype="float64")
+    noise = np.empty_like(clean)
+    start = 0
+    for frames in RUNS:
+        e = rng.standard_normal((n, frames))
+        for t in range(1, frames):
+            e[:, t] = 0.3 * e[:, t - 1] + np.sqrt(1 - 0.09) * e[:, t]
+        noise[:, start : start + frames] = e
+        start += frames
+    nuisance = np.zeros((sum(RUNS), 2))
+    nuisance[: RUNS[0], 0] = nuisance[RUNS[0] :, 1] = 1.0
+    return truth, clean + level * clean.std(axis=1, keepdims=True) * noise, stim, nuisance
+
+
+def test_the_prior_lowers_sigma_s_error_keeps_its_intervals_and_leaves_the_floor():
+    """At an SNR where σ's likelihood is flat below the bar's width (noise 0.9 of the response's SD)."""
+    truth, data, stim, nuisance = simulated(0.9)
+    noise = NoiseModel("ar1", (0.3,), 1)
+    plain = fit_prf(data, stim, TR, nuisance=nuisance, noise=noise)
+    mapped = fit_prf(data, stim, TR, nuisance=nuisance, noise=noise, sigma_prior="eccentricity")
+    record = mapped.settings.sigma_prior
+    assert record["option"] == "eccentricity" and record["units"] > 300
+    assert 0.1 < record["log_sigma_slope_per_deg"] < 0.2 and 0.15 < record["log_sigma_spread"] < 0.35
+    assert plain.settings.sigma_prior is None
+    out = {}
+    for name, res in (("plain", plain), ("prior", mapped)):
+        keep = ~catalog.doubtful(res.status) & np.isfinite(res.uncertainty.se["sigma"])
+        unc, sigma = res.uncertainty, res.params["sigma"]
+        floor = (catalog.status_codes(res.status) & catalog.STATUS_BITS["size_at_floor"]) > 0
+        out[name] = {
+            "error": float(np.median(np.abs(sigma - truth["sigma"])[keep])),
+            "coverage": float(
+                np.mean(
+                    ((unc.lower["sigma"] <= truth["sigma"]) & (truth["sigma"] <= unc.upper["sigma"]))[keep]
+                )
+            ),
+            "floor": float(np.mean(floor[keep])),
+        }
+    assert out["prior"]["error"] < 0.8 * out["plain"]["error"], out
+    assert 0.92 <= out["prior"]["coverage"] <= 0.99, out
+    assert out["prior"]["floor"] <= 0.01 < out["plain"]["floor"], out
+
+
+MAPPED = (
+    "import numpy as np\n"
+    "from test_sigma_prior import simulated\n"
+    "from conftest import TR\n"
+    "from prfmap.engine import NoiseModel, fit_prf\n"
+    "truth, data, stim, nuisance = simulated(0.9, n=120, seed=5)\n"
+    "noise = NoiseModel('ar1', (0.3,), 1)\n"
+    "res = fit_prf(data, stim, TR, nuisance=nuisance, noise=noise, sigma_prior='eccentricity')\n"
+    "record = res.settings.sigma_prior\n"
+    "keys = ('log_sigma_intercept', 'log_sigma_slope_per_deg', 'log_sigma_spread')\n"
+    "result = {'sigma': res.params['sigma'].tolist(), 'se': res.uncertainty.se['sigma'].tolist(),\n"
+    "          'prior': [record[k] for k in keys]}\n"
+)
+
+
+def test_the_posterior_sigma_agrees_across_backends(tmp_path, backend):
+    if backend != "jax":
+        pytest.skip("the cross-backend comparison runs once, in the jax session")
+    results = {b: backend_result(b, MAPPED, tmp_path) for b in ("jax", "torch", "tensorflow")}
+    ref = results["jax"]
+    for other in ("torch", "tensorflow"):
+        np.testing.assert_allclose(results[other]["prior"], ref["prior"], atol=0.01, err_msg=other)
+        for key in ("sigma", "se"):
+            rel = np.abs(np.array(results[other][key]) - np.array(ref[key])) / np.array(ref[key])
+            assert np.nanmedian(rel) <= 0.02, (key, other, np.nanmedian(rel))
