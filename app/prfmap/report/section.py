@@ -335,11 +335,17 @@ class FitSection(MapFigures):
         if not record:
             return ""
         shares = record["Consistent"]
+        prior = getattr(self.ctx.settings, "sigma_prior", None)
         return (
             f" Test–retest of the standard errors: fitted alone, the two runs' estimates agree within "
             f"their combined 95 % intervals for x {100 * shares['x']:.0f} %, y {100 * shares['y']:.0f} % "
             f"and σ {100 * shares['sigma']:.0f} % of {record['Units']} units (about 95 % if the "
-            "intervals are right)."
+            "intervals are right"
+            + (
+                "; σ's runs high under its prior, which draws both runs toward the same line)."
+                if prior
+                else ")."
+            )
         )
 
     def _uncertain_share(self) -> tuple[int, int, float]:
