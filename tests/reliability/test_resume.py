@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 from pathlib import Path
 
@@ -69,7 +70,11 @@ def test_signal_stops_at_once_and_says_how_to_resume(
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in stderr, stderr
     name = signal.Signals(signum).name
-    assert f"stopped by {name} while running; the chunks saved so far are kept" in lines[0]
+    # Both outcomes are the design: a signal that lands while a chunk is being saved is deferred until
+    # it is on disk, then reported after that chunk; one that lands later stops the running chunk.
+    assert f"stopped by {name} while running; the chunks saved so far are kept" in lines[0] or re.search(
+        rf"stopped by {name} after chunk \d+ of {N_CHUNKS} of .*\(saved in ", lines[0]
+    ), lines[0]
     assert "run the same command again with the same --work-dir to resume" in lines[0]
     assert map_files(out) == []
     assert not list(out.glob(".prfmap-staging-*"))
