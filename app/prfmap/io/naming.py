@@ -22,6 +22,7 @@ ENTITY_ORDER = (
     "echo",
     "hemi",
     "space",
+    "atlas",
     "res",
     "den",
     "model",

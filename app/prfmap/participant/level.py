@@ -32,6 +32,7 @@ from prfmap.derivatives import (
     source_datasets,
     write_dataset_files,
 )
+from prfmap.derivatives.areas import write_atlas_description
 from prfmap.derivatives.comparison import COMPARISON_MODEL
 from prfmap.engine import catalog
 from prfmap.errors import PrfmapError
@@ -160,6 +161,12 @@ def run_participant(
     links = config.inputs.dataset_links
     relative = {name: relative_link(path, output_dir) for name, path in links.items()}
     write_dataset_files(output_dir, source_datasets(links), relative)
+    for atlas in {
+        group.loaded.areas.labels.atlas.name: group.loaded.areas.labels.atlas
+        for group in fitted
+        if group.loaded.areas
+    }.values():
+        write_atlas_description(output_dir, atlas)
     remove_checkpoints(checkpoint_dir(config, subject), [p for group in fitted for p in group.checkpoints])
     report = output_dir / f"sub-{subject}.html"
     logger.info(

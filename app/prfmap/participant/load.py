@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from prfmap.config import Config
+from prfmap.derivatives.areas import UnitAreas
 from prfmap.errors import BadDataError, MissingInputError, UsageError
 from prfmap.io.aperture import Aperture, load_aperture
 from prfmap.io.bold import GRID_TOLERANCE_VOXELS, grid_distance, load_bold, read_mask
@@ -24,6 +25,7 @@ from prfmap.io.geometry import UnitGeometry, VolumeGeometry
 from prfmap.io.runs import RunInput
 from prfmap.io.smoothing import Smoothing, smoothing_for
 from prfmap.io.timing import RULES, SliceTimeReference
+from prfmap.participant.areas import fit_areas
 from prfmap.participant.confounds import run_confounds
 from prfmap.participant.plan import FitPlan
 from prfmap.participant.preprocess import CombinedData, PreprocessedRun, combine_runs, preprocess_run
@@ -77,6 +79,10 @@ class LoadedFit:
         differ: the fit uses the voxels in every run's mask); empty when the masks agree.
     smoothing : Smoothing or None
         The spatial smoothing applied as the runs were read (``--smooth-fwhm``), or None.
+    areas : UnitAreas or None
+        Each unit's visual area in the atlas of ``--atlas`` (surface spaces), or None.
+    areas_note : str
+        Which atlas gave the areas and how, or why there are none (the log and the report).
     """
 
     plan: FitPlan
@@ -96,6 +102,8 @@ class LoadedFit:
     left_out: dict[str, str] = dataclasses.field(default_factory=dict)
     mask_voxels_left_out: dict[str, int] = dataclasses.field(default_factory=dict)
     smoothing: Smoothing | None = None
+    areas: UnitAreas | None = None
+    areas_note: str = ""
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -209,6 +217,11 @@ def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
         *combined.data.shape,
     )
     aperture = first.aperture
+    key = plan.key
+    areas, areas_note = fit_areas(
+        config.outputs.atlas, key.space, key.den, first.geometry, key.subject, config.inputs.fmriprep_dir
+    )
+    logger.info("%s: %s", plan.name, areas_note)
     return LoadedFit(
         plan=plan,
         geometry=first.geometry,
@@ -227,6 +240,8 @@ def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
         left_out=left_out,
         mask_voxels_left_out=lacked,
         smoothing=smoothing,
+        areas=areas,
+        areas_note=areas_note,
     )
 
 

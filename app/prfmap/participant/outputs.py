@@ -16,6 +16,7 @@ from prfmap.derivatives import (
     write_map_files,
     write_series_files,
 )
+from prfmap.derivatives.areas import SUMMARY_COLUMNS, area_summary, write_area_files, write_area_summary
 from prfmap.derivatives.comparison import COMPARISON_MODEL, write_comparison_files
 from prfmap.engine import backend_info
 from prfmap.io.geometry import VolumeGeometry
@@ -58,6 +59,8 @@ def write_outcome(fitted: FitOutcome, config: Config, folder: Path) -> tuple[Pat
     written = write_map_files(
         func, key, geometry, maps, result.settings, provenance, reference_dir, statistics=by_stat
     )
+    if loaded.areas is not None:
+        written += write_areas(loaded, maps, config, folder)
     if config.outputs.save_predictions and result.predictions is not None:
         series = {
             f"{key.model}prediction": (result.predictions, "fitted model time series"),
@@ -65,6 +68,45 @@ def write_outcome(fitted: FitOutcome, config: Config, folder: Path) -> tuple[Pat
         }
         written += write_series_files(func, key, geometry, series, loaded.tr, provenance, reference_dir)
     return tuple(written)
+
+
+def write_areas(loaded: LoadedFit, maps: dict[str, np.ndarray], config: Config, folder: Path) -> list[Path]:
+    """Write a fit's area label maps (``anat``) and its per-area summary (``func``) under ``folder``.
+
+    Parameters
+    ----------
+    loaded : LoadedFit
+        The fit's data, with its ``areas``.
+    maps : dict of str to ndarray
+        The fit's (units,) maps.
+    config : Config
+        The run's configuration.
+    folder : Path
+        The staging folder.
+
+    Returns
+    -------
+    list of Path
+        Data files and sidecars.
+    """
+    areas, key = loaded.areas, loaded.plan.key
+    if areas is None:
+        return []
+    func = key.func_dir(folder)
+    written = write_area_files(
+        func.parent / "anat", key, loaded.geometry, areas.labels, config.inputs.fmriprep_dir
+    )
+    atlas = areas.labels.atlas
+    rows = area_summary(maps, areas.codes, atlas.name, config.outputs.r2_threshold, loaded.fov_deg)
+    described = {
+        "Atlas": atlas.name,
+        "AtlasDescription": atlas.title,
+        "AtlasMethod": f"the atlas's labels {areas.labels.how}",
+        "AreaMaps": [p.name for p in written if not p.name.endswith(".json")],
+        "Threshold": f"r2 >= {config.outputs.r2_threshold:g} (--r2-threshold), not doubtful",
+        "StimulatedRadiusDeg": loaded.fov_deg / 2,
+    }
+    return written + write_area_summary(func, key, rows, SUMMARY_COLUMNS, described)
 
 
 def comparison_described(compared: compare.ComparedFit, config: Config) -> dict[str, Any]:
@@ -334,4 +376,6 @@ def report_context(
         preprocessing=provenance_of(fitted, config)["Preprocessing"],
         run_inputs=list(plan.runs),
         volume=loaded.geometry if isinstance(loaded.geometry, VolumeGeometry) else None,
+        areas=loaded.areas,
+        areas_note=loaded.areas_note,
     )

@@ -36,11 +36,14 @@ class Atlas:
         The areas (``VISUAL_AREAS``).
     source : str
         How the labels reached this mesh, for the report.
+    key : str
+        The atlas (``--atlas`` value): how the methods paragraph names and cites it.
     """
 
     labels: dict[str, np.ndarray]
     names: tuple[str, ...]
     source: str
+    key: str = "hcpmmp"
 
 
 def fslr_labels() -> dict[str, np.ndarray] | None:

@@ -89,6 +89,10 @@ class ReportContext:
         The fit's uncertainty maps, as ``FitResult.stat_maps()`` returns them: ``(stat, label)``
         (``("se", "x")``, ``("ci95lower", "sigma")``, ...) to a (units,) array. Empty for fits
         without them (older outputs): the report then shows no uncertainty.
+    areas : UnitAreas, optional
+        Each unit's visual area (``--atlas``): borders on the maps and the results per area.
+    areas_note : str
+        Which atlas gave the areas, or why there are none.
     """
 
     subject: str
@@ -122,6 +126,8 @@ class ReportContext:
     volume: Any = None
     meshes: dict[str, Path] | None = None
     stat_maps: Mapping[tuple[str, str], np.ndarray] = field(default_factory=dict)
+    areas: Any = None
+    areas_note: str = ""
 
     @property
     def key(self) -> str:

@@ -137,6 +137,125 @@ COVERAGE_UNITS = 3000
 """The coverage map sums at most this many pRFs (the best by r²): more change no figure."""
 
 
+def coverage_image(
+    x: np.ndarray, y: np.ndarray, sigma: np.ndarray, order: np.ndarray, lim: float
+) -> np.ndarray:
+    """The visual-field coverage: the maximum of the units' Gaussian pRFs on a 121 × 121 grid.
+
+    Parameters
+    ----------
+    x, y, sigma : ndarray
+        (units,) parameters in degrees.
+    order : ndarray of int
+        The units to draw, best first: at most :data:`COVERAGE_UNITS` of them are used.
+    lim : float
+        The grid spans ``[-lim, lim]`` on both axes (degrees).
+
+    Returns
+    -------
+    ndarray, shape (121, 121)
+        Rows are y (bottom first), columns x.
+    """
+    top = order[:COVERAGE_UNITS]
+    grid = np.linspace(-lim, lim, 121)
+    gx, gy = np.meshgrid(grid, grid)
+    coverage = np.zeros_like(gx)
+    for chunk in np.array_split(top, max(1, top.size // 250)):
+        d2 = (gx[..., None] - x[chunk]) ** 2 + (gy[..., None] - y[chunk]) ** 2
+        g = np.exp(-d2 / (2 * np.maximum(sigma[chunk], 1e-3) ** 2))
+        coverage = np.maximum(coverage, g.max(axis=-1))
+    return coverage
+
+
+def area_sigma_eccentricity(
+    groups: dict[str, tuple[np.ndarray, np.ndarray]],
+    lines: dict[str, tuple[float, float]],
+    colours: dict[str, tuple[float, ...]],
+    path: Path,
+    shown: str,
+) -> Path:
+    """PRF size against eccentricity per visual area: the units as dots and each area's line.
+
+    Parameters
+    ----------
+    groups : dict of str to (ndarray, ndarray)
+        Area → eccentricities and sigmas (degrees) of its units shown.
+    lines : dict of str to (float, float)
+        Area → (slope, intercept) of its fitted line (areas without one: none drawn).
+    colours : dict of str to tuple
+        Area → RGBA colour.
+    path : Path
+        Output PNG.
+    shown : str
+        Which units are drawn, in words for the title.
+
+    Returns
+    -------
+    Path
+    """
+    fig, ax = plt.subplots(figsize=(5.5, 4.2), layout="constrained")
+    top = max((float(np.max(e)) for e, _ in groups.values() if e.size), default=1.0)
+    xs = np.linspace(0, top, 50)
+    for name, (ecc, sigma) in groups.items():
+        colour = colours[name]
+        ax.scatter(ecc, sigma, s=4, color=colour, alpha=0.35)
+        line = lines.get(name)
+        label = f"{name} ({ecc.size})"
+        if line is not None:
+            label += f": σ = {line[0]:.3f}·ecc + {line[1]:.3f}"
+            ax.plot(xs, line[0] * xs + line[1], color=colour, lw=2)
+        ax.plot([], [], color=colour, lw=2, label=label)
+    ax.legend(loc="upper left", fontsize=7)
+    ax.set_xlabel("eccentricity (deg)")
+    ax.set_ylabel("pRF size σ (deg)")
+    ax.set_title(f"σ against eccentricity per visual area ({shown})", fontsize=10)
+    meta = {
+        "Title": "pRF size against eccentricity per visual area",
+        "Description": "eccentricity (deg), sigma (deg), one colour per area",
+    }
+    return save(fig, path, meta)
+
+
+def area_coverage(
+    groups: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], fov_deg: float, path: Path
+) -> Path:
+    """The visual-field coverage of each visual area, side by side.
+
+    Parameters
+    ----------
+    groups : dict of str to tuple of ndarray
+        Area → x, y, sigma (degrees) and r² of its units shown.
+    fov_deg : float
+        Full width of the stimulated field (drawn dashed).
+    path : Path
+        Output PNG.
+
+    Returns
+    -------
+    Path
+    """
+    half = fov_deg / 2
+    lim = 1.15 * half
+    fig, axes = plt.subplots(1, len(groups), figsize=(2.6 * len(groups) + 0.8, 3.0), layout="constrained")
+    axes = np.atleast_1d(axes)
+    im = None
+    for ax, (name, (x, y, sigma, r2)) in zip(axes, groups.items(), strict=True):
+        coverage = coverage_image(x, y, sigma, np.argsort(r2)[::-1], lim)
+        im = ax.imshow(coverage, extent=(-lim, lim, -lim, lim), origin="lower", cmap="magma", vmin=0, vmax=1)
+        ax.add_patch(plt.Rectangle((-half, -half), 2 * half, 2 * half, fill=False, ls="--", ec="0.6"))
+        ax.set_title(f"{name} ({x.size} units)", fontsize=9)
+        ax.set_xlabel("x (deg)")
+        ax.set_aspect("equal")
+    axes[0].set_ylabel("y (deg)")
+    if im is not None:
+        fig.colorbar(im, ax=list(axes), label="coverage: max pRF (fraction)", shrink=0.8)
+    meta = {
+        "Title": "visual-field coverage per visual area",
+        "Description": "x, y (deg); coverage (fraction), one panel per area",
+    }
+    return save(fig, path, meta)
+
+
 def visual_field_coverage(
     x: np.ndarray,
     y: np.ndarray,
@@ -186,14 +305,7 @@ def visual_field_coverage(
         order = idx[np.argsort(r2[idx])]
         sc = ax0.scatter(x[order], y[order], c=r2[order], s=4, cmap="viridis", vmin=threshold, vmax=1)
         fig.colorbar(sc, ax=ax0, label="r² (fraction)", shrink=0.8)
-        top = idx[np.argsort(r2[idx])[::-1][:COVERAGE_UNITS]]
-        grid = np.linspace(-lim, lim, 121)
-        gx, gy = np.meshgrid(grid, grid)
-        coverage = np.zeros_like(gx)
-        for chunk in np.array_split(top, max(1, top.size // 250)):
-            d2 = (gx[..., None] - x[chunk]) ** 2 + (gy[..., None] - y[chunk]) ** 2
-            g = np.exp(-d2 / (2 * np.maximum(sigma[chunk], 1e-3) ** 2))
-            coverage = np.maximum(coverage, g.max(axis=-1))
+        coverage = coverage_image(x, y, sigma, idx[np.argsort(r2[idx])[::-1]], lim)
         im = ax1.imshow(coverage, extent=(-lim, lim, -lim, lim), origin="lower", cmap="magma", vmin=0, vmax=1)
         fig.colorbar(im, ax=ax1, label="coverage: max pRF (fraction)", shrink=0.8)
     else:

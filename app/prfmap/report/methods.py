@@ -20,10 +20,24 @@ REFERENCES = {
     "keras": "Chollet F, et al. (2015). Keras. https://keras.io",
     "mmp": "Glasser MF, Coalson TS, Robinson EC, et al. (2016). A multi-modal parcellation of human "
     "cerebral cortex. Nature 536:171-178. doi:10.1038/nature18933",
+    "wang": "Wang L, Mruczek REB, Arcaro MJ, Kastner S (2015). Probabilistic maps of visual topography in "
+    "human cortex. Cereb Cortex 25(10):3911-3931. doi:10.1093/cercor/bhu277",
+    "benson18": "Benson NC, Winawer J (2018). Bayesian analysis of retinotopic maps. eLife 7:e40224. "
+    "doi:10.7554/eLife.40224",
     "benson": "Benson NC, Butt OH, Brainard DH, Aguirre GK (2014). Correction of distortion in flattened "
     "representations of the cortical surface allows prediction of V1-V3 functional organization from "
     "anatomy. PLoS Comput Biol 10(3):e1003538. doi:10.1371/journal.pcbi.1003538",
 }
+
+
+ATLAS_TEXT = {
+    "hcpmmp": lambda cite: f"HCP-MMP1.0{cite.cite('mmp')}",
+    "benson14": lambda cite: (
+        f"the Benson 2014 anatomical template{cite.cite('benson')}, v4.0{cite.cite('benson18')}"
+    ),
+    "wang15": lambda cite: f"the Wang 2015 maximum-probability atlas{cite.cite('wang')}",
+}
+"""Each atlas's name in the methods paragraph, citing its references."""
 
 
 class Citations:
@@ -147,7 +161,7 @@ def methods_text(  # noqa: PLR0913 - keyword-only: each is the source of one of 
     tr: float | None,
     fov_deg: float | None,
     maps: list[str],
-    atlas: bool = False,
+    atlas: bool | str = False,
     uncertainty: bool = False,
 ) -> tuple[str, list[str]]:
     """The methods paragraph and its numbered references.
@@ -170,8 +184,9 @@ def methods_text(  # noqa: PLR0913 - keyword-only: each is the source of one of 
         Width of the stimulated field.
     maps : list of str
         The map labels written (an r²-type label such as ``cvr2`` adds its definition).
-    atlas : bool
-        Visual-area borders were drawn (cites the atlas).
+    atlas : bool or str
+        The atlas whose visual-area borders were drawn (a key of :data:`ATLAS_TEXT`; ``True``:
+        HCP-MMP1.0), cited; ``False``: none.
     uncertainty : bool
         The fit has standard-error maps: say how they were computed, under which noise model, and
         what the ``uncertain`` status bit means. Without them the noise model is named only when
@@ -201,5 +216,9 @@ def methods_text(  # noqa: PLR0913 - keyword-only: each is the source of one of 
         )
     text += f" Maps were drawn with nilearn{cite.cite('nilearn')}"
     text += f" on occipital patches projected from the registered sphere{cite.cite('benson')}"
-    text += f", with visual-area borders of HCP-MMP1.0{cite.cite('mmp')}." if atlas else "."
+    if atlas:
+        name = "hcpmmp" if atlas is True else atlas
+        text += f", with the visual-area borders of {ATLAS_TEXT[name](cite)}."
+    else:
+        text += "."
     return text, cite.references

@@ -22,7 +22,8 @@ import numpy as np
 from bids.layout import parse_file_entities
 
 from prfmap.config import Config
-from prfmap.derivatives import MAP_SUFFIX, PYBIDS_CONFIG
+from prfmap.derivatives import MAP_SUFFIX, PYBIDS_CONFIG, OutputKey
+from prfmap.derivatives.areas import read_fit_areas
 from prfmap.derivatives.comparison import COMPARISON_MODEL
 from prfmap.engine import catalog
 from prfmap.engine.catalog.settings import FitSettings
@@ -274,6 +275,16 @@ def _context(
     pre = dict(meta.get("Preprocessing") or {})
     dummy = pre.get("DummyScans") or 0
     bids_dir = Path(links["raw"])
+    key = OutputKey(
+        subject,
+        entities.get("session"),
+        entities.get("task"),
+        entities["space"],
+        entities.get("density"),
+        entities.get("resolution"),
+        entities["model"],
+    )
+    areas = read_fit_areas(path.parent, key, surface)
     return ReportContext(
         subject=subject,
         space=entities["space"],
@@ -309,6 +320,8 @@ def _context(
         run_inputs=_runs(bids_dir, links, subject, entities, names),
         volume=grid,
         stat_maps=stat_maps,
+        areas=areas,
+        areas_note=areas.describe() if areas is not None else "",
     )
 
 

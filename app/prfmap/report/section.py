@@ -19,6 +19,7 @@ from prfmap.report.html import Figure, dict_rows
 from prfmap.report.legends import is_r2
 from prfmap.report.methods import methods_text
 from prfmap.report.quality import RunQuality, fd_figure, run_quality
+from prfmap.report.section_areas import area_results
 from prfmap.report.section_maps import NOT_DRAWN, MapFigures
 from prfmap.report.uncertainty import UNCERTAIN_BIT, centre_standard_error, uncertain_units
 
@@ -438,6 +439,7 @@ class FitSection(MapFigures):
         view = {"anchor": self.anchor, "title": title, "threshold": ctx.r2_threshold}
         view.update(self.map_figures())
         view["visual_field"] = self.visual_field()
+        view.update(area_results(ctx, self.maps, self._fig, self.shown_words))
         view["fit"], view["fit_notes"] = self.model_fit()
         view.update(self.data_quality())
         view["methods"], view["references"] = methods_text(

@@ -12,6 +12,7 @@ from prfmap.report.atlas import visual_areas
 from prfmap.report.html import Figure
 from prfmap.report.legends import MapStyle, category_index, centre_se_style, map_labels, style_for
 from prfmap.report.meshes import find_meshes
+from prfmap.report.section_areas import report_atlas
 from prfmap.report.surface import occipital_patch, patch_figure, views_figure
 from prfmap.report.uncertainty import CENTRE_SE
 from prfmap.report.volume import SliceView, centre_of, find_anatomy, slices_figure, to_image
@@ -105,14 +106,14 @@ class MapFigures:
                 f"but the mesh ({source}) has {meshes[h].n_vertices}."
             )
             return [], [], []
-        atlas, atlas_note = visual_areas(meshes)
+        atlas, atlas_note = self._atlas(meshes)
         patches = {
             h: occipital_patch(m, h, atlas.labels.get(h) if atlas else None) for h, m in meshes.items()
         }
         notes = [f"Drawn on {source}. {atlas_note}"]
         if atlas is None:
             notes[0] += " No visual-area borders are drawn."
-        self.atlas_drawn = atlas is not None
+        self.atlas_drawn = atlas.key if atlas is not None else False
         self.atlas = atlas
         flat, views = [], []
         flat_drawn = all(p is not None for p in patches.values())
@@ -137,6 +138,16 @@ class MapFigures:
         if not flat_drawn:
             notes.append("The meshes have no registered sphere, so no flattened patch is drawn.")
         return flat, views, notes
+
+    def _atlas(self, meshes: dict[str, Any]) -> tuple[Any, str]:
+        """The visual areas to draw: the fit's (``--atlas``), else HCP-MMP1.0 where it reaches the meshes."""
+        areas = self.ctx.areas
+        if areas is not None and all(
+            h in meshes and labels.size == meshes[h].n_vertices for h, labels in areas.labels.hemis.items()
+        ):
+            atlas = report_atlas(areas)
+            return atlas, f"Borders: {atlas.source}."
+        return visual_areas(meshes)
 
     def _background(self, mask: np.ndarray, affine: np.ndarray) -> tuple[Any, str]:
         ctx = self.ctx
