@@ -60,6 +60,8 @@ class InputsConfig:
     validate : bool
         Run the BIDS validator on ``bids_dir`` before reading it (``--skip-bids-validation``
         turns it off).
+    roi : tuple of str
+        Visual areas of ``--atlas`` whose units alone are fitted (``--roi``); empty fits every unit.
     """
 
     bids_dir: Path
@@ -73,6 +75,7 @@ class InputsConfig:
     stimulus: Path | None = None
     stimulus_fov_deg: float | None = None
     validate: bool = True
+    roi: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "bids_filter", _frozen_mapping(self.bids_filter))

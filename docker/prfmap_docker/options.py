@@ -45,6 +45,7 @@ PRFMAP_OPTIONS: tuple[Option, ...] = (
     Option(("--task",), nargs="+"),
     Option(("--run",), nargs="+"),
     Option(("--space",)),
+    Option(("--roi",), nargs="+"),
     Option(("--derivatives",), nargs="+", path="named_dir"),
     Option(("--bids-filter-file",), path="file"),
     Option(("--bids-database-dir",), path="work_dir"),

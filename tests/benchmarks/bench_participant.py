@@ -9,7 +9,9 @@ matrix-multiply speed of JAX measured before and after (the faster is the refere
 given in TFLOP-equivalents (seconds × that speed), which is what to compare on a shared, noisy machine.
 
     KERAS_BACKEND=jax python tests/benchmarks/bench_participant.py [--dataset DIR] [--json FILE]
-        [--model M ...]
+        [--model M ...] [--roi AREA ...]
+
+``--roi`` fits only those visual areas' vertices (the benchmark of issue 34: the cost in proportion).
 """
 
 from __future__ import annotations
@@ -64,9 +66,9 @@ def stage_seconds(log: Path, started: datetime, ended: datetime) -> dict[str, fl
 
 
 def run_participant(
-    bids: Path, out: Path, work: Path, models: list[str] | None = None
+    bids: Path, out: Path, work: Path, models: list[str] | None = None, roi: list[str] | None = None
 ) -> tuple[float, float, dict[str, float]]:
-    """Run the participant level with the defaults (and ``--model models``); wall, CPU and stage seconds."""
+    """Run the participant level (defaults, ``--model``, ``--roi``); wall, CPU and stage seconds."""
     shutil.rmtree(out, ignore_errors=True)
     command = [
         str(BIN / "prfmap"),
@@ -78,6 +80,7 @@ def run_participant(
         "--work-dir",
         str(work),
         *(["--model", *models] if models else []),
+        *(["--roi", *roi] if roi else []),
     ]
     started = datetime.now()
     t0, cpu0 = time.perf_counter(), _children_cpu()
@@ -98,6 +101,7 @@ def main() -> None:
     parser.add_argument("--dataset", type=Path, help="a prfmap-synth dataset to reuse (written if absent)")
     parser.add_argument("--json", type=Path, help="also write the records to this file")
     parser.add_argument("--model", nargs="+", help="the models fitted (default: prfmap's, the Gaussian)")
+    parser.add_argument("--roi", nargs="+", help="fit only these visual areas (default: every vertex)")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="prfmap-bench-participant-"))
     bids = args.dataset or scratch / "bids"
@@ -111,11 +115,12 @@ def main() -> None:
     records: list[dict[str, Any]] = []
     work = scratch / "work"
     for label in ("cold", "warm"):
-        wall, cpu, stages = run_participant(bids, scratch / f"out-{label}", work, args.model)
+        wall, cpu, stages = run_participant(bids, scratch / f"out-{label}", work, args.model, args.roi)
         records.append(
             {
                 "run": label,
                 "models": args.model or ["gauss"],
+                "roi": args.roi or "all",
                 "seconds": round(wall, 1),
                 "cpu_seconds": round(cpu, 1),
                 "stages": {k: round(v, 2) for k, v in stages.items()},

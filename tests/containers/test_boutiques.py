@@ -354,6 +354,7 @@ def _participant_invocation(tmp_path: Path) -> dict:
         "r2_threshold": 0.25,
         "threshold_on": "cvr2",
         "atlas": "wang15",
+        "roi": ["V1", "V2"],
         "no_cvr2": True,
         "no_report": True,
         "reports_only": False,

@@ -78,7 +78,10 @@ def build_config(opts: Namespace) -> Config:
         stimulus=opts.stimulus,
         stimulus_fov_deg=opts.stimulus_fov_deg,
         validate=not opts.skip_bids_validation,
+        roi=tuple(opts.roi or ()),
     )
+    if opts.roi and opts.atlas == "none":
+        raise UsageError("--roi selects visual areas of --atlas; it cannot go with --atlas none")
     if opts.omp_nthreads and opts.nprocs and opts.omp_nthreads > opts.nprocs:
         raise UsageError(
             f"--omp-nthreads {opts.omp_nthreads} exceeds --nprocs {opts.nprocs}; each process's "

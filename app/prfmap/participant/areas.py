@@ -6,18 +6,16 @@
 
 from __future__ import annotations
 
-import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from prfmap.derivatives.areas import UnitAreas
-from prfmap.errors import MissingInputError, UsageError
+from prfmap.errors import BadDataError, MissingInputError, UsageError
 from prfmap.io.area_labels import areas_on_mesh
 from prfmap.io.atlases import default_atlas
 from prfmap.io.geometry import UnitGeometry
-
-logger = logging.getLogger(__name__)
 
 
 def chosen_atlas(option: str, space: str) -> str | None:
@@ -100,3 +98,91 @@ def fit_areas(
     codes = np.concatenate([codes, np.zeros(geometry.n_units - codes.size, np.int64)])
     areas = UnitAreas(labels, codes)
     return areas, areas.describe()
+
+
+@dataclass(frozen=True)
+class RegionOfInterest:
+    """The units ``--roi`` fits: those of some visual areas.
+
+    Attributes
+    ----------
+    atlas : str
+        The atlas the areas are named in.
+    areas : tuple of str
+        The areas, as given.
+    units : ndarray of bool, shape (units,)
+        The units inside them.
+    """
+
+    atlas: str
+    areas: tuple[str, ...]
+    units: np.ndarray
+
+    def describe(self) -> str:
+        """What was fitted, in one sentence (the log, the report and the sidecars).
+
+        Returns
+        -------
+        str
+        """
+        return (
+            f"Only {int(self.units.sum())} of {self.units.size} units fitted: those of "
+            f"{', '.join(self.areas)} in the {self.atlas} atlas (--roi); the others are NaN in every map."
+        )
+
+    def record(self) -> dict[str, object]:
+        """The sidecars' ``RegionOfInterest``.
+
+        Returns
+        -------
+        dict
+        """
+        return {
+            "Atlas": self.atlas,
+            "Areas": list(self.areas),
+            "Units": int(self.units.sum()),
+            "Description": "only these units were fitted (--roi); the others are NaN in every map, "
+            "status bit 1 (no signal) included",
+        }
+
+
+def roi_units(
+    roi: tuple[str, ...], areas: UnitAreas | None, areas_note: str, space: str
+) -> RegionOfInterest | None:
+    """The units of ``--roi``, or None without it.
+
+    Parameters
+    ----------
+    roi : tuple of str
+        ``--roi``: area names of the atlas.
+    areas : UnitAreas or None
+        The fit's areas.
+    areas_note : str
+        Why there are none, when there are none.
+    space : str
+        The fit's space.
+
+    Returns
+    -------
+    RegionOfInterest or None
+
+    Raises
+    ------
+    UsageError
+        ``--roi`` on a fit without areas, or an area the atlas does not have.
+    BadDataError
+        None of the fit's units lies in the areas.
+    """
+    if not roi:
+        return None
+    if areas is None:
+        raise UsageError(
+            f"--roi {' '.join(roi)} needs visual areas, and space {space} has none: {areas_note}"
+        )
+    atlas = areas.labels.atlas
+    inside = np.isin(areas.codes, atlas.codes_of(roi))
+    if not inside.any():
+        raise BadDataError(
+            f"--roi {' '.join(roi)}: no unit of space {space} lies in these {atlas.name} areas"
+        )
+    return RegionOfInterest(atlas.name, tuple(roi), inside)

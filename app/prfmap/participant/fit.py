@@ -236,7 +236,8 @@ def fit_loaded(
     seconds = time.perf_counter() - start
     r2 = np.asarray(result.r2)
     fitted = np.isfinite(np.asarray(result.params["x"]))
-    n_bad = int((~fitted).sum())
+    outside = ~loaded.roi.units if loaded.roi is not None else np.zeros(fitted.shape, bool)
+    n_bad = int((~fitted & ~outside).sum())
     warnings = loaded.warnings
     if n_bad:
         warnings += (
@@ -432,6 +433,9 @@ def participant_sigma_prior(
 
     start = time.perf_counter()
     rows = pilot_units(runs.data.data.shape[0])
+    # units without data (outside --roi, refused) would be no pilot units: leaving them out keeps
+    # the pilot the same share of a region's units as of a whole fit's
+    rows = rows[np.isfinite(runs.data.data[rows]).all(axis=1)]
     pilot = fit_prf(
         runs.data.data[rows],
         runs.stim,

@@ -25,7 +25,7 @@ from prfmap.io.geometry import UnitGeometry, VolumeGeometry
 from prfmap.io.runs import RunInput
 from prfmap.io.smoothing import Smoothing, smoothing_for
 from prfmap.io.timing import RULES, SliceTimeReference
-from prfmap.participant.areas import fit_areas
+from prfmap.participant.areas import RegionOfInterest, fit_areas, roi_units
 from prfmap.participant.confounds import run_confounds
 from prfmap.participant.plan import FitPlan
 from prfmap.participant.preprocess import CombinedData, PreprocessedRun, combine_runs, preprocess_run
@@ -83,6 +83,8 @@ class LoadedFit:
         Each unit's visual area in the atlas of ``--atlas`` (surface spaces), or None.
     areas_note : str
         Which atlas gave the areas and how, or why there are none (the log and the report).
+    roi : RegionOfInterest or None
+        The units ``--roi`` selects; the others are NaN in ``combined`` and ``runs`` (not fitted).
     """
 
     plan: FitPlan
@@ -104,6 +106,7 @@ class LoadedFit:
     smoothing: Smoothing | None = None
     areas: UnitAreas | None = None
     areas_note: str = ""
+    roi: RegionOfInterest | None = None
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -111,7 +114,8 @@ class LoadedFit:
         names = [run.name for run in self.plan.runs]
         found = (pre.repair.message(name) for pre, name in zip(self.runs, names, strict=False))
         left_out = (f"{name} left out of the fit: {why}" for name, why in self.left_out.items())
-        return (*left_out, *(m for m in found if m))
+        roi = (self.roi.describe(),) if self.roi is not None else ()
+        return (*roi, *left_out, *(m for m in found if m))
 
 
 @dataclass(frozen=True)
@@ -222,6 +226,10 @@ def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
         config.outputs.atlas, key.space, key.den, first.geometry, key.subject, config.inputs.fmriprep_dir
     )
     logger.info("%s: %s", plan.name, areas_note)
+    roi = roi_units(config.inputs.roi, areas, areas_note, key.space)
+    if roi is not None:
+        combined, preprocessed = _only(combined, preprocessed, roi.units)
+        logger.info("%s: %s", plan.name, roi.describe())
     return LoadedFit(
         plan=plan,
         geometry=first.geometry,
@@ -242,6 +250,23 @@ def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
         smoothing=smoothing,
         areas=areas,
         areas_note=areas_note,
+        roi=roi,
+    )
+
+
+def _only(
+    combined: CombinedData, runs: list[PreprocessedRun], inside: np.ndarray
+) -> tuple[CombinedData, list[PreprocessedRun]]:
+    """The data with every unit outside ``inside`` set to NaN: the engine leaves such units out."""
+
+    def masked(data: np.ndarray) -> np.ndarray:
+        out = np.array(data, copy=True)
+        out[~inside] = np.nan
+        return out
+
+    return (
+        dataclasses.replace(combined, data=masked(combined.data)),
+        [dataclasses.replace(run, data=masked(run.data)) for run in runs],
     )
 
 

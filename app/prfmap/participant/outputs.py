@@ -256,6 +256,7 @@ def provenance_of(fitted: FitOutcome, config: Config) -> dict[str, Any]:
         "RandomSeed": config.fit.random_seed,
         "Timings": {**fitted.timings, **dict(fitted.result.timings)},
         "VarianceExplained": variance_explained(fitted, config),
+        **({"RegionOfInterest": loaded.roi.record()} if loaded.roi is not None else {}),
     }
 
 
