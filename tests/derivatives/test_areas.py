@@ -95,7 +95,9 @@ def test_the_summary_is_a_tsv_with_n_a_and_a_sidecar_describing_every_column(tmp
         {c: np.nan for c in SUMMARY_COLUMNS}
         | {"area": "V1", "units": 3, "units_fitted": 0, "units_shown": 0},
     ]
-    tsv, sidecar = write_area_summary(tmp_path, KEY, rows, SUMMARY_COLUMNS, {"Atlas": "benson14"})
+    tsv, sidecar = write_area_summary(
+        tmp_path, KEY.stem(param="areas"), rows, SUMMARY_COLUMNS, {"Atlas": "benson14"}
+    )
     assert tsv.name == "sub-01_task-prf_space-fsaverage5_model-gauss_desc-areas_summary.tsv"
     header, line = tsv.read_text().splitlines()
     assert header.split("\t") == list(SUMMARY_COLUMNS)

@@ -308,20 +308,20 @@ def read_fit_areas(func: Path, key: OutputKey, surface: Any) -> UnitAreas | None
 
 
 def write_area_summary(
-    func: Path,
-    key: OutputKey,
+    folder: Path,
+    stem: str,
     rows: Sequence[Mapping[str, Any]],
     columns: Mapping[str, str],
     described: Mapping[str, Any],
 ) -> list[Path]:
-    """Write a fit's per-area summary (TSV, ``n/a`` for missing values) and its JSON sidecar.
+    """Write a per-area summary (TSV, ``n/a`` for missing values) and its JSON sidecar.
 
     Parameters
     ----------
-    func : Path
-        The participant's ``func`` folder in the staging area.
-    key : OutputKey
-        The fit.
+    folder : Path
+        The participant's ``func`` folder (or the group's) in the staging area.
+    stem : str
+        The file stem, ``..._desc-areas`` (``_summary.tsv`` is appended).
     rows : sequence of mapping
         One per area, keyed by ``columns``.
     columns : mapping of str to str
@@ -333,14 +333,13 @@ def write_area_summary(
     -------
     list of Path
     """
-    func.mkdir(parents=True, exist_ok=True)
-    stem = key.stem(param=SUMMARY_DESC)
+    folder.mkdir(parents=True, exist_ok=True)
     lines = ["\t".join(columns)]
     for row in rows:
         lines.append("\t".join(_cell(row[c]) for c in columns))
-    tsv = write_text_atomic(func / f"{stem}_summary.tsv", "\n".join(lines) + "\n")
+    tsv = write_text_atomic(folder / f"{stem}_summary.tsv", "\n".join(lines) + "\n")
     sidecar = {**{c: {"Description": d} for c, d in columns.items()}, **described}
-    return [tsv, write_json_atomic(func / f"{stem}_summary.json", sidecar)]
+    return [tsv, write_json_atomic(folder / f"{stem}_summary.json", sidecar)]
 
 
 def _cell(value: Any) -> str:

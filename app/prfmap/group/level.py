@@ -15,6 +15,7 @@ from prfmap import __version__
 from prfmap.derivatives import MAP_SUFFIX, OutputKey
 from prfmap.engine import catalog
 from prfmap.errors import BadDataError, MissingInputError
+from prfmap.group.areas import GroupAreas, group_areas, write_group_areas
 from prfmap.group.combine import (
     COUNT_DESCRIPTION,
     IVW_COUNT_DESCRIPTION,
@@ -111,6 +112,7 @@ class GroupResult:
     threshold_on: str = "r2"
     ivw: dict[str, dict[str, np.ndarray]] = dataclasses.field(default_factory=dict)
     ivw_count: dict[str, dict[str, np.ndarray]] = dataclasses.field(default_factory=dict)
+    areas: GroupAreas | None = None
 
 
 def run_group(
@@ -289,6 +291,7 @@ def _report_fit(output_dir: Path, result: GroupResult, members: list[Participant
         ivw=result.ivw,
         contributes=f"{'cvr2' if result.threshold_on == 'cvr2' else 'r²'} ≥ {result.r2_threshold:g}"
         + (", not doubtful" if all("status" in m.maps for m in members) else ""),
+        areas=result.areas,
     )
 
 
@@ -379,8 +382,14 @@ def _write_fit(
     written: list[Path] = []
     for label, stats in by_param.items():
         written += _write_parameter(output_dir / "group", key, geometry, label, stats, common)
+    areas = group_areas(output_dir, members, {h: per_hemi[h]["count"].size for h in HEMIS})
+    written += write_group_areas(output_dir / "group", key, areas, subjects)
+    if not areas.rows:
+        logger.info("%s: %s", fit, areas.note)
     logger.info("group maps of %s written for %d participants", fit, len(subjects))
-    return GroupResult(fit, subjects, per_hemi, written, r2_threshold, fov, threshold_on, ivw, ivw_count)
+    return GroupResult(
+        fit, subjects, per_hemi, written, r2_threshold, fov, threshold_on, ivw, ivw_count, areas
+    )
 
 
 def _write_parameter(

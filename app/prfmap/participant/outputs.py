@@ -16,7 +16,13 @@ from prfmap.derivatives import (
     write_map_files,
     write_series_files,
 )
-from prfmap.derivatives.areas import SUMMARY_COLUMNS, area_summary, write_area_files, write_area_summary
+from prfmap.derivatives.areas import (
+    SUMMARY_COLUMNS,
+    SUMMARY_DESC,
+    area_summary,
+    write_area_files,
+    write_area_summary,
+)
 from prfmap.derivatives.comparison import COMPARISON_MODEL, write_comparison_files
 from prfmap.engine import backend_info
 from prfmap.io.geometry import VolumeGeometry
@@ -106,7 +112,8 @@ def write_areas(loaded: LoadedFit, maps: dict[str, np.ndarray], config: Config, 
         "Threshold": f"r2 >= {config.outputs.r2_threshold:g} (--r2-threshold), not doubtful",
         "StimulatedRadiusDeg": loaded.fov_deg / 2,
     }
-    return written + write_area_summary(func, key, rows, SUMMARY_COLUMNS, described)
+    stem = key.stem(param=SUMMARY_DESC)
+    return written + write_area_summary(func, stem, rows, SUMMARY_COLUMNS, described)
 
 
 def comparison_described(compared: compare.ComparedFit, config: Config) -> dict[str, Any]:

@@ -216,6 +216,57 @@ def area_sigma_eccentricity(
     return save(fig, path, meta)
 
 
+def group_area_lines(
+    lines: dict[str, list[tuple[float, float]]],
+    means: dict[str, tuple[float, float]],
+    colours: dict[str, tuple[float, ...]],
+    radius: float,
+    path: Path,
+) -> Path:
+    """The participants' lines of σ against eccentricity per visual area (thin) and their mean (thick).
+
+    Parameters
+    ----------
+    lines : dict of str to list of (float, float)
+        Area → each participant's (slope, intercept).
+    means : dict of str to (float, float)
+        Area → the group's mean (slope, intercept).
+    colours : dict of str to tuple
+        Area → RGBA colour.
+    radius : float
+        The lines are drawn from eccentricity 0 to this (degrees).
+    path : Path
+        Output PNG.
+
+    Returns
+    -------
+    Path
+    """
+    fig, ax = plt.subplots(figsize=(5.5, 4.2), layout="constrained")
+    xs = np.linspace(0, radius, 50)
+    for name, own in lines.items():
+        colour = colours[name]
+        for slope, intercept in own:
+            ax.plot(xs, slope * xs + intercept, color=colour, lw=0.8, alpha=0.35)
+        slope, intercept = means[name]
+        ax.plot(
+            xs,
+            slope * xs + intercept,
+            color=colour,
+            lw=2.5,
+            label=f"{name} ({len(own)}): σ = {slope:.3f}·ecc + {intercept:.3f}",
+        )
+    ax.legend(loc="upper left", fontsize=7)
+    ax.set_xlabel("eccentricity (deg)")
+    ax.set_ylabel("pRF size σ (deg)")
+    ax.set_title("σ against eccentricity per visual area: participants and their mean", fontsize=10)
+    meta = {
+        "Title": "pRF size against eccentricity per visual area, group",
+        "Description": "eccentricity (deg), sigma (deg); thin: one participant, thick: the mean",
+    }
+    return save(fig, path, meta)
+
+
 def area_coverage(
     groups: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], fov_deg: float, path: Path
 ) -> Path:

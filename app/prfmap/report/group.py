@@ -11,14 +11,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 from prfmap import __version__
+from prfmap.derivatives.areas import area_colours
 from prfmap.engine import catalog
 from prfmap.report import figures
-from prfmap.report.atlas import visual_areas
+from prfmap.report.atlas import Atlas, visual_areas
 from prfmap.report.html import Figure, render_page
 from prfmap.report.legends import MapStyle, is_r2, map_labels, style_for
 from prfmap.report.meshes import find_meshes
@@ -192,6 +194,8 @@ class GroupFit:
     contributes : str
         When a participant contributes at a vertex, in words (default ``r² ≥ <threshold>``), e.g.
         ``"r² ≥ 0.1, not doubtful"``.
+    areas : GroupAreas, optional
+        The results per visual area (``rows``, ``lines``, ``labels``, ``note``), or None.
     """
 
     task: str
@@ -206,6 +210,7 @@ class GroupFit:
     participants: list[ParticipantRow] = field(default_factory=list)
     ivw: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     contributes: str = ""
+    areas: Any = None
 
     def __str__(self) -> str:
         den = f" den-{self.den}" if self.den else ""
@@ -369,6 +374,7 @@ def _surface_figures(
     fig_dir: Path,
     rel: str,
     prefix: str,
+    labels: Any = None,
 ) -> tuple[list[Figure], list[Figure], list[str], list[str]]:
     """Each map of ``items`` on the flattened occipital patches and in the 3-D views.
 
@@ -382,7 +388,15 @@ def _surface_figures(
     if not meshes or any(meshes[h].n_vertices != sizes[h] for h in sizes if h in meshes):
         reason = source if not meshes else "the mesh does not match the maps' vertex count"
         return [], [], [], [f"Could not draw the group maps on the surface: {reason}."]
-    atlas, atlas_note = visual_areas(meshes)
+    if labels is not None and all(
+        h in meshes and v.size == meshes[h].n_vertices for h, v in labels.hemis.items()
+    ):
+        atlas = Atlas(
+            dict(labels.hemis), labels.atlas.areas, f"{labels.atlas.title}, {labels.how}", labels.atlas.name
+        )
+        atlas_note = f"Borders: {atlas.source}."
+    else:
+        atlas, atlas_note = visual_areas(meshes)
     patches = {h: occipital_patch(m, h, atlas.labels.get(h) if atlas else None) for h, m in meshes.items()}
     flat, views = [], []
     for name, style, values, alt, caption, threshold_text in items:
@@ -445,7 +459,8 @@ def _group_maps(
             weighted = _ivw_style(label, style)
             values = {h: fit.ivw[h][label] for h in fit.maps}
             draw(f"{IVW_STAT}-{label}", weighted, values, *_ivw_text(weighted, threshold_text))
-    flat, views, notes, warnings = _surface_figures(fit.space, fit.den, items, fig_dir, rel, prefix)
+    labels = fit.areas.labels if fit.areas is not None else None
+    flat, views, notes, warnings = _surface_figures(fit.space, fit.den, items, fig_dir, rel, prefix, labels)
     if fit.ivw and not warnings:
         notes.append(IVW_NOTE)
     return flat, views, notes, warnings
@@ -489,6 +504,7 @@ def _section(output_dir: Path, fit: GroupFit, index: int) -> dict:
         f"Vertices by the number of participants with {_contributes(fit)}.",
     )
     header, rows, links = _table(fit)
+    area_view = _areas(fit, fig_dir, rel, prefix)
     summary = [
         ("Task", fit.task),
         ("Space", fit.space + (f" den-{fit.den}" if fit.den else "")),
@@ -518,7 +534,63 @@ def _section(output_dir: Path, fit: GroupFit, index: int) -> dict:
         "count_figure": hist,
         "summary_rows": summary,
         "files": [p.relative_to(output_dir).as_posix() for p in fit.files],
+        **area_view,
     }
+
+
+AREA_HEADER = [
+    "area",
+    "participants",
+    "units shown (median)",
+    "median r² (mean)",
+    "σ slope",
+    "σ intercept (deg)",
+]
+AREA_FIGURE_AREAS = 4
+
+
+def _areas(fit: GroupFit, fig_dir: Path, rel: str, prefix: str) -> dict[str, Any]:
+    """The group section's results per visual area: the table, the lines figure and the note."""
+    areas = fit.areas
+    if areas is None or not areas.rows:
+        note = areas.note if areas is not None else "No results per visual area."
+        return {"area_header": AREA_HEADER, "area_rows": [], "area_figures": [], "area_note": note}
+
+    def pm(mean: float, sem: float) -> str:
+        if not np.isfinite(mean):
+            return "—"
+        return f"{mean:.3f} ± {sem:.3f}" if np.isfinite(sem) else f"{mean:.3f}"
+
+    table = [
+        [
+            r["area"],
+            r["participants"],
+            f"{r['units_shown_median']:g}",
+            "—" if not np.isfinite(r["median_r2_mean"]) else f"{r['median_r2_mean']:.3f}",
+            pm(r["sigma_slope_mean"], r["sigma_slope_sem"]),
+            pm(r["sigma_intercept_mean"], r["sigma_intercept_sem"]),
+        ]
+        for r in areas.rows
+    ]
+    drawn = [r for r in areas.rows if r["participants"] >= 1][:AREA_FIGURE_AREAS]
+    out = []
+    if drawn and fit.fov_deg:
+        palette = area_colours(len(areas.rows))
+        colours = {r["area"]: palette[k] for k, r in enumerate(areas.rows)}
+        names = [r["area"] for r in drawn]
+        means = {r["area"]: (r["sigma_slope_mean"], r["sigma_intercept_mean"]) for r in drawn}
+        path = fig_dir / f"group_{prefix}_areas-ecc-sigma.png"
+        figures.group_area_lines({n: areas.lines[n] for n in names}, means, colours, fit.fov_deg / 2, path)
+        out.append(
+            Figure(
+                f"{rel}/{path.name}",
+                "pRF size σ (deg) against eccentricity (deg) per visual area: participants and their mean",
+                f"σ against eccentricity in {', '.join(names)}: each participant's r²-weighted line (thin) "
+                "and the mean of their slopes and intercepts (thick).",
+            )
+        )
+    note = f"{areas.note} σ slope and intercept: mean ± standard error over the participants with a line."
+    return {"area_header": AREA_HEADER, "area_rows": table, "area_figures": out, "area_note": note}
 
 
 def write_group_report(
