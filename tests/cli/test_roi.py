@@ -12,8 +12,25 @@ import pytest
 
 from helpers import only_logs
 from prfmap.cli.run import main
-from prfmap.errors import UsageError
+from prfmap.errors import BadDataError, MissingInputError, UsageError
+from prfmap.io.geometry import GiftiGeometry, VolumeGeometry
 from prfmap.participant.areas import roi_units
+
+
+def write_freesurfer_label(path: Path, vertices: np.ndarray) -> Path:
+    """A FreeSurfer ``.label`` file (ASCII: a comment, the count, then vertex x y z value per line)."""
+    lines = ["#!ascii label, from the tests", str(len(vertices))]
+    lines += [f"{v} 0.0 0.0 0.0 1.0" for v in vertices]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def write_gifti_label(path: Path, inside: np.ndarray) -> Path:
+    array = nib.gifti.GiftiDataArray(
+        inside.astype(np.int32), intent="NIFTI_INTENT_LABEL", datatype="NIFTI_TYPE_INT32"
+    )
+    nib.save(nib.gifti.GiftiImage(darrays=[array]), str(path))
+    return path
 
 
 def test_only_the_areas_units_are_fitted(small_synth: Path, tmp_path: Path) -> None:
@@ -55,7 +72,7 @@ def test_only_the_areas_units_are_fitted(small_synth: Path, tmp_path: Path) -> N
         (
             ("--roi", "V1", "--atlas", "none"),
             64,
-            "--roi selects visual areas of --atlas; it cannot go with --atlas none",
+            "--roi names visual areas of --atlas; it cannot go with --atlas none",
         ),
     ],
 )
@@ -69,9 +86,47 @@ def test_what_cannot_be_selected_is_one_line(
     assert only_logs(out)
 
 
-def test_a_volume_has_no_areas_to_select() -> None:
+def test_a_volume_has_no_areas_to_select(tmp_path: Path) -> None:
+    volume = VolumeGeometry(mask=np.ones((2, 2, 2), bool))
     with pytest.raises(
         UsageError, match=r"--roi V1 needs visual areas, and space T1w has none: No visual areas"
     ):
-        roi_units(("V1",), None, "No visual areas: space T1w is a volume.", "T1w")
-    assert roi_units((), None, "", "T1w") is None
+        roi_units(("V1",), None, "No visual areas: space T1w is a volume.", volume, "T1w")
+    label = write_freesurfer_label(tmp_path / "lh.mine.label", np.arange(3))
+    with pytest.raises(UsageError, match="label files are for surface spaces, and T1w is a volume"):
+        roi_units((str(label),), None, "", volume, "T1w")
+    assert roi_units((), None, "", volume, "T1w") is None
+
+
+def test_label_files_select_their_vertices_without_an_atlas(tmp_path: Path) -> None:
+    geometry = GiftiGeometry(hemis={"L": 50, "R": 40})
+    left = write_freesurfer_label(tmp_path / "lh.drawn.label", np.array([0, 3, 7]))
+    right = write_gifti_label(tmp_path / "sub-01_hemi-R_desc-drawn_dseg.label.gii", np.arange(40) >= 38)
+    roi = roi_units((str(left), str(right)), None, "", geometry, "fsnative")
+    np.testing.assert_array_equal(np.flatnonzero(roi.units), [0, 3, 7, 88, 89])
+    assert roi.atlas is None and roi.areas == ("lh.drawn.label", "sub-01_hemi-R_desc-drawn_dseg.label.gii")
+    assert "those of lh.drawn.label, sub-01_hemi-R_desc-drawn_dseg.label.gii (--roi)" in roi.describe()
+
+
+@pytest.mark.parametrize(
+    ("name", "vertices", "error", "match"),
+    [
+        (
+            "lh.far.label",
+            np.array([10, 60]),
+            BadDataError,
+            "names vertex 60, and hemisphere L of the fit has 50",
+        ),
+        ("mine.label", np.array([1]), UsageError, "name its hemisphere"),
+        ("missing/lh.x.label", None, MissingInputError, "no such label file"),
+    ],
+)
+def test_a_label_that_does_not_fit_is_one_line(tmp_path: Path, name, vertices, error, match) -> None:
+    path = tmp_path / name
+    if vertices is not None:
+        write_freesurfer_label(path, vertices)
+    with pytest.raises(error, match=match):
+        roi_units((str(path),), None, "", GiftiGeometry(hemis={"L": 50, "R": 40}), "fsnative")
+    wrong = write_gifti_label(tmp_path / "hemi-L_other.label.gii", np.ones(10, bool))
+    with pytest.raises(BadDataError, match="has 10 vertices, hemisphere L of the fit 50"):
+        roi_units((str(wrong),), None, "", GiftiGeometry(hemis={"L": 50, "R": 40}), "fsnative")

@@ -26,6 +26,7 @@ from prfmap.config import (
 from prfmap.engine import catalog
 from prfmap.engine.backend import DEFAULT_BACKEND
 from prfmap.errors import UsageError
+from prfmap.io.atlases import is_label_file
 from prfmap.io.datasets import bids_root, derivative_roots, read_bids_filter
 from prfmap.runtime.memory import default_mem_gb
 
@@ -78,10 +79,10 @@ def build_config(opts: Namespace) -> Config:
         stimulus=opts.stimulus,
         stimulus_fov_deg=opts.stimulus_fov_deg,
         validate=not opts.skip_bids_validation,
-        roi=tuple(opts.roi or ()),
+        roi=tuple(str(Path(a).resolve()) if is_label_file(a) else a for a in opts.roi or ()),
     )
-    if opts.roi and opts.atlas == "none":
-        raise UsageError("--roi selects visual areas of --atlas; it cannot go with --atlas none")
+    if any(not is_label_file(a) for a in opts.roi or ()) and opts.atlas == "none":
+        raise UsageError("--roi names visual areas of --atlas; it cannot go with --atlas none")
     if opts.omp_nthreads and opts.nprocs and opts.omp_nthreads > opts.nprocs:
         raise UsageError(
             f"--omp-nthreads {opts.omp_nthreads} exceeds --nprocs {opts.nprocs}; each process's "

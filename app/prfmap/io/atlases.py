@@ -186,3 +186,22 @@ def default_atlas(space: str) -> str | None:
     if name in FSAVERAGE_VERTICES or name == "fsnative":
         return "benson14"
     return None
+
+
+LABEL_FILE_ENDINGS = (".label", ".label.gii")
+"""``--roi`` arguments with these endings are label files (FreeSurfer ``.label``, GIFTI ``.label.gii``)."""
+
+
+def is_label_file(argument: str) -> bool:
+    """Whether an ``--roi`` argument names a label file rather than an area.
+
+    Parameters
+    ----------
+    argument : str
+        One ``--roi`` value.
+
+    Returns
+    -------
+    bool
+    """
+    return argument.endswith(LABEL_FILE_ENDINGS)

@@ -226,7 +226,7 @@ def load_fit(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedFit:
         config.outputs.atlas, key.space, key.den, first.geometry, key.subject, config.inputs.fmriprep_dir
     )
     logger.info("%s: %s", plan.name, areas_note)
-    roi = roi_units(config.inputs.roi, areas, areas_note, key.space)
+    roi = roi_units(config.inputs.roi, areas, areas_note, first.geometry, key.space)
     if roi is not None:
         combined, preprocessed = _only(combined, preprocessed, roi.units)
         logger.info("%s: %s", plan.name, roi.describe())
