@@ -335,8 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="AREA",
         help="fit only the vertices of these visual areas of --atlas (e.g. V1 V2 V3; the atlas's "
         "names, case-insensitive; wang15's V1, V2 and V3 pool their dorsal and ventral halves) "
-        "and of these label files of the fit's space (FreeSurfer lh.*.label/rh.*.label, or GIFTI "
-        "*.label.gii with hemi-L/hemi-R): the others are NaN in every map, and the fit costs in "
+        "and of these label files of the fit's space (FreeSurfer lh.NAME.label or rh.NAME.label, or "
+        "GIFTI NAME.label.gii with hemi-L or hemi-R): the others are NaN in every map, and the fit costs in "
         "proportion; surface spaces only (default: every vertex; see docs/areas.md)",
     )
     g_bids.add_argument(
