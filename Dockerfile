@@ -20,7 +20,12 @@ COPY docker/requirements/lock.txt /tmp/lock.txt
 RUN python -m pip install --no-cache-dir --constraint /tmp/lock.txt setuptools wheel
 COPY pyproject.toml README.md LICENSE ./
 COPY app ./app
-RUN python -m pip wheel --no-cache-dir --no-deps --no-build-isolation --wheel-dir /wheels .
+# With it, neuropythy's: the package data of the fsaverage visual-area atlases of --atlas
+# benson14|wang15 (docs/areas.md), AGPL-3.0; prfmap reads the files and never imports the package,
+# so none of its dependencies is installed.
+RUN python -m pip wheel --no-cache-dir --no-deps --no-build-isolation --wheel-dir /wheels . \
+ && python -m pip wheel --no-cache-dir --no-deps --no-build-isolation --wheel-dir /wheels/atlases \
+        neuropythy==0.13.0
 
 # ---------------------------------------------------------------------------------------
 # The TemplateFlow surfaces the reports draw on, fetched once here so that the container
@@ -81,7 +86,8 @@ RUN --mount=type=bind,source=docker/requirements,target=/tmp/requirements \
         --requirement "/tmp/requirements/${BACKEND}.txt" \
         /tmp/wheels/prfmap-*.whl \
  && /opt/prfmap/bin/python /tmp/image/constraints.py --verify /opt/prfmap/base-constraints.txt \
-        /tmp/requirements/common.txt "/tmp/requirements/${BACKEND}.txt"
+        /tmp/requirements/common.txt "/tmp/requirements/${BACKEND}.txt" \
+ && /opt/prfmap/bin/python -m pip install --no-cache-dir --no-deps /tmp/wheels/atlases/neuropythy-*.whl
 
 COPY --from=templateflow /opt/templateflow /opt/templateflow
 
@@ -123,7 +129,7 @@ LABEL org.opencontainers.image.title="prfmap" \
       org.opencontainers.image.revision="${VCS_REF}" \
       org.opencontainers.image.source="https://github.com/prfmap/prfmap" \
       org.opencontainers.image.url="https://github.com/prfmap/prfmap" \
-      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.licenses="Apache-2.0 AND AGPL-3.0-or-later" \
       org.opencontainers.image.vendor="The prfmap developers" \
       io.github.prfmap.backend="${BACKEND}"
 
