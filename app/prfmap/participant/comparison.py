@@ -47,7 +47,6 @@ nothing the Gaussian does not (Bonferroni over the models compared with the Gaus
 CSS_GAUSSIAN_N = 0.95
 """A CSS fit whose exponent's 95 % interval reaches this value does not tell itself from a Gaussian
 (an exponent of 1)."""
-Z95 = float(norm.isf(0.025))
 logger = logging.getLogger(__name__)
 
 DEFINITION = (
@@ -252,7 +251,7 @@ def identifiable(result: FitResult) -> np.ndarray:
         for weight in ("amplitude_surround", "amplitude_norm"):
             if weight in params:
                 spread = se.get(weight, np.zeros(n))
-                ok &= np.nan_to_num(params[weight] - Z95 * spread, nan=-1.0) > 0
+                ok &= np.nan_to_num(params[weight] - catalog.Z95 * spread, nan=-1.0) > 0
     return ok
 
 

@@ -22,7 +22,6 @@ RETEST_PARAMETERS = ("x", "y", "sigma")
 """The parameters compared."""
 RETEST_R2_MIN = 0.1
 """The r² a unit needs in both fits to be compared (the report's default threshold)."""
-Z95 = 1.959963984540054
 
 
 @dataclass(frozen=True)
@@ -98,7 +97,7 @@ def retest_consistency(
         return None
     shares = {}
     for key in RETEST_PARAMETERS:
-        spread = Z95 * np.hypot(first.se[key][both], second.se[key][both])
+        spread = catalog.Z95 * np.hypot(first.se[key][both], second.se[key][both])
         shares[key] = round(
             float(np.mean(np.abs(first.values[key][both] - second.values[key][both]) <= spread)), 3
         )

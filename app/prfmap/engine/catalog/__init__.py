@@ -66,6 +66,8 @@ from prfmap.engine.catalog.status import DOUBTFUL_BITS as DOUBTFUL_BITS
 from prfmap.engine.catalog.status import SIGMA_WIDTH_LIMIT as SIGMA_WIDTH_LIMIT
 from prfmap.engine.catalog.status import STATUS_BITS as STATUS_BITS
 from prfmap.engine.catalog.status import STATUS_FLAGS as STATUS_FLAGS
+from prfmap.engine.catalog.status import Z95 as Z95
+from prfmap.engine.catalog.status import Z95_ONE_SIDED as Z95_ONE_SIDED
 from prfmap.engine.catalog.status import doubtful as doubtful
 from prfmap.engine.catalog.status import share_of as share_of
 from prfmap.engine.catalog.status import status_codes as status_codes

@@ -132,3 +132,9 @@ def doubtful(status: Any) -> np.ndarray:
     ndarray of bool
     """
     return (status_codes(status) & DOUBTFUL_BITS) != 0
+
+
+Z95 = 1.959963984540054
+"""The two-sided 95 % quantile of the standard normal (the intervals, the test–retest check)."""
+Z95_ONE_SIDED = 1.6448536269514722
+"""The one-sided 95 % quantile: the interval of an estimate on the end of its range."""

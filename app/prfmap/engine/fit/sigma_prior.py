@@ -25,8 +25,8 @@ from scipy.special import logsumexp
 from prfmap.engine import kernels
 from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.batching import batch_size, compiled, pad, run_batches
+from prfmap.engine.catalog import Z95
 from prfmap.engine.catalog.result import Uncertainty
-from prfmap.engine.fit.uncertainty import Z95
 from prfmap.engine.problem import Problem, Units
 
 __all__ = [
@@ -385,8 +385,7 @@ def posterior_uncertainty(unc: Uncertainty, sigma: np.ndarray, prior: SigmaPrior
         data = (np.log(upper) - np.log(lower)) / (2 * Z95) if lower is not None else unc.se["sigma"] / sigma
         precision = np.where(np.isfinite(data) & (data > 0), 1.0 / data**2, 0.0) + 1.0 / prior.spread**2
         sd = 1.0 / np.sqrt(precision)
-    known = np.isfinite(unc.se["sigma"]) | np.isinf(unc.se["sigma"])
-    known &= ~np.isnan(unc.se["sigma"]) & np.isfinite(sigma)
+    known = ~np.isnan(unc.se["sigma"]) & np.isfinite(sigma)  # an infinite error is known: unbounded
     se, low, high = dict(unc.se), dict(unc.lower), dict(unc.upper)
     se["sigma"] = np.where(known, sigma * sd, unc.se["sigma"])
     low["sigma"] = np.where(known, sigma * np.exp(-Z95 * sd), unc.lower.get("sigma", np.nan))

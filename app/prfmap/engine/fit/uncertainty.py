@@ -30,7 +30,7 @@ import numpy as np
 from prfmap.engine import catalog, kernels
 from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.batching import batch_size, compiled, pad, run_batches
-from prfmap.engine.catalog import CENTRE_SE_LIMIT, SIGMA_WIDTH_LIMIT
+from prfmap.engine.catalog import CENTRE_SE_LIMIT, SIGMA_WIDTH_LIMIT, Z95, Z95_ONE_SIDED
 from prfmap.engine.catalog.result import Uncertainty
 from prfmap.engine.models.transforms import InternalParameter, natural_values, saturated, transform_of
 from prfmap.engine.problem import Problem, Units
@@ -44,10 +44,6 @@ __all__ = [
     "parameter_uncertainty",
 ]
 
-Z95 = 1.959963984540054
-"""The two-sided 95 % quantile of the standard normal."""
-Z95_ONE_SIDED = 1.6448536269514722
-"""The one-sided 95 % quantile: the interval of an estimate on the end of its range."""
 INSIDE_LOGIT = 10.0
 """Where the information of a ranged parameter at its range's end is evaluated (``|u|``; the end is
 :data:`~prfmap.engine.models.transforms.LOGIT_LIMIT`): its natural value differs by 5e-5 of the range, and
