@@ -163,3 +163,20 @@ def test_each_unit_gets_its_vertex_area():
     np.testing.assert_array_equal(
         areas.codes, np.concatenate([areas.labels.hemis["L"], areas.labels.hemis["R"]])
     )
+
+
+def test_gather_is_the_inverse_of_split():
+    from prfmap.io.geometry import SurfaceLayout
+
+    layout = SurfaceLayout(
+        hemis={"L": 3, "R": 2},
+        vertices={"L": np.array([0, 2, 4]), "R": np.array([1, 3])},
+        n_vertices={"L": 5, "R": 4},
+    )
+    units = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    np.testing.assert_array_equal(layout.gather(layout.split(units)), units)
+    np.testing.assert_array_equal(layout.gather(layout.split(units), 7), [*units, 0, 0])
+    plain = SurfaceLayout(hemis={"L": 2, "R": 2})
+    np.testing.assert_array_equal(
+        plain.gather({"L": np.array([7, 8]), "R": np.array([9, 10])}), [7, 8, 9, 10]
+    )

@@ -253,6 +253,23 @@ def write_atlas_description(output_dir: Path, atlas: AtlasSource) -> Path:
     return write_json_atomic(Path(output_dir) / f"atlas-{atlas.name}_description.json", described)
 
 
+def summary_path(func: Path, key: OutputKey) -> Path:
+    """A fit's ``desc-areas_summary.tsv`` (its JSON sidecar has the same stem).
+
+    Parameters
+    ----------
+    func : Path
+        The folder of the fit's maps.
+    key : OutputKey
+        The fit.
+
+    Returns
+    -------
+    Path
+    """
+    return func / f"{key.stem(param=SUMMARY_DESC)}_summary.tsv"
+
+
 def read_fit_areas(func: Path, key: OutputKey, surface: Any) -> UnitAreas | None:
     """A fit's areas read back from its outputs (``--reports-only``), or None where it has none.
 
@@ -271,7 +288,7 @@ def read_fit_areas(func: Path, key: OutputKey, surface: Any) -> UnitAreas | None
     -------
     UnitAreas or None
     """
-    summary = func / f"{key.stem(param=SUMMARY_DESC)}_summary.json"
+    summary = summary_path(func, key).with_suffix(".json")
     if surface is None or not summary.is_file():
         return None
     described = json.loads(summary.read_text())
@@ -298,13 +315,9 @@ def read_fit_areas(func: Path, key: OutputKey, surface: Any) -> UnitAreas | None
             hemis[hemi] = np.asarray(nib.load(str(path)).agg_data(), dtype=np.int64).ravel()
     how = str(described.get("AtlasMethod", "")).removeprefix("the atlas's labels ")
     labels = AreaLabels(atlas, hemis, how)
-    parts = []
-    for hemi, count in surface.hemis.items():
-        codes = hemis.get(hemi)
-        if codes is None:
-            return None
-        parts.append(codes[surface.vertices[hemi]] if surface.vertices is not None else codes[:count])
-    return UnitAreas(labels, np.concatenate(parts))
+    if not set(surface.hemis) <= set(hemis):
+        return None
+    return UnitAreas(labels, surface.gather(hemis).astype(np.int64))
 
 
 def write_area_summary(

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from prfmap.derivatives.areas import SUMMARY_DESC, read_fit_areas, write_area_summary
+from prfmap.derivatives.areas import SUMMARY_DESC, read_fit_areas, summary_path, write_area_summary
 from prfmap.derivatives.naming import OutputKey
 from prfmap.io.area_labels import AreaLabels
 from prfmap.io.geometry import SurfaceLayout
@@ -70,10 +70,6 @@ class GroupAreas:
     note: str = ""
 
 
-def _summary_of(output_dir: Path, key: OutputKey) -> Path:
-    return key.func_dir(output_dir) / f"{key.stem(param=SUMMARY_DESC)}_summary.tsv"
-
-
 def group_areas(output_dir: Path, members: Sequence[Any], sizes: dict[str, int]) -> GroupAreas:
     """The group's per-area rows from every participant's summary of the fit.
 
@@ -93,7 +89,7 @@ def group_areas(output_dir: Path, members: Sequence[Any], sizes: dict[str, int])
     tables: dict[str, list[pd.DataFrame]] = defaultdict(list)
     atlases = set()
     for member in members:
-        path = _summary_of(output_dir, member.key)
+        path = summary_path(member.key.func_dir(output_dir), member.key)
         if not path.is_file():
             return GroupAreas(
                 None,

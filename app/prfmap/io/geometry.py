@@ -74,6 +74,30 @@ class SurfaceLayout:
             out[hemi] = full
         return out
 
+    def gather(self, per_hemi: Mapping[str, np.ndarray], n_units: int | None = None) -> np.ndarray:
+        """The inverse of :meth:`split`: per-hemisphere values over each mesh's vertices → (units,).
+
+        Parameters
+        ----------
+        per_hemi : mapping of str to ndarray
+            Hemisphere → one value per vertex of its mesh.
+        n_units : int, optional
+            The units of the data; units past the cortical ones (CIFTI subcortex) get zeros.
+
+        Returns
+        -------
+        ndarray
+            The values of the units, in their order (all left units, then all right ones).
+        """
+        parts = [
+            np.asarray(per_hemi[hemi])[self.vertices[hemi] if self.vertices is not None else slice(count)]
+            for hemi, count in self.hemis.items()
+        ]
+        units = np.concatenate(parts) if parts else np.zeros(0)
+        if n_units is not None and n_units > units.size:
+            units = np.concatenate([units, np.zeros(n_units - units.size, units.dtype)])
+        return units
+
 
 @dataclass
 class UnitGeometry:

@@ -91,13 +91,7 @@ def fit_areas(
         if option != "auto":
             raise
         return None, f"No visual areas: {err} (the default, --atlas auto)."
-    parts = []
-    for hemi, count in layout.hemis.items():
-        codes = labels.hemis[hemi]
-        parts.append(codes[layout.vertices[hemi]] if layout.vertices is not None else codes[:count])
-    codes = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-    codes = np.concatenate([codes, np.zeros(geometry.n_units - codes.size, np.int64)])
-    areas = UnitAreas(labels, codes)
+    areas = UnitAreas(labels, layout.gather(labels.hemis, geometry.n_units).astype(np.int64))
     return areas, areas.describe()
 
 
@@ -227,13 +221,7 @@ def _label_units(paths: list[Path], geometry: UnitGeometry, space: str) -> np.nd
     for path in paths:
         hemi, vertices = label_vertices(path, n_vertices)
         inside[hemi][vertices] = True
-    parts = []
-    for hemi, count in layout.hemis.items():
-        parts.append(
-            inside[hemi][layout.vertices[hemi]] if layout.vertices is not None else inside[hemi][:count]
-        )
-    units = np.concatenate(parts)
-    return np.concatenate([units, np.zeros(geometry.n_units - units.size, bool)])
+    return layout.gather(inside, geometry.n_units).astype(bool)
 
 
 def roi_units(
