@@ -62,6 +62,9 @@ class InputsConfig:
         turns it off).
     roi : tuple of str
         Visual areas of ``--atlas`` whose units alone are fitted (``--roi``); empty fits every unit.
+        With ``--model cf``, the connective fields' targets.
+    apertures : bool
+        The fit needs each run's stimulus apertures (every pRF model; ``--model cf`` does not).
     """
 
     bids_dir: Path
@@ -76,6 +79,7 @@ class InputsConfig:
     stimulus_fov_deg: float | None = None
     validate: bool = True
     roi: tuple[str, ...] = ()
+    apertures: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "bids_filter", _frozen_mapping(self.bids_filter))
@@ -137,7 +141,8 @@ class FitConfig:
     Attributes
     ----------
     model : str
-        pRF model (``gauss``, ``css``, ``dog``, ``dn``).
+        pRF model (``gauss``, ``css``, ``dog``, ``dn``), or ``cf``: connective fields
+        (:mod:`prfmap.participant.connective`).
     compared : tuple of str
         With two or more models (``--model gauss css ...``), all of them, the Gaussian first: each is
         fitted (``model`` is the one of this configuration, :meth:`for_model`) and they are compared
@@ -164,6 +169,8 @@ class FitConfig:
         Where within each TR the volumes sample the signal, as a fraction of the TR
         (``--slice-time-ref``); None reads it from each run's sidecars
         (:mod:`prfmap.io.timing`).
+    cf_source : str or None
+        ``--cf-source``: the source area (a name of ``--atlas``, or a label file) of ``--model cf``.
     """
 
     model: str = "gauss"
@@ -176,6 +183,7 @@ class FitConfig:
     sigma_prior: str = "eccentricity"
     random_seed: int = 0
     slice_time_ref: float | None = None
+    cf_source: str | None = None
 
     def engine_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :func:`prfmap.engine.fit_prf` that this section sets.

@@ -25,6 +25,7 @@ from prfmap.config import (
 )
 from prfmap.engine import catalog
 from prfmap.engine.backend import DEFAULT_BACKEND
+from prfmap.engine.catalog.connective import CF_MODEL
 from prfmap.errors import UsageError
 from prfmap.io.atlases import is_label_file
 from prfmap.io.datasets import bids_root, derivative_roots, read_bids_filter
@@ -80,6 +81,7 @@ def build_config(opts: Namespace) -> Config:
         stimulus_fov_deg=opts.stimulus_fov_deg,
         validate=not opts.skip_bids_validation,
         roi=tuple(str(Path(a).resolve()) if is_label_file(a) else a for a in opts.roi or ()),
+        apertures=CF_MODEL not in opts.model,
     )
     if any(not is_label_file(a) for a in opts.roi or ()) and opts.atlas == "none":
         raise UsageError("--roi names visual areas of --atlas; it cannot go with --atlas none")
@@ -122,6 +124,19 @@ def build_config(opts: Namespace) -> Config:
 
 def _fit_section(opts: Namespace) -> FitConfig:
     models = fitted_models(opts.model)
+    cf_source = None
+    if CF_MODEL in models:
+        if len(models) > 1:
+            raise UsageError("--model cf fits connective fields on their own; give it alone")
+        if not opts.cf_source:
+            raise UsageError(
+                "--model cf needs --cf-source AREA (an area of --atlas, e.g. V1, or a label file)"
+            )
+        cf_source = str(Path(opts.cf_source).resolve()) if is_label_file(opts.cf_source) else opts.cf_source
+        if not is_label_file(opts.cf_source) and opts.atlas == "none":
+            raise UsageError("--cf-source names an area of --atlas; it cannot go with --atlas none")
+    elif opts.cf_source:
+        raise UsageError("--cf-source is the source area of --model cf; add --model cf")
     return FitConfig(
         model=models[0],
         compared=models if len(models) > 1 else (),
@@ -133,6 +148,7 @@ def _fit_section(opts: Namespace) -> FitConfig:
         sigma_prior=opts.sigma_prior,
         random_seed=opts.random_seed,
         slice_time_ref=opts.slice_time_ref,
+        cf_source=cf_source,
     )
 
 
@@ -152,6 +168,8 @@ def fitted_models(asked: str | Sequence[str]) -> tuple[str, ...]:
     tuple of str
     """
     names = [asked] if isinstance(asked, str) else list(asked)
+    if CF_MODEL in names:
+        return (CF_MODEL, *(m for m in catalog.MODELS if m in names or "all" in names))
     chosen = set(catalog.MODELS) if "all" in names else set(names)
     if len(chosen) > 1:
         chosen.add("gauss")

@@ -11,6 +11,7 @@ from prfmap import __version__
 from prfmap.config import MAX_SMOOTH_FWHM_MM
 from prfmap.engine import catalog
 from prfmap.engine.backend import SUPPORTED_BACKENDS
+from prfmap.engine.catalog.connective import CF_MODEL
 from prfmap.errors import ExitCode, one_line, why_missing
 from prfmap.io.atlases import ATLAS_CHOICES
 from prfmap.io.datasets import FOV_RANGE_DEG, check_fov_deg, read_bids_filter
@@ -450,7 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     g_model.add_argument(
         "--model",
         nargs="+",
-        choices=(*catalog.MODELS, "all"),
+        choices=(*catalog.MODELS, "all", CF_MODEL),
         default=["gauss"],
         metavar="MODEL",
         help="pRF model(s): gauss (isotropic Gaussian), css (compressive spatial summation), dog "
@@ -458,7 +459,16 @@ def build_parser() -> argparse.ArgumentParser:
         "each is fitted from one loading of the runs and one participant HRF (the Gaussian always "
         "among them: the others seed from its fit), and with two or more runs compared per vertex "
         "on the same held-out runs (model-best maps: the winner, its cvr2 and its gain over the "
-        "Gaussian)",
+        "Gaussian). cf fits connective fields instead (with --cf-source; runs need no apertures, "
+        "see docs/connective-fields.md)",
+    )
+    g_model.add_argument(
+        "--cf-source",
+        metavar="AREA",
+        help="the source area of --model cf: an area of --atlas (e.g. V1) or a label file of the "
+        "fit's space; every target vertex (those of --roi, by default the atlas's other areas) is "
+        "fitted as a Gaussian-weighted mean of the source's time series over geodesic distance on "
+        "the midthickness surface (default: none; required by --model cf)",
     )
     g_model.add_argument(
         "--refine",

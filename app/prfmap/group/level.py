@@ -14,6 +14,7 @@ import numpy as np
 from prfmap import __version__
 from prfmap.derivatives import MAP_SUFFIX, OutputKey
 from prfmap.engine import catalog
+from prfmap.engine.catalog.connective import CF_MODEL
 from prfmap.errors import BadDataError, MissingInputError
 from prfmap.group.areas import GroupAreas, group_areas, write_group_areas
 from prfmap.group.combine import (
@@ -158,7 +159,8 @@ def run_group(
         are all in volume spaces (T1w, MNI…), which the group level does not combine.
     """
     output_dir = Path(output_dir)
-    sets = find_participant_maps(output_dir, participant_labels)
+    # the group level combines pRF fits; connective-field maps stay per participant
+    sets = [m for m in find_participant_maps(output_dir, participant_labels) if m.key.model != CF_MODEL]
     subjects = sorted({s.key.subject for s in sets})
     volume = volume_map_spaces(output_dir, participant_labels)
     volume_only = {sub: spaces for sub, spaces in volume.items() if sub not in subjects}

@@ -451,15 +451,19 @@ def _make_run(layout: BIDSLayout, inputs: InputsConfig, files: list[BIDSFile]) -
     stim_index = None
     if inputs.stimulus is not None:
         stim_file = inputs.stimulus
+    elif events is None or not has_stim_file(events):
+        if not inputs.apertures:
+            stim_file = None
+        elif not inputs.tasks:
+            return None
+        else:
+            what = "no events.tsv" if events is None else f"no stim_file column in {Path(events).name}"
+            raise MissingInputError(
+                f"{what} for {path0.name} in {inputs.bids_dir}: pRF models need the stimulus "
+                "apertures (name them in the events' stim_file column or pass --stimulus); "
+                "--model cf fits runs without them"
+            )
     else:
-        if events is None or not has_stim_file(events):
-            if not inputs.tasks:
-                return None
-            if events is None:
-                raise MissingInputError(
-                    f"no events.tsv for {path0.name} in {inputs.bids_dir}; add one with a "
-                    "stim_file column or pass --stimulus"
-                )
         stim_file, stim_index = stimulus_of(inputs.bids_dir, events)
     confounds = _match_derivative(layout, ents, suffix="timeseries", desc="confounds", extension=".tsv")
     tr = _repetition_time(layout, path0, ents, kind)

@@ -35,6 +35,7 @@ from prfmap.derivatives import (
 from prfmap.derivatives.areas import write_atlas_description
 from prfmap.derivatives.comparison import COMPARISON_MODEL
 from prfmap.engine import catalog
+from prfmap.engine.catalog.connective import CF_MODEL
 from prfmap.errors import PrfmapError
 from prfmap.io.bids import find_runs
 from prfmap.io.logs import LogFile
@@ -42,6 +43,7 @@ from prfmap.io.publish import COMMIT, new_staging, participant_lock, publish_par
 from prfmap.io.runs import RunInput
 from prfmap.participant.checkpoint import remove_checkpoints
 from prfmap.participant.comparison import ComparedFit, compare_outcomes, log_comparison
+from prfmap.participant.connective import run_connective_participant
 from prfmap.participant.fit import FitOutcome, fit_models
 from prfmap.participant.load import load_fit
 from prfmap.participant.outputs import comparison_context, report_context, write_comparison, write_outcome
@@ -82,7 +84,10 @@ def run_participant_level(config: Config, command: Sequence[str] = ()) -> list[P
                 try:
                     recover_staging(output_dir, subject)
                     mine = [r for r in runs if r.subject == subject]
-                    written += run_participant(config, subject, mine, command, of=(k, len(subjects)))
+                    if config.fit.model == CF_MODEL:
+                        written += run_connective_participant(config, subject, mine, of=(k, len(subjects)))
+                    else:
+                        written += run_participant(config, subject, mine, command, of=(k, len(subjects)))
                 except Exception as err:
                     if not isinstance(err, PrfmapError):
                         logger.error("sub-%s failed", subject, exc_info=True)

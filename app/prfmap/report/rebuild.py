@@ -26,6 +26,7 @@ from prfmap.derivatives import MAP_SUFFIX, PYBIDS_CONFIG, OutputKey
 from prfmap.derivatives.areas import read_fit_areas
 from prfmap.derivatives.comparison import COMPARISON_MODEL
 from prfmap.engine import catalog
+from prfmap.engine.catalog.connective import CF_MODEL
 from prfmap.engine.catalog.settings import FitSettings
 from prfmap.errors import BadDataError, MissingInputError, PrfmapError
 from prfmap.io.aperture import load_aperture
@@ -370,7 +371,8 @@ def participant_contexts(
     return [
         _context(files, subject, links, output_dir, r2_threshold, command)
         for key, files in fits.items()
-        if key[-1] != COMPARISON_MODEL  # a comparison is shown with its models (read_comparisons)
+        # a comparison is shown with its models (read_comparisons); connective fields have no report yet
+        if key[-1] not in (COMPARISON_MODEL, CF_MODEL)
     ]
 
 
@@ -417,7 +419,7 @@ def other_fits(
     links = {"raw": Path(config.inputs.bids_dir), **dict(config.inputs.dataset_links)}
     contexts = []
     for key, files in _maps_by_fit(output_dir, subject).items():
-        if key in fitted or key[-1] == COMPARISON_MODEL:
+        if key in fitted or key[-1] in (COMPARISON_MODEL, CF_MODEL):
             continue
         try:
             contexts.append(_context(files, subject, links, output_dir, config.outputs.r2_threshold, command))
