@@ -421,3 +421,30 @@ def fit_settings(**changes):
     from prfmap.engine.catalog.settings import FitSettings
 
     return FitSettings(**{**FIT_SETTINGS, **changes})
+
+
+def grid_mesh(n: int, spacing: float) -> tuple[np.ndarray, np.ndarray]:
+    """A flat square mesh of ``n`` × ``n`` vertices ``spacing`` mm apart, two triangles per square.
+
+    Parameters
+    ----------
+    n : int
+        Vertices along each side.
+    spacing : float
+        Distance between neighbours (mm).
+
+    Returns
+    -------
+    tuple
+        Coordinates (n², 3) and triangles (2 (n - 1)², 3).
+    """
+    rows, cols = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    coords = np.c_[cols.ravel() * spacing, rows.ravel() * spacing, np.zeros(n * n)]
+    index = np.arange(n * n).reshape(n, n)
+    a, b, c, d = (
+        index[:-1, :-1].ravel(),
+        index[:-1, 1:].ravel(),
+        index[1:, :-1].ravel(),
+        index[1:, 1:].ravel(),
+    )
+    return coords, np.concatenate([np.c_[a, b, d], np.c_[a, d, c]])

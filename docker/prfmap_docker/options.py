@@ -46,6 +46,7 @@ PRFMAP_OPTIONS: tuple[Option, ...] = (
     Option(("--run",), nargs="+"),
     Option(("--space",)),
     Option(("--roi",), nargs="+"),
+    Option(("--cf-source",)),
     Option(("--derivatives",), nargs="+", path="named_dir"),
     Option(("--bids-filter-file",), path="file"),
     Option(("--bids-database-dir",), path="work_dir"),

@@ -436,7 +436,7 @@ def fit_connective(loaded: LoadedCF, config: Config, progress: ProgressFn) -> CF
         "TargetUnits": int(loaded.targets.sum()),
         "Distances": (
             f"geodesic along {loaded.meshes_note}, within the source's own triangles "
-            "(potpourri3d's heat method)"
+            "(fast marching, potpourri3d)"
         ),
         "SizeRangeMm": [float(size_range[0]), float(size_range[1])] if np.isfinite(size_range[0]) else None,
         "Runs": len(loaded.runs),

@@ -20,8 +20,8 @@ CF_REFERENCE = (
     "Connective field modeling. NeuroImage 66:376-384."
 )
 GEODESIC_REFERENCE = (
-    "Crane K, Weischedel C, Wardetzky M (2013). Geodesics in heat: a new approach to computing "
-    "distance based on heat flow. ACM Transactions on Graphics 32(5):152."
+    "Kimmel R, Sethian JA (1998). Computing geodesic paths on manifolds. Proceedings of the National "
+    "Academy of Sciences 95(15):8431-8435."
 )
 
 CF_MAPS: dict[str, tuple[str, str]] = {
