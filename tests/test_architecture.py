@@ -65,6 +65,7 @@ DEFERRED_IMPORTS = {
     ("prfmap.participant.fit", "prfmap.engine.fit.sigma_prior"),
     ("prfmap.participant.checkpoint", "prfmap.engine"),
     ("prfmap.participant.crossval", "prfmap.engine"),
+    ("prfmap.participant.connective", "prfmap.engine.connective"),
 }
 
 

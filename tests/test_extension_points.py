@@ -106,7 +106,8 @@ def test_the_command_line_and_the_descriptor_accept_the_toys(tmp_path: Path) -> 
         descriptor = descriptor_choices(shipped)
     assert (parsed.model, parsed.refine, parsed.noise_model) == (["toysat"], "toygd", "toyarw")
     inputs = {i["id"]: i for i in descriptor["inputs"]}
-    assert inputs["model"]["value-choices"][-3:] == ["toysat", "toystudent", "all"]  # "all": the toys too
+    # "all": the toys too; "cf" (connective fields) is not a pRF model of the catalogue
+    assert inputs["model"]["value-choices"][-4:] == ["toysat", "toystudent", "all", "cf"]
     assert inputs["refine"]["value-choices"][-1] == "toygd"
     assert inputs["noise_model"]["value-choices"][-1] == "toyarw"
     (tmp_path / "descriptor.json").write_text(json.dumps(descriptor))
