@@ -188,6 +188,14 @@ def run_input(kind: str, bold, mask=None, space: str = "x", den: str | None = No
     )
 
 
+def documented_warnings() -> set[str]:
+    """The BIDS validator's warning codes that the outputs page's BIDS-validation section lists."""
+    text = (REPO / "docs" / "outputs.md").read_text()
+    section = text[text.index("## BIDS validation") :]
+    section = section[: section.find("\n## ", 1)]
+    return set(re.findall(r"`([A-Z][A-Z_]+)`", section))
+
+
 def output_files(output_dir: Path) -> list[str]:
     """Files under ``output_dir`` (relative, sorted); empty when it does not exist."""
     if not output_dir.exists():

@@ -13,19 +13,12 @@ import pytest
 from bids import BIDSLayout
 from bids.layout import Query
 
-from helpers import REPO, run_prfmap, synthesise
+from helpers import documented_warnings, run_prfmap, synthesise
 from prfmap.derivatives import PYBIDS_CONFIG
 from prfmap.io.validator import validate_dataset
 
 pytestmark = pytest.mark.slow
 MAP_EXTENSIONS = (".func.gii", ".nii.gz", ".dscalar.nii")
-
-
-def documented_warnings() -> set[str]:
-    text = (REPO / "docs" / "outputs.md").read_text()
-    section = text[text.index("## BIDS validation") :]
-    section = section[: section.find("\n## ", 1)]
-    return set(re.findall(r"`([A-Z][A-Z_]+)`", section))
 
 
 @pytest.fixture(scope="module", params=["fsaverage5", "fsLR", "T1w"])

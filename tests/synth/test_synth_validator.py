@@ -4,24 +4,12 @@ ground truth; every warning left is one the documentation (docs/outputs.md) list
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import pytest
 
+from helpers import documented_warnings
 from prfmap.io.validator import validate_dataset
 from prfmap.synth.config import SPACES, SynthConfig
 from prfmap.synth.dataset import make_synthetic_dataset
-
-OUTPUTS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "outputs.md"
-
-
-def documented_warnings() -> set[str]:
-    """The validator warning codes the outputs page's BIDS-validation section lists."""
-    text = OUTPUTS_PAGE.read_text()
-    section = text[text.index("## BIDS validation") :]
-    section = section[: section.find("\n## ", 1)]
-    return set(re.findall(r"`([A-Z][A-Z_]+)`", section))
 
 
 @pytest.mark.parametrize("space", SPACES)

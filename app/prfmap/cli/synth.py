@@ -17,6 +17,7 @@ from prfmap.cli.parser import (
     positive_int,
 )
 from prfmap.synth.config import (
+    CF_AREAS,
     CLEAN,
     DEFAULT_NOISE,
     PRF_MODELS,
@@ -225,9 +226,69 @@ def build_parser() -> argparse.ArgumentParser:
         help="T1w only: the voxels' side in mm (default: 3); the head keeps its size, so smaller voxels "
         "give more of them, each spanning less of the retinotopic map",
     )
+    _add_connective_options(parser)
     parser.add_argument("--overwrite", action="store_true", help="write into OUT_DIR even if it is not empty")
     parser.add_argument("--version", action="version", version=f"prfmap-synth {__version__}")
     return parser
+
+
+def _add_connective_options(parser: argparse.ArgumentParser) -> None:
+    defaults = SynthConfig()
+    group = parser.add_argument_group("connective fields (--space fsaverage5)")
+    group.add_argument(
+        "--cf-source",
+        choices=CF_AREAS,
+        default=None,
+        metavar="AREA",
+        help="a benson14 area (V1, V2, V3, hV4, VO1, VO2, LO1, LO2, TO1, TO2, V3b, V3a) whose vertices "
+        "drive connective-field targets: each target's time series is 1 × the mean of the source's "
+        "noise-free signal weighted by a Gaussian of geodesic distance (along the source's "
+        "midthickness surface, same hemisphere) from a centre vertex, plus the usual drifts and "
+        "noise; the ground truth adds desc-truecfcenter (the centre's vertex index, -1 where none), "
+        "desc-truecfsize (mm), desc-truecfgain, desc-truecfbaseline and the cfsource and cftarget "
+        "masks (default: no connective fields)",
+    )
+    group.add_argument(
+        "--cf-targets",
+        nargs="+",
+        choices=CF_AREAS,
+        default=list(defaults.cf_targets),
+        metavar="AREA",
+        help="the benson14 areas whose vertices get connective-field time series (with bar runs, "
+        "those the synth gave a pRF; each centred on the source vertex whose pRF centre is nearest "
+        "its own, and written without a pRF of its own)",
+    )
+    group.add_argument(
+        "--cf-sizes",
+        nargs=2,
+        type=positive_float,
+        default=list(defaults.cf_sizes),
+        metavar=("LOW", "HIGH"),
+        help="the range of the targets' connective-field sizes in mm, drawn uniformly per target",
+    )
+    group.add_argument(
+        "--cf-null-fraction",
+        type=fraction,
+        default=defaults.cf_null_fraction,
+        metavar="F",
+        help="the share of target vertices that carry noise only (truecfcenter -1, size NaN)",
+    )
+    group.add_argument(
+        "--rest",
+        action="store_true",
+        help="with --cf-source: resting-state runs (task rest, no events, no stimuli): every run an "
+        "independent random field on the source (white noise smoothed along its surface, convolved "
+        "with the HRF, sd 0.6 %%), targets centred on uniformly random source vertices, every other "
+        "vertex noise only",
+    )
+    group.add_argument(
+        "--cf-source-smoothness",
+        type=positive_float,
+        default=defaults.cf_source_smoothness,
+        metavar="MM",
+        help="with --rest: the standard deviation (mm along the source's surface) of the Gaussian "
+        "smoothing the source's random field",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -256,6 +317,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--bar-widths {too_wide[0]:g} exceeds the {fov:g}° field of view")
     if args.voxel_mm != 3.0 and args.space != "T1w":
         parser.error(f"--voxel-mm applies to --space T1w, not {args.space}")
+    if args.cf_source is not None and args.space != "fsaverage5":
+        parser.error(f"--cf-source needs --space fsaverage5 (the benson14 areas' mesh), not {args.space}")
+    if args.rest and args.cf_source is None:
+        parser.error("--rest needs --cf-source: resting-state runs carry connective fields only")
+    if args.cf_source is not None and args.cf_source in args.cf_targets:
+        parser.error(f"--cf-targets names the source {args.cf_source}; a target area must be another area")
+    if args.cf_sizes[0] > args.cf_sizes[1]:
+        parser.error(f"--cf-sizes {args.cf_sizes[0]:g} {args.cf_sizes[1]:g}: LOW exceeds HIGH")
     if out.is_dir() and any(out.iterdir()) and not args.overwrite:
         parser.error(f"OUT_DIR {out} is not empty; choose a new folder or pass --overwrite")
     realism = {
@@ -283,6 +352,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         stimulus_design=args.stimulus_design,
         sweep_order=args.sweep_order,
         voxel_mm=args.voxel_mm,
+        cf_source=args.cf_source,
+        cf_targets=tuple(args.cf_targets),
+        cf_sizes=tuple(args.cf_sizes),
+        cf_null_fraction=args.cf_null_fraction,
+        rest=args.rest,
+        cf_source_smoothness=args.cf_source_smoothness,
         **(CLEAN if args.clean else realism),
     )
     # Deferred: --help needs none of the forward model and writers (nilearn's fsaverage, the meshes).

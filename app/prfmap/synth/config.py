@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from prfmap.io.atlases import ATLASES
 from prfmap.synth.model import (
     HRF_DELAY,
     NOISE_MODELS,
@@ -59,6 +60,13 @@ CYCLES = 2
 MODEL_FIELDS = ("prf_models", "css_exponent", "dog_surround_scale", "dog_surround_ratio")
 """The settings of the pRF models (left out of ``truth.json`` for the default, Gaussian-only data,
 whose files stay byte-identical to those written before the option existed)."""
+CF_ATLAS = "benson14"
+"""The atlas whose areas name the connective fields' source and targets (on fsaverage5)."""
+CF_AREAS = ATLASES[CF_ATLAS].areas
+"""The areas ``SynthConfig.cf_source`` and ``cf_targets`` may name."""
+CF_FIELDS = ("cf_source", "cf_targets", "cf_sizes", "cf_null_fraction", "rest", "cf_source_smoothness")
+"""The connective-field settings (left out of ``truth.json`` without ``cf_source``, so that
+datasets without connective fields stay byte-identical to those written before the option)."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +148,22 @@ class SynthConfig:
     voxel_mm : float
         T1w only: the voxels' side in millimetres (default 3). The head keeps its size in millimetres,
         so smaller voxels give more of them and each spans less of the retinotopic map.
+    cf_source : str or None
+        fsaverage5 only: a benson14 area (:data:`CF_AREAS`) whose vertices are the source of
+        connective-field targets (:mod:`prfmap.synth.connective`); None (the default): none.
+    cf_targets : tuple of str
+        The benson14 areas whose vertices get connective-field time series (not the source).
+    cf_sizes : tuple of float
+        Range ``(low, high)`` in mm of the uniform draw of each target's connective-field size.
+    cf_null_fraction : float
+        Share of the target vertices that carry noise only (no connective field).
+    rest : bool
+        Resting-state-like runs (needs ``cf_source``): task ``rest`` (unless ``task`` is set to
+        another label), no events or stimulus; the source carries a spatially smooth random
+        field, every vertex outside the source and targets noise only.
+    cf_source_smoothness : float
+        With ``rest``: the standard deviation (mm, along the source's surface) of the Gaussian that
+        smooths the source's random field.
     """
 
     subjects: int = 1
@@ -169,6 +193,12 @@ class SynthConfig:
     stimulus_design: str = "bars"
     sweep_order: str = "same"
     voxel_mm: float = 3.0
+    cf_source: str | None = None
+    cf_targets: tuple[str, ...] = ("V2", "V3")
+    cf_sizes: tuple[float, float] = (1.5, 6.0)
+    cf_null_fraction: float = 0.2
+    rest: bool = False
+    cf_source_smoothness: float = 2.0
 
     n_pixels: int = 0
     n_steps: int = 0
@@ -213,6 +243,33 @@ class SynthConfig:
             raise ValueError(
                 f"stimulus_design must be one of {STIMULUS_DESIGNS}, got {self.stimulus_design!r}"
             )
+        self._check_connective_fields()
+
+    def _check_connective_fields(self) -> None:
+        """Validate the connective-field settings; ``cf_targets`` and ``cf_sizes`` become tuples."""
+        targets = (self.cf_targets,) if isinstance(self.cf_targets, str) else tuple(self.cf_targets)
+        object.__setattr__(self, "cf_targets", targets)
+        sizes = tuple(float(v) for v in self.cf_sizes)
+        object.__setattr__(self, "cf_sizes", sizes)
+        if self.rest and self.cf_source is None:
+            raise ValueError("rest needs cf_source: resting-state runs carry connective fields only")
+        if self.rest and self.task == "prf":
+            object.__setattr__(self, "task", "rest")
+        if self.cf_source is None:
+            return
+        if self.space != "fsaverage5":
+            raise ValueError(f"cf_source needs space fsaverage5 (the {CF_ATLAS} areas), not {self.space}")
+        unknown = [a for a in (self.cf_source, *targets) if a not in CF_AREAS]
+        if unknown:
+            raise ValueError(f"{unknown[0]!r} is not an area of the {CF_ATLAS} atlas ({', '.join(CF_AREAS)})")
+        if not targets or self.cf_source in targets:
+            raise ValueError(f"cf_targets must name one or more areas other than the source {self.cf_source}")
+        if len(sizes) != 2 or not 0 < sizes[0] <= sizes[1] or not np.isfinite(sizes[1]):
+            raise ValueError(f"cf_sizes must be a range (low, high) in mm with 0 < low <= high, got {sizes}")
+        if not 0 <= self.cf_null_fraction <= 1:
+            raise ValueError(f"cf_null_fraction must lie in [0, 1], got {self.cf_null_fraction}")
+        if not self.cf_source_smoothness > 0:
+            raise ValueError(f"cf_source_smoothness must be > 0 mm, got {self.cf_source_smoothness}")
 
     def _checked_bar_widths(self) -> tuple[float, ...]:
         """``bar_widths`` as floats, validated; a single default width becomes ``()`` (the default)."""
@@ -227,6 +284,11 @@ class SynthConfig:
                 f"bar_widths must each lie in (0, fov_deg = {self.fov_deg:g}] degrees, got {bad[0]:g}"
             )
         return () if widths == (self.bar_width,) else widths
+
+    @property
+    def connective(self) -> bool:
+        """Whether the dataset has connective-field targets (``cf_source`` set)."""
+        return self.cf_source is not None
 
     @property
     def beyond_gauss(self) -> bool:

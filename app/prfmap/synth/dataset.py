@@ -24,10 +24,12 @@ import numpy as np
 
 from prfmap.io.atomic import write_json_atomic, write_text_atomic
 from prfmap.synth.config import MODEL_SEED, SPACES, SynthConfig, acquisition_timing
+from prfmap.synth.connective import CF_SEED, CF_TRUTH_LABELS, connective_fields
 from prfmap.synth.layout import make_layout
-from prfmap.synth.response import simulate_run, stimulus_apertures, sweep_orders
+from prfmap.synth.response import measure_run, prf_response, stimulus_apertures, sweep_orders
 from prfmap.synth.surfaces import write_native_anat
 from prfmap.synth.writers import (
+    CF_TRUTH_MASKS,
     FMRIPREP_BIDSIGNORE,
     MODEL_TRUTH_LABELS,
     TRUTH_BIDSIGNORE,
@@ -39,6 +41,7 @@ from prfmap.synth.writers import (
     truth_description,
     truth_maps,
     write_bold,
+    write_cf_truth,
     write_raw_bold,
     write_raw_run,
     write_raw_top,
@@ -56,7 +59,10 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
     TaskName), ``stimuli/bars.nii.gz`` + ``bars.json`` (FieldOfViewDeg), ``derivatives/fmriprep``
     (BOLD, masks, confounds) and ``derivatives/prfsynth`` (ground truth maps in the BOLD's
     format: x, y, sigma, amplitude, baseline, polarangle, eccentricity and the pRF mask; with
-    pRF models beyond the Gaussian also truemodel, n, sigmasurround and amplitudesurround).
+    pRF models beyond the Gaussian also truemodel, n, sigmasurround and amplitudesurround; with
+    connective fields (``config.cf_source``, :mod:`prfmap.synth.connective`) also truecfcenter,
+    truecfsize, truecfgain, truecfbaseline and the cfsource and cftarget masks). Resting-state
+    datasets (``config.rest``) have no events and no stimuli.
 
     The ground truth's ``amplitude`` and ``baseline`` are in percent signal change relative to
     each unit's noise-free run mean: the BOLD is ``baseline + amplitude * (HRF * overlap)`` where
@@ -81,10 +87,11 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
     root = Path(out_dir)
     rng = np.random.default_rng(config.seed)
     model_rng = np.random.default_rng([config.seed, MODEL_SEED])
+    cf_rng = np.random.default_rng([config.seed, CF_SEED])
     designs = [stimulus_apertures(config, order) for order in sweep_orders(config)]
     write_raw_top(root, config, designs[0])
     for run in range(2, config.runs + 1):
-        if config.run_stimulus_name(run) != config.stimulus_name:
+        if not config.rest and config.run_stimulus_name(run) != config.stimulus_name:
             write_stimulus(root, config, config.run_stimulus_name(run), designs[run - 1])
     fmriprep = root / "derivatives" / "fmriprep"
     truth_dir = root / "derivatives" / "prfsynth"
@@ -106,6 +113,9 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
     for s in range(1, config.subjects + 1):
         sub = f"{s:02d}"
         layout = make_layout(config, rng, model_rng)
+        fields = None
+        if config.connective:
+            layout, fields = connective_fields(layout, config, cf_rng)
         if layout.anat is not None:
             write_native_anat(fmriprep / f"sub-{sub}" / "anat", sub, layout.anat)
         raw_func = root / f"sub-{sub}" / "func"
@@ -115,7 +125,13 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
             stem = bold_name(sub, config, run)
             respond = run <= config.runs - config.noise_runs
             design = designs[run - 1]
-            bold, response = simulate_run(layout, design, config, rng, respond=respond)
+            if fields is None:
+                response = prf_response(layout, design, config)
+            elif config.rest:
+                response = fields.drive(fields.rest_response(layout, config, design.shape[0], cf_rng))
+            else:
+                response = fields.drive(prf_response(layout, design, config))
+            bold = measure_run(layout, response, config, rng, respond)
             mean_response = response
             timing = acquisition_timing(config, layout.n_slices)
             write_raw_run(raw_func, stem, config, design.shape[0], timing, run)
@@ -128,6 +144,10 @@ def make_synthetic_dataset(out_dir: str | os.PathLike, config: SynthConfig | Non
         write_truth(
             layout, truth_maps(layout, mean_response, config), config, truth_dir / f"sub-{sub}" / "func", sub
         )
+        if fields is not None:
+            write_cf_truth(
+                layout, fields.truth_maps(), fields.masks(), config, truth_dir / f"sub-{sub}" / "func", sub
+            )
         write_spatial_references(layout, fmriprep, sub, truth_dir / f"sub-{sub}" / "func")
     write_text_atomic(fmriprep / ".bidsignore", "\n".join(FMRIPREP_BIDSIGNORE) + "\n")
     write_text_atomic(truth_dir / ".bidsignore", "\n".join(TRUTH_BIDSIGNORE) + "\n")
@@ -167,6 +187,10 @@ def load_truth(root: str | os.PathLike, subject: str = "01") -> dict[str, np.nda
             if any(func.glob(f"*_desc-{label}_boldmap.*")):
                 out[label] = read_map(func, f"*_desc-{label}_boldmap")
         out.update({key: read_map(func, f"*_desc-{desc}_mask") for key, desc in TRUTH_MASKS.items()})
+        if any(func.glob("*_desc-truecfcenter_boldmap.*")):
+            out.update({label: read_map(func, f"*_desc-{label}_boldmap") for label in CF_TRUTH_LABELS})
+            for key, desc in CF_TRUTH_MASKS.items():
+                out[key] = read_map(func, f"*_desc-{desc}_mask") > 0.5
     for key in TRUTH_MASKS:
         out[key] = out[key] > 0.5
     return out

@@ -41,6 +41,9 @@ class Layout:
         The acquisition slice of each unit (0 = lowest).
     anat : dict, optional
         fsnative: hemisphere → the participant's surfaces (``synth_surfaces.NativeHemisphere``).
+    driven : ndarray of bool, optional
+        Units whose signal is neither a pRF's nor noise alone: connective-field targets, and the
+        source area of resting-state runs (:mod:`prfmap.synth.connective`).
     """
 
     geometry: UnitGeometry
@@ -50,11 +53,13 @@ class Layout:
     s0: np.ndarray
     slices: np.ndarray
     anat: dict | None = None
+    driven: np.ndarray | None = None
 
     @property
     def noise(self) -> np.ndarray:
         """Units with signal but no pRF: drifts and noise only."""
-        return ~self.prf & ~self.empty
+        noise = ~self.prf & ~self.empty
+        return noise if self.driven is None else noise & ~self.driven
 
     @property
     def n_slices(self) -> int:

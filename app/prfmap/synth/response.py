@@ -234,6 +234,82 @@ def prf_overlap(design: np.ndarray, fov_deg: float, params: dict[str, np.ndarray
     return out
 
 
+def prf_response(layout: Layout, design: np.ndarray, config: SynthConfig) -> np.ndarray:
+    """The noise-free percent-signal-change response of each unit to the apertures.
+
+    Parameters
+    ----------
+    layout : Layout
+        The units, their pRFs and slices.
+    design : ndarray
+        (frames, rows, cols) apertures.
+    config : SynthConfig
+        The settings (TR, field of view, slice timing).
+
+    Returns
+    -------
+    ndarray
+        (units, frames) in percent of S0 (0 where no pRF): each pRF unit's amplitude times its
+        :func:`prf_overlap` convolved with its HRF.
+    """
+    timing = acquisition_timing(config, layout.n_slices)
+    sample_time = timing.sample_times(layout.slices)
+    response = np.zeros((layout.geometry.n_units, design.shape[0]))
+    p = layout.params
+    idx = np.flatnonzero(layout.prf)
+    overlap = prf_overlap(design, config.fov_deg, {k: v[idx] for k, v in p.items()})
+    kernels = unit_kernels(config.tr, sample_time[idx], p["hrf_delay"][idx], p["hrf_dispersion"][idx])
+    response[idx] = p["amplitude"][idx, None] * convolve_units(overlap, kernels)
+    return response
+
+
+def measure_run(
+    layout: Layout,
+    response: np.ndarray,
+    config: SynthConfig,
+    rng: np.random.Generator,
+    respond: bool = True,
+) -> np.ndarray:
+    """Raw BOLD of one run: a noise-free response plus drifts, noise and the dummy scans' decay.
+
+    Parameters
+    ----------
+    layout : Layout
+        The units (S0, slices, the medial wall written as zeros).
+    response : ndarray
+        (units, frames) noise-free signal in percent of S0.
+    config : SynthConfig
+        The noise, drift and dummy-scan settings.
+    rng : numpy.random.Generator
+        The noise levels, noise and drifts are drawn from it, in that order.
+    respond : bool
+        False: the run carries drifts and noise only.
+
+    Returns
+    -------
+    ndarray
+        (units, dummy_scans + frames) float32 raw intensities:
+        ``S0 * (1 + (response + drift + noise) / 100)``.
+    """
+    n_units, n_frames = response.shape
+    timing = acquisition_timing(config, layout.n_slices)
+    acquisition = Acquisition(config.tr, timing.sample_times(layout.slices))
+    n_vol = n_frames + config.dummy_scans
+    levels = unit_noise_levels(n_units, config.noise, config.noise_model, rng)
+    if config.noise_model == "ar1":
+        noise = ar1_noise(levels, n_vol, rng)
+    else:
+        noise = realistic_noise(levels, acquisition, n_vol, rng, config.noise_model)
+    signal = drift(n_units, n_vol, config.drift, rng) + noise
+    if respond:
+        signal[:, config.dummy_scans :] += response
+    if config.dummy_scans:
+        signal[:, : config.dummy_scans] += 30.0 * np.exp(-np.arange(config.dummy_scans))
+    bold = layout.s0[:, None] * (1 + signal / 100)
+    bold[layout.empty] = 0.0
+    return bold.astype(np.float32)
+
+
 def simulate_run(
     layout: Layout,
     design: np.ndarray,
@@ -252,34 +328,9 @@ def simulate_run(
     Returns
     -------
     bold : ndarray
-        (units, dummy_scans + frames) float32 raw intensities.
+        (units, dummy_scans + frames) float32 raw intensities (:func:`measure_run`).
     response : ndarray
-        (units, frames) noise-free response in percent of S0 (0 where no pRF): each pRF unit's
-        amplitude times its :func:`prf_overlap` convolved with its HRF.
+        (units, frames) noise-free response in percent of S0 (:func:`prf_response`).
     """
-    n_frames = design.shape[0]
-    n_units = layout.geometry.n_units
-    timing = acquisition_timing(config, layout.n_slices)
-    acquisition = Acquisition(config.tr, timing.sample_times(layout.slices))
-    response = np.zeros((n_units, n_frames))
-    p = layout.params
-    idx = np.flatnonzero(layout.prf)
-    overlap = prf_overlap(design, config.fov_deg, {k: v[idx] for k, v in p.items()})
-    kernels = unit_kernels(
-        config.tr, acquisition.sample_time[idx], p["hrf_delay"][idx], p["hrf_dispersion"][idx]
-    )
-    response[idx] = p["amplitude"][idx, None] * convolve_units(overlap, kernels)
-    n_vol = n_frames + config.dummy_scans
-    levels = unit_noise_levels(n_units, config.noise, config.noise_model, rng)
-    if config.noise_model == "ar1":
-        noise = ar1_noise(levels, n_vol, rng)
-    else:
-        noise = realistic_noise(levels, acquisition, n_vol, rng, config.noise_model)
-    signal = drift(n_units, n_vol, config.drift, rng) + noise
-    if respond:
-        signal[:, config.dummy_scans :] += response
-    if config.dummy_scans:
-        signal[:, : config.dummy_scans] += 30.0 * np.exp(-np.arange(config.dummy_scans))
-    bold = layout.s0[:, None] * (1 + signal / 100)
-    bold[layout.empty] = 0.0
-    return bold.astype(np.float32), response
+    response = prf_response(layout, design, config)
+    return measure_run(layout, response, config, rng, respond), response

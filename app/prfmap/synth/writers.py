@@ -15,6 +15,8 @@ from prfmap import __version__
 from prfmap.io.atomic import atomic_path, write_json_atomic, write_text_atomic
 from prfmap.io.geometry import CiftiGeometry, GiftiGeometry, VolumeGeometry
 from prfmap.synth.config import (
+    CF_ATLAS,
+    CF_FIELDS,
     CYCLES,
     MODEL_FIELDS,
     PRF_MODELS,
@@ -23,6 +25,7 @@ from prfmap.synth.config import (
     Timing,
     acquisition_timing,
 )
+from prfmap.synth.connective import CF_TRUTH_LABELS, CF_TRUTH_META, cf_description
 from prfmap.synth.layout import Layout
 from prfmap.synth.model import (
     AR1,
@@ -54,6 +57,9 @@ TRUEMODEL_DESCRIPTION = (
 TRUTH_MASKS = {"mask": "prf", "noise": "noise"}
 """Ground-truth masks (``load_truth`` key → ``desc`` label): units with a pRF; units with signal
 but no pRF (drifts and noise only)."""
+CF_TRUTH_MASKS = {"cfsource": "cfsource", "cftarget": "cftarget"}
+"""Ground-truth masks of datasets with connective fields (``load_truth`` key → ``desc`` label): the
+source area's vertices; the target vertices, null ones (noise only) included."""
 FMRIPREP_BIDSIGNORE = (
     "*.html",
     "logs/",
@@ -221,6 +227,45 @@ def write_truth(
     return written
 
 
+def write_cf_truth(
+    layout: Layout,
+    maps: dict[str, np.ndarray],
+    masks: dict[str, np.ndarray],
+    config: SynthConfig,
+    func: Path,
+    sub: str,
+) -> list[Path]:
+    """Write a participant's connective-field ground truth; returns the files.
+
+    Per label and hemisphere ``..._model-cf_desc-<label>_boldmap.func.gii`` with a JSON sidecar
+    (``Description``, ``Units``, the source area and atlas), and the masks
+    ``..._desc-<label>_mask.func.gii`` (:data:`CF_TRUTH_MASKS`).
+    """
+    geom = layout.geometry
+    prefix, space = truth_entities(sub, config)
+    written: list[Path] = []
+    for label, values in maps.items():
+        description, units = CF_TRUTH_META[label]
+        files = geom.write_maps(
+            {label: values},
+            truth_path(func, prefix, space, f"model-cf_desc-{label}_boldmap"),
+            {"Description": "prfmap-synth ground truth"},
+        )
+        sidecar = {
+            "Description": f"prfmap-synth ground truth: {description}",
+            "Units": units,
+            "SourceArea": config.cf_source,
+            "TargetAreas": list(config.cf_targets),
+            "Atlas": CF_ATLAS,
+        }
+        for image in files:
+            json_path = image.with_name(image.name.replace(".func.gii", ".json"))
+            written += [image, write_json_atomic(json_path, sidecar)]
+    for label, values in masks.items():
+        written += geom.write_maps({label: values}, truth_path(func, prefix, space, f"desc-{label}_mask"))
+    return written
+
+
 def truth_description(config: SynthConfig) -> dict[str, Any]:
     """``truth.json``: the settings, units and forward model of the ground truth."""
     settings = asdict(config)
@@ -232,6 +277,8 @@ def truth_description(config: SynthConfig) -> dict[str, Any]:
         del settings["stimulus_design"]
     if config.sweep_order == "same":  # every run the first's apertures: as before sweep_order
         del settings["sweep_order"]
+    if not config.connective:  # no connective fields: as before cf_source
+        settings = {k: v for k, v in settings.items() if k not in CF_FIELDS}
     out = {
         "Settings": settings,
         "Model": "gauss",
@@ -278,6 +325,9 @@ def truth_description(config: SynthConfig) -> dict[str, Any]:
         out["Units"].update(
             {"truemodel": "1", "n": "1", "sigmasurround": "deg", "amplitudesurround": "percent"}
         )
+    if config.connective:
+        out["ConnectiveFields"] = cf_description(config)
+        out["Units"].update({label: CF_TRUTH_META[label][1] for label in CF_TRUTH_LABELS})
     return out
 
 
@@ -361,7 +411,10 @@ def deriv_description(name: str, description: str, root: Path) -> dict:
 
 
 def write_raw_top(root: Path, config: SynthConfig, design: np.ndarray) -> None:
-    """Write the raw dataset's top files: description, participants, README, stimulus, task sidecar."""
+    """Write the raw dataset's top files: description, participants, README, stimulus, task sidecar.
+
+    Resting-state datasets (``config.rest``) get no stimulus and no events sidecar.
+    """
     write_json_atomic(
         root / "dataset_description.json",
         {
@@ -374,6 +427,17 @@ def write_raw_top(root: Path, config: SynthConfig, design: np.ndarray) -> None:
     )
     rows = ["participant_id\tage\tsex"] + [f"sub-{s:02d}\tn/a\tn/a" for s in range(1, config.subjects + 1)]
     write_text_atomic(root / "participants.tsv", "\n".join(rows) + "\n")
+    if config.rest:
+        write_text_atomic(
+            root / "README",
+            (
+                f"Synthetic resting-state dataset written by prfmap-synth: connective fields from "
+                f"{config.cf_source} to {', '.join(config.cf_targets)}, preprocessed BOLD in "
+                "derivatives/fmriprep (synthetic, not made by fMRIPrep) and the ground truth in "
+                "derivatives/prfsynth.\n"
+            ),
+        )
+        return
     write_text_atomic(
         root / "README",
         (
@@ -414,14 +478,15 @@ def write_stimulus(root: Path, config: SynthConfig, name: str, design: np.ndarra
 def write_raw_run(
     func: Path, stem: str, config: SynthConfig, n_frames: int, timing: Timing, run: int
 ) -> None:
-    """Write a raw run's events and sidecar (run ``run``, from 1)."""
-    onset = config.dummy_scans * config.tr
-    name = config.run_stimulus_name(run)
-    write_text_atomic(
-        func / f"{stem}_events.tsv",
-        "onset\tduration\ttrial_type\tstim_file\n"
-        f"{onset:g}\t{n_frames * config.tr:g}\t{config.stimulus_name}\t{name}.nii.gz\n",
-    )
+    """Write a raw run's events (none at rest) and sidecar (run ``run``, from 1)."""
+    if not config.rest:
+        onset = config.dummy_scans * config.tr
+        name = config.run_stimulus_name(run)
+        write_text_atomic(
+            func / f"{stem}_events.tsv",
+            "onset\tduration\ttrial_type\tstim_file\n"
+            f"{onset:g}\t{n_frames * config.tr:g}\t{config.stimulus_name}\t{name}.nii.gz\n",
+        )
     meta: dict[str, Any] = {"RepetitionTime": config.tr, "TaskName": config.task}
     if timing.slice_timing is not None:
         meta["SliceTiming"] = [float(t) for t in timing.slice_timing]
