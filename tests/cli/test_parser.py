@@ -56,7 +56,7 @@ def test_choices() -> None:
     parser = build_parser()
     choices = {a.dest: a.choices for a in parser._actions if a.choices}
     assert list(choices["analysis_level"]) == ["participant", "group"]
-    assert list(choices["model"]) == ["gauss", "css", "dog", "dn", "all"]
+    assert list(choices["model"]) == ["gauss", "css", "dog", "dn", "all", "cf"]
     assert list(choices["refine"]) == ["lm", "sgd", "none"]
     assert list(choices["hrf"]) == ["canonical", "participant", "vertex"]
     assert list(choices["backend"]) == ["jax", "torch", "tensorflow"]
