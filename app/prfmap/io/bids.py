@@ -412,8 +412,8 @@ def find_runs(
     if not found:
         raise MissingInputError(
             f"no events.tsv with a stim_file column for task(s) {', '.join(sorted(skipped_tasks))}"
-            f" in {inputs.bids_dir}; name the aperture in the events' stim_file column or pass "
-            "--stimulus"
+            f" in {inputs.bids_dir}: pRF models need the stimulus apertures (name them in the events' "
+            "stim_file column or pass --stimulus); --model cf fits runs without them"
         )
     if skipped_tasks:
         logger.info("skipping task(s) without stim_file in their events: %s", sorted(skipped_tasks))

@@ -25,13 +25,12 @@ from bids.layout import parse_file_entities
 from prfmap import __version__
 from prfmap.config import Config
 from prfmap.derivatives import relative_link, sidecar_of, source_datasets, write_dataset_files
-from prfmap.derivatives.areas import write_atlas_description
+from prfmap.derivatives.areas import UnitAreas, write_area_files, write_atlas_description
 from prfmap.derivatives.dataset import bids_uri
 from prfmap.derivatives.naming import MAP_SUFFIX, PYBIDS_CONFIG, OutputKey
 from prfmap.engine import catalog
 from prfmap.engine.catalog.connective import CF_CITATION, CF_DESCRIPTION, CF_MAPS, CF_MODEL, CF_STATUS
 from prfmap.errors import BadDataError, MissingInputError, UsageError
-from prfmap.io.atlases import AtlasSource
 from prfmap.io.atomic import write_json_atomic
 from prfmap.io.bold import load_bold
 from prfmap.io.geodesic import geodesic_distances
@@ -115,7 +114,7 @@ class LoadedCF:
     areas_note: str
     meshes_note: str
     seconds: float
-    atlas: AtlasSource | None = None
+    areas: UnitAreas | None = None
 
 
 @dataclass(frozen=True)
@@ -197,7 +196,9 @@ def run_connective_participant(
     write_dataset_files(
         output_dir, source_datasets(links), {n: relative_link(p, output_dir) for n, p in links.items()}
     )
-    atlases = {o.loaded.atlas.name: o.loaded.atlas for o in outcomes if o.loaded.atlas is not None}
+    atlases = {
+        o.loaded.areas.labels.atlas.name: o.loaded.areas.labels.atlas for o in outcomes if o.loaded.areas
+    }
     for atlas in atlases.values():
         write_atlas_description(output_dir, atlas)
     logger.info(
@@ -352,7 +353,7 @@ def load_cf(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedCF:
         areas_note=areas_note,
         meshes_note=meshes_note,
         seconds=time.perf_counter() - start,
-        atlas=areas.labels.atlas if areas is not None else None,
+        areas=areas,
     )
 
 
@@ -599,6 +600,9 @@ def write_cf_maps(outcome: CFOutcome, config: Config, folder: Path) -> list[Path
         "RepetitionTime": loaded.tr,
     }
     written: list[Path] = []
+    if loaded.areas is not None:
+        anat = func.parent / "anat"
+        written += write_area_files(anat, key, geometry, loaded.areas.labels, config.inputs.fmriprep_dir)
     if geometry.kind == "cifti":
         path = func / f"{key.stem()}_{MAP_SUFFIX}.dscalar.nii"
         written += geometry.write_maps(maps, lambda hemi: path, {"Model": CF_MODEL})
