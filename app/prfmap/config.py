@@ -169,8 +169,8 @@ class FitConfig:
         Where within each TR the volumes sample the signal, as a fraction of the TR
         (``--slice-time-ref``); None reads it from each run's sidecars
         (:mod:`prfmap.io.timing`).
-    cf_source : str or None
-        ``--cf-source``: the source area (a name of ``--atlas``, or a label file) of ``--model cf``.
+    cf_source : tuple of str
+        ``--cf-source``: the source area (names of ``--atlas``, or label files) of ``--model cf``.
     """
 
     model: str = "gauss"
@@ -183,7 +183,7 @@ class FitConfig:
     sigma_prior: str = "eccentricity"
     random_seed: int = 0
     slice_time_ref: float | None = None
-    cf_source: str | None = None
+    cf_source: tuple[str, ...] = ()
 
     def engine_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :func:`prfmap.engine.fit_prf` that this section sets.

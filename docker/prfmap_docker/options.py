@@ -46,7 +46,7 @@ PRFMAP_OPTIONS: tuple[Option, ...] = (
     Option(("--run",), nargs="+"),
     Option(("--space",)),
     Option(("--roi",), nargs="+"),
-    Option(("--cf-source",)),
+    Option(("--cf-source",), nargs="+"),
     Option(("--derivatives",), nargs="+", path="named_dir"),
     Option(("--bids-filter-file",), path="file"),
     Option(("--bids-database-dir",), path="work_dir"),

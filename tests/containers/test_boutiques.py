@@ -355,7 +355,7 @@ def _participant_invocation(tmp_path: Path) -> dict:
         "threshold_on": "cvr2",
         "atlas": "wang15",
         "roi": ["V1", "V2"],
-        "cf_source": "V1",
+        "cf_source": ["V1"],
         "no_cvr2": True,
         "no_report": True,
         "reports_only": False,

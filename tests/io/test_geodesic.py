@@ -4,9 +4,9 @@ sphere have in closed form."""
 from __future__ import annotations
 
 import numpy as np
-from helpers import grid_mesh
 from nilearn import datasets
 
+from helpers import grid_mesh
 from prfmap.io.geodesic import area_submesh, geodesic_distances
 
 

@@ -124,7 +124,7 @@ def build_config(opts: Namespace) -> Config:
 
 def _fit_section(opts: Namespace) -> FitConfig:
     models = fitted_models(opts.model)
-    cf_source = None
+    cf_source: tuple[str, ...] = ()
     if CF_MODEL in models:
         if len(models) > 1:
             raise UsageError("--model cf fits connective fields on their own; give it alone")
@@ -132,8 +132,8 @@ def _fit_section(opts: Namespace) -> FitConfig:
             raise UsageError(
                 "--model cf needs --cf-source AREA (an area of --atlas, e.g. V1, or a label file)"
             )
-        cf_source = str(Path(opts.cf_source).resolve()) if is_label_file(opts.cf_source) else opts.cf_source
-        if not is_label_file(opts.cf_source) and opts.atlas == "none":
+        cf_source = tuple(str(Path(a).resolve()) if is_label_file(a) else a for a in opts.cf_source)
+        if not all(is_label_file(a) for a in opts.cf_source) and opts.atlas == "none":
             raise UsageError("--cf-source names an area of --atlas; it cannot go with --atlas none")
     elif opts.cf_source:
         raise UsageError("--cf-source is the source area of --model cf; add --model cf")

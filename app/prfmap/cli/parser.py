@@ -464,11 +464,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g_model.add_argument(
         "--cf-source",
+        nargs="+",
         metavar="AREA",
-        help="the source area of --model cf: an area of --atlas (e.g. V1) or a label file of the "
-        "fit's space; every target vertex (those of --roi, by default the atlas's other areas) is "
-        "fitted as a Gaussian-weighted mean of the source's time series over geodesic distance on "
-        "the midthickness surface (default: none; required by --model cf)",
+        help="the source area of --model cf: areas of --atlas (e.g. V1) or label files of the "
+        "fit's space (one per hemisphere, as --roi reads them); every target vertex (those of "
+        "--roi, by default the atlas's other areas) is fitted as a Gaussian-weighted mean of the "
+        "source's time series over geodesic distance on the midthickness surface (default: none; "
+        "required by --model cf)",
     )
     g_model.add_argument(
         "--refine",

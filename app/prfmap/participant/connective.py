@@ -291,8 +291,8 @@ def load_cf(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedCF:
     areas, areas_note = fit_areas(
         config.outputs.atlas, key.space, key.den, geometry, key.subject, config.inputs.fmriprep_dir
     )
-    source_name = str(config.fit.cf_source)
-    source_roi = roi_units((source_name,), areas, areas_note, geometry, key.space)
+    source_name = " ".join(Path(a).name for a in config.fit.cf_source)
+    source_roi = roi_units(config.fit.cf_source, areas, areas_note, geometry, key.space)
     assert source_roi is not None
     if config.inputs.roi:
         target_roi = roi_units(config.inputs.roi, areas, areas_note, geometry, key.space)
@@ -315,28 +315,29 @@ def load_cf(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedCF:
         raise MissingInputError(
             f"--model cf needs the midthickness surfaces of space {key.space}: {meshes_note}"
         )
-    with_data = np.ones(geometry.n_units, bool)
-    for run in runs:
-        with_data &= np.isfinite(run.data).all(axis=1)
-    source: dict[str, SourceHemisphere] = {}
     n_cortex = len(unit_hemi)
+    with_data = np.logical_and.reduce([np.isfinite(run.data).all(axis=1) for run in runs])
+    source: dict[str, SourceHemisphere] = {}
     for hemi in layout.hemis:
-        units = np.flatnonzero(source_roi.units[:n_cortex] & with_data[:n_cortex] & (unit_hemi == hemi))
-        if not (targets[:n_cortex] & (unit_hemi == hemi)).any():
+        in_hemi = unit_hemi == hemi
+        if not (targets[:n_cortex] & in_hemi).any():
             continue
-        if units.size < 3:
-            raise BadDataError(
-                f"--cf-source {Path(source_name).name}: hemisphere {hemi} has {units.size} source "
-                "vertices with data in every run; a connective field needs an area"
+        units = np.flatnonzero(source_roi.units[:n_cortex] & with_data[:n_cortex] & in_hemi)
+        if units.size == 0:
+            logger.warning(
+                "%s: the source %s has no vertex in hemisphere %s: its targets there are not fitted",
+                plan.name,
+                source_name,
+                hemi,
             )
-        coords, faces = meshes[hemi]
-        distances = geodesic_distances(coords, faces, unit_vertex[units])
-        source[hemi] = SourceHemisphere(units, unit_vertex[units], distances)
+            targets[:n_cortex] &= ~in_hemi
+            continue
+        source[hemi] = _source_hemisphere(units, unit_vertex[units], meshes[hemi], f"{source_name} {hemi}")
     targets[n_cortex:] = False
     logger.info(
         "%s: connective fields from %s (%s source vertices) to %d target units; distances along %s",
         plan.name,
-        Path(source_name).name,
+        source_name,
         " + ".join(f"{len(s.units)} {h}" for h, s in source.items()),
         int(targets.sum()),
         meshes_note,
@@ -347,7 +348,7 @@ def load_cf(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedCF:
         runs=tuple(runs),
         tr=first.tr,
         source=source,
-        source_name=Path(source_name).name,
+        source_name=source_name,
         targets=targets,
         unit_hemi=np.concatenate([unit_hemi, np.full(geometry.n_units - n_cortex, "")]),
         areas_note=areas_note,
@@ -355,6 +356,24 @@ def load_cf(plan: FitPlan, config: Config, progress: ProgressFn) -> LoadedCF:
         seconds=time.perf_counter() - start,
         areas=areas,
     )
+
+
+def _source_hemisphere(
+    units: np.ndarray, vertices: np.ndarray, mesh: tuple[np.ndarray, np.ndarray], name: str
+) -> SourceHemisphere:
+    """A hemisphere's source: its units, their vertices and the distances between them.
+
+    Raises
+    ------
+    BadDataError
+        Fewer than three vertices: no area to take a CF from.
+    """
+    if units.size < 3:
+        raise BadDataError(
+            f"--cf-source {name}: {units.size} source vertices with data in every run; a connective "
+            "field needs an area"
+        )
+    return SourceHemisphere(units, vertices, geodesic_distances(mesh[0], mesh[1], vertices))
 
 
 def _concatenated(runs: Sequence[PreprocessedRun], units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

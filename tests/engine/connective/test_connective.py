@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import backend_result, grid_mesh
 
+from helpers import backend_result, grid_mesh
 from prfmap.engine.connective import CFSource, cf_size_grid, fit_cf, predict_cf
 from prfmap.io.geodesic import geodesic_distances
 
@@ -71,6 +71,7 @@ def test_pure_noise_predicts_nothing_held_out():
     assert np.median(result.r2) < 0.1
 
 
+@pytest.mark.backend
 def test_the_prediction_is_the_gain_times_the_weighted_mean():
     distances, fields = source_sheet(6)
     centre, size, gain = (
@@ -85,6 +86,7 @@ def test_the_prediction_is_the_gain_times_the_weighted_mean():
     assert np.isnan(prediction[2]).all()
 
 
+@pytest.mark.backend
 def test_unusable_units_are_not_fitted_and_sizes_stay_on_the_grid():
     distances, fields = source_sheet(7)
     data = np.random.default_rng(8).standard_normal((4, FRAMES))
