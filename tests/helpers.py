@@ -456,3 +456,11 @@ def grid_mesh(n: int, spacing: float) -> tuple[np.ndarray, np.ndarray]:
         index[1:, 1:].ravel(),
     )
     return coords, np.concatenate([np.c_[a, b, d], np.c_[a, d, c]])
+
+
+def write_freesurfer_label(path: Path, vertices: np.ndarray) -> Path:
+    """A FreeSurfer ``.label`` file (ASCII: a comment, the count, then vertex x y z value per line)."""
+    lines = ["#!ascii label, from the tests", str(len(vertices))]
+    lines += [f"{v} 0.0 0.0 0.0 1.0" for v in vertices]
+    path.write_text("\n".join(lines) + "\n")
+    return path

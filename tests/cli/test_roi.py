@@ -10,19 +10,11 @@ import nibabel as nib
 import numpy as np
 import pytest
 
-from helpers import only_logs
+from helpers import only_logs, write_freesurfer_label
 from prfmap.cli.run import main
 from prfmap.errors import BadDataError, MissingInputError, UsageError
 from prfmap.io.geometry import GiftiGeometry, VolumeGeometry
 from prfmap.participant.areas import roi_units
-
-
-def write_freesurfer_label(path: Path, vertices: np.ndarray) -> Path:
-    """A FreeSurfer ``.label`` file (ASCII: a comment, the count, then vertex x y z value per line)."""
-    lines = ["#!ascii label, from the tests", str(len(vertices))]
-    lines += [f"{v} 0.0 0.0 0.0 1.0" for v in vertices]
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def write_gifti_label(path: Path, inside: np.ndarray) -> Path:

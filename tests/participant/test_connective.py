@@ -12,7 +12,7 @@ import nibabel as nib
 import numpy as np
 import pytest
 
-from helpers import documented_warnings, run_prfmap, synthesise
+from helpers import documented_warnings, run_prfmap, synthesise, write_freesurfer_label
 from prfmap.io.geodesic import geodesic_distances
 from prfmap.io.meshes import find_midthickness
 from prfmap.io.validator import validate_dataset
@@ -108,6 +108,30 @@ def test_prf_models_refuse_rest_runs_in_one_line(rest, tmp_path):
     assert done.returncode == 66
     (line,) = done.stderr.strip().splitlines()
     assert "task(s) rest" in line and "--model cf" in line
+
+
+def test_label_files_of_the_source_give_the_same_fields(rest, tmp_path):
+    """The atlas's V1 drawn as a lab's own label files (one per hemisphere): the same CFs."""
+    bids, out = rest
+    truth = load_truth(bids, "01")
+    labels = [
+        write_freesurfer_label(
+            tmp_path / f"{h.lower()}h.V1.label", np.flatnonzero(truth["cfsource"][part] > 0)
+        )
+        for h, part in HEMIS.items()
+    ]
+    again = tmp_path / "out"
+    done = run_prfmap(
+        bids, again, "participant", "--model", "cf", "--cf-source", *labels, "--roi", "V2", "V3"
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, second = cf_maps(out, ("cfcenter", "cfsize")), cf_maps(again, ("cfcenter", "cfsize"))
+    np.testing.assert_array_equal(first["cfcenter"], second["cfcenter"])
+    np.testing.assert_allclose(first["cfsize"], second["cfsize"], rtol=1e-5)
+    sidecar = json.loads(
+        next((again / "sub-01" / "func").glob("*hemi-L_*model-cf_desc-cfsize_boldmap.json")).read_text()
+    )
+    assert sidecar["CFSettings"]["SourceArea"] == "lh.V1.label rh.V1.label"
 
 
 @pytest.mark.parametrize(
