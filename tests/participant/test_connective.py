@@ -5,6 +5,7 @@ models; a CF inherits the visual field position of its source's pRFs."""
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -92,6 +93,12 @@ def test_rest_outputs_are_valid_bids_and_say_what_was_fitted(rest):
     assert sidecar["CFSettings"]["CrossValidation"] == "leave one run out"
     assert sidecar["CFSettings"]["InheritedFrom"].startswith("none")
     assert not list(out.rglob("*model-cf_desc-x_*"))
+    check_report(out, "task-rest", inherited=False)
+    summary = (
+        out / "sub-01" / "func" / "sub-01_task-rest_space-fsaverage5_model-cf_desc-areas_summary.tsv"
+    ).read_text()
+    assert summary.splitlines()[0].split("\t")[:4] == ["area", "units", "units_fitted", "units_shown"]
+    assert [line.split("\t")[0] for line in summary.splitlines()[1:]] == ["V2", "V3"]
     result = validate_dataset(out)
     assert result.exit_code == 0, result.summary()
     assert {i.code for i in result.warnings} <= documented_warnings(), result.summary("warning")
@@ -182,4 +189,21 @@ def test_a_connective_field_inherits_its_sources_prfs(tmp_path):
         next((out / "sub-01" / "func").glob("*hemi-L_*model-cf_desc-x_boldmap.json")).read_text()
     )
     assert sidecar["CFSettings"]["InheritedFrom"].startswith("the model-gauss fit")
-    assert (out / "sub-01.html").is_file(), "the pRF fit's report stays"
+    check_report(out, "task-prf", inherited=True)
+    assert "task-prf · space-fsaverage5 · model-gauss" in html.unescape((out / "sub-01.html").read_text())
+    done = run_prfmap(bids, out, "participant", "--reports-only")
+    assert done.returncode == 0, done.stderr[-3000:]
+    check_report(out, "task-prf", inherited=True)
+
+
+def check_report(out: Path, task: str, inherited: bool) -> None:
+    """The participant page has the CF section, its figures and its table of target areas."""
+    page = html.unescape((out / "sub-01.html").read_text())
+    assert f"Connective fields: {task} space-fsaverage5 from V1" in page
+    drawn = ("cvr2", "cfsize", "polarangle", "eccentricity") if inherited else ("cvr2", "cfsize")
+    for label in drawn:
+        figure = f"sub-01/figures/sub-01_{task}_space-fsaverage5_model-cf_cf-{label}.png"
+        assert figure in page and (out / figure).is_file(), label
+    assert ("cf-polarangle" in page) == inherited
+    assert "<td>V2</td>" in page and "<td>V3</td>" in page
+    assert "Haak KV" in page

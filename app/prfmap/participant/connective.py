@@ -25,7 +25,14 @@ from bids.layout import parse_file_entities
 from prfmap import __version__
 from prfmap.config import Config
 from prfmap.derivatives import relative_link, sidecar_of, source_datasets, write_dataset_files
-from prfmap.derivatives.areas import UnitAreas, write_area_files, write_atlas_description
+from prfmap.derivatives.areas import (
+    SUMMARY_DESC,
+    UnitAreas,
+    write_area_files,
+    write_area_summary,
+    write_atlas_description,
+)
+from prfmap.derivatives.connective import CF_SUMMARY_COLUMNS, cf_area_rows, read_cf_fits
 from prfmap.derivatives.dataset import bids_uri
 from prfmap.derivatives.naming import MAP_SUFFIX, PYBIDS_CONFIG, OutputKey
 from prfmap.engine import catalog
@@ -44,7 +51,9 @@ from prfmap.participant.confounds import run_confounds
 from prfmap.participant.load import ProgressFn
 from prfmap.participant.plan import FitPlan, plan_fits, replaced_by
 from prfmap.participant.preprocess import PreprocessedRun, preprocess_run
+from prfmap.report.participant import write_participant_report
 from prfmap.report.readback import read_unit_maps
+from prfmap.report.rebuild import other_fits
 from prfmap.runtime.progress import make_progress
 
 logger = logging.getLogger(__name__)
@@ -144,7 +153,11 @@ class CFOutcome:
 
 
 def run_connective_participant(
-    config: Config, subject: str, runs: Sequence[RunInput], of: tuple[int, int] = (1, 1)
+    config: Config,
+    subject: str,
+    runs: Sequence[RunInput],
+    command: Sequence[str] = (),
+    of: tuple[int, int] = (1, 1),
 ) -> list[Path]:
     """Fit, write and publish every CF fit of one participant.
 
@@ -156,6 +169,8 @@ def run_connective_participant(
         The participant's label.
     runs : sequence of RunInput
         Its runs (they need no apertures).
+    command : sequence of str
+        The command line, shown in the report.
     of : tuple of int
         This participant's place among those of the run, and their number.
 
@@ -183,10 +198,18 @@ def run_connective_participant(
         try:
             for outcome in outcomes:
                 write_cf_maps(outcome, config, stage)
-            keys = [o.loaded.plan.key for o in outcomes]
-            base = replaced_by(keys)
+            replaced = replaced_by([o.loaded.plan.key for o in outcomes])
+            if config.outputs.report:
+                _stage_report(config, subject, stage, command)
             published = publish_participant(
-                stage, output_dir, subject, replaced=lambda rel: "figures" not in rel.parts and base(rel)
+                stage,
+                output_dir,
+                subject,
+                # without a new page, the earlier page and its figures stay
+                replaced=replaced
+                if config.outputs.report
+                else lambda rel: "figures" not in rel.parts and replaced(rel),
+                remove_page=False,
             )
         except BaseException:
             if not (stage / COMMIT).exists():
@@ -210,6 +233,18 @@ def run_connective_participant(
         time.perf_counter() - start,
     )
     return published
+
+
+def _stage_report(config: Config, subject: str, stage: Path, command: Sequence[str]) -> Path:
+    """The participant's page in ``stage``: its pRF fits on disk, then every connective-field fit."""
+    output_dir = config.outputs.output_dir
+    contexts, comparisons = other_fits(config, subject, [], list(command))
+    new = read_cf_fits(stage, subject)
+    earlier = [fit for fit in read_cf_fits(output_dir, subject) if fit.key not in {f.key for f in new}]
+    shown = (config.outputs.r2_threshold, config.inputs.fmriprep_dir)
+    path = write_participant_report(stage, subject, contexts, comparisons, new + earlier, shown)
+    logger.info("sub-%s: report %s", subject, output_dir / path.relative_to(stage))
+    return path
 
 
 def _unit_places(layout: SurfaceLayout) -> tuple[np.ndarray, np.ndarray]:
@@ -455,7 +490,7 @@ def fit_connective(loaded: LoadedCF, config: Config, progress: ProgressFn) -> CF
         "SourceVertices": {h: int(len(s.units)) for h, s in loaded.source.items()},
         "TargetUnits": int(loaded.targets.sum()),
         "Distances": (
-            f"geodesic along {loaded.meshes_note}, within the source's own triangles "
+            f"geodesic distance along {loaded.meshes_note}, within the source's own triangles "
             "(fast marching, potpourri3d)"
         ),
         "SizeRangeMm": [float(size_range[0]), float(size_range[1])] if np.isfinite(size_range[0]) else None,
@@ -622,6 +657,8 @@ def write_cf_maps(outcome: CFOutcome, config: Config, folder: Path) -> list[Path
     if loaded.areas is not None:
         anat = func.parent / "anat"
         written += write_area_files(anat, key, geometry, loaded.areas.labels, config.inputs.fmriprep_dir)
+    if loaded.areas is not None:
+        written += _write_summary(outcome, config, func)
     if geometry.kind == "cifti":
         path = func / f"{key.stem()}_{MAP_SUFFIX}.dscalar.nii"
         written += geometry.write_maps(maps, lambda hemi: path, {"Model": CF_MODEL})
@@ -640,6 +677,25 @@ def write_cf_maps(outcome: CFOutcome, config: Config, folder: Path) -> list[Path
             sidecar["Levels"] = _levels()
         written += files + [write_json_atomic(sidecar_of(p), sidecar) for p in files]
     return written
+
+
+def _write_summary(outcome: CFOutcome, config: Config, func: Path) -> list[Path]:
+    """The fit's ``desc-areas_summary.tsv``: its targets per area."""
+    loaded = outcome.loaded
+    assert loaded.areas is not None
+    atlas = loaded.areas.labels.atlas
+    threshold = config.outputs.r2_threshold
+    rows = cf_area_rows(outcome.maps, loaded.areas, threshold)
+    described = {
+        "Atlas": atlas.name,
+        "AtlasDescription": atlas.title,
+        "AtlasMethod": f"the atlas's labels {loaded.areas.labels.how}",
+        "SourceArea": loaded.source_name,
+        "Threshold": f"cvr2 (r2 without cross-validation) >= {threshold:g} (--r2-threshold)",
+    }
+    return write_area_summary(
+        func, loaded.plan.key.stem(param=SUMMARY_DESC), rows, CF_SUMMARY_COLUMNS, described
+    )
 
 
 def _levels() -> dict[str, str]:

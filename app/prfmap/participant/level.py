@@ -34,6 +34,7 @@ from prfmap.derivatives import (
 )
 from prfmap.derivatives.areas import write_atlas_description
 from prfmap.derivatives.comparison import COMPARISON_MODEL
+from prfmap.derivatives.connective import read_cf_fits
 from prfmap.engine import catalog
 from prfmap.engine.catalog.connective import CF_MODEL
 from prfmap.errors import PrfmapError
@@ -85,7 +86,9 @@ def run_participant_level(config: Config, command: Sequence[str] = ()) -> list[P
                     recover_staging(output_dir, subject)
                     mine = [r for r in runs if r.subject == subject]
                     if config.fit.model == CF_MODEL:
-                        written += run_connective_participant(config, subject, mine, of=(k, len(subjects)))
+                        written += run_connective_participant(
+                            config, subject, mine, command, of=(k, len(subjects))
+                        )
                     else:
                         written += run_participant(config, subject, mine, command, of=(k, len(subjects)))
                 except Exception as err:
@@ -237,7 +240,11 @@ def _stage_and_publish(
                 order.get(c.model, len(order)),
             ),
         )
-        path = write_participant_report(stage, subject, shown, comparisons + earlier_comparisons)
+        connective = read_cf_fits(output_dir, subject)
+        cf_shown = (config.outputs.r2_threshold, config.inputs.fmriprep_dir)
+        path = write_participant_report(
+            stage, subject, shown, comparisons + earlier_comparisons, connective, cf_shown
+        )
         logger.info("sub-%s: report %s", subject, output_dir / path.relative_to(stage))
     keys = [group.loaded.plan.key for group in fitted]
     keys += [dataclasses.replace(c.gauss.loaded.plan.key, model=COMPARISON_MODEL) for c in compared]

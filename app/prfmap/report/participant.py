@@ -15,7 +15,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from prfmap import __version__
+from prfmap.derivatives.connective import CFFitOnDisk
 from prfmap.report.comparison import ComparisonContext, ComparisonSection, comparison_links
+from prfmap.report.connective import ConnectiveSection
 from prfmap.report.context import ReportContext
 from prfmap.report.html import render_page
 from prfmap.report.section import FitSection, relative_path
@@ -31,6 +33,8 @@ def write_participant_report(
     subject: str,
     context: ReportContext | Sequence[ReportContext],
     comparisons: Sequence[ComparisonContext] = (),
+    connective: Sequence[CFFitOnDisk] = (),
+    cf_shown: tuple[float, Path | None] = (0.1, None),
 ) -> Path:
     """Write ``<output_dir>/sub-<label>.html`` with its figures under ``sub-<label>/figures/``.
 
@@ -45,6 +49,10 @@ def write_participant_report(
     comparisons : sequence of ComparisonContext
         The comparisons of the models fitted to the same data; each gets a section before the
         fits', linking to the sections of the models it compares.
+    connective : sequence of CFFitOnDisk
+        The participant's connective-field fits; each gets a section after the pRF fits'.
+    cf_shown : tuple
+        ``--r2-threshold`` and the fMRIPrep folder (fsnative meshes) of the connective-field sections.
 
     Returns
     -------
@@ -80,13 +88,16 @@ def write_participant_report(
         ).build()
         for comparison in comparisons
     ]
+    cf_sections = [
+        ConnectiveSection(fit, fig_dir, f"sub-{label}/figures", *cf_shown).build() for fit in connective
+    ]
     command = next((ctx.command for ctx in contexts if ctx.command), None)
     about = [
         ("prfmap", __version__),
         ("Command", " ".join(command) if command else "not recorded"),
         ("Generated", datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
     ]
-    nav = [(s["anchor"], s["title"]) for s in compared + sections] + [("about", "About")]
+    nav = [(s["anchor"], s["title"]) for s in compared + sections + cf_sections] + [("about", "About")]
     path = render_page(
         "participant.html.j2",
         output_dir / f"sub-{label}.html",
@@ -95,6 +106,7 @@ def write_participant_report(
         nav=nav,
         comparisons=compared,
         sections=sections,
+        connective=cf_sections,
         about=about,
     )
     log.debug("report written to %s", path)

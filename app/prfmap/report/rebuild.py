@@ -25,6 +25,7 @@ from prfmap.config import Config
 from prfmap.derivatives import MAP_SUFFIX, PYBIDS_CONFIG, OutputKey
 from prfmap.derivatives.areas import read_fit_areas
 from prfmap.derivatives.comparison import COMPARISON_MODEL
+from prfmap.derivatives.connective import CFFitOnDisk, read_cf_fits
 from prfmap.engine import catalog
 from prfmap.engine.catalog.connective import CF_MODEL
 from prfmap.engine.catalog.settings import FitSettings
@@ -471,13 +472,21 @@ def rebuild_reports(config: Config, command: list[str] | None = None) -> list[Pa
                 command=command,
             )
             comparisons = read_comparisons(output_dir, subject, contexts)
-            written.append(_publish_report(output_dir, subject, contexts, comparisons))
+            connective = read_cf_fits(output_dir, subject)
+            cf_shown = (config.outputs.r2_threshold, config.inputs.fmriprep_dir)
+            written.append(
+                _publish_report(output_dir, subject, contexts, comparisons, (connective, cf_shown))
+            )
         log.info("sub-%s: report rebuilt from the maps on disk: %s", subject, written[-1])
     return written
 
 
 def _publish_report(
-    output_dir: Path, subject: str, contexts: list[ReportContext], comparisons: list[ComparisonContext]
+    output_dir: Path,
+    subject: str,
+    contexts: list[ReportContext],
+    comparisons: list[ComparisonContext],
+    connective: tuple[list[CFFitOnDisk], tuple[float, Path | None]] = ([], (0.1, None)),
 ) -> Path:
     """Write the page and figures into a staging folder and publish them with the participant's files.
 
@@ -485,7 +494,7 @@ def _publish_report(
     """
     stage = new_staging(output_dir, subject)
     try:
-        write_participant_report(stage, subject, contexts, comparisons)
+        write_participant_report(stage, subject, contexts, comparisons, *connective)
         publish_participant(stage, output_dir, subject, replaced=lambda rel: rel.parts[1:2] == ("figures",))
     except BaseException:
         if not (stage / COMMIT).exists():  # nothing was published: the earlier report stands
