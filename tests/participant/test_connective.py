@@ -85,7 +85,8 @@ def test_pure_noise_targets_predict_nothing_held_out(rest):
 
 
 def test_rest_outputs_are_valid_bids_and_say_what_was_fitted(rest):
-    _, out = rest
+    """Their report too, written by the fit and again by --reports-only."""
+    bids, out = rest
     sidecar = json.loads(
         next((out / "sub-01" / "func").glob("*hemi-L_*model-cf_desc-cfsize_boldmap.json")).read_text()
     )
@@ -93,6 +94,10 @@ def test_rest_outputs_are_valid_bids_and_say_what_was_fitted(rest):
     assert sidecar["CFSettings"]["CrossValidation"] == "leave one run out"
     assert sidecar["CFSettings"]["InheritedFrom"].startswith("none")
     assert not list(out.rglob("*model-cf_desc-x_*"))
+    check_report(out, "task-rest", inherited=False)
+    (out / "sub-01.html").unlink()
+    done = run_prfmap(bids, out, "participant", "--reports-only")
+    assert done.returncode == 0, done.stderr[-3000:]
     check_report(out, "task-rest", inherited=False)
     summary = (
         out / "sub-01" / "func" / "sub-01_task-rest_space-fsaverage5_model-cf_desc-areas_summary.tsv"
@@ -164,7 +169,7 @@ def test_a_connective_field_inherits_its_sources_prfs(tmp_path):
     close to the same mean of the generator's pRFs under the generator's CF."""
     bids = synthesise(tmp_path / "bids", runs=2, cf_source="V1", noise=0.25, small=True)
     out = tmp_path / "out"
-    for args in ((), ("--model", "cf", "--cf-source", "V1", "--roi", "V2", "V3")):
+    for args in (("--no-report", "--no-cvr2"), ("--model", "cf", "--cf-source", "V1", "--roi", "V2", "V3")):
         done = run_prfmap(bids, out, "participant", *args)
         assert done.returncode == 0, done.stderr[-3000:]
     truth = load_truth(bids, "01")
@@ -191,9 +196,6 @@ def test_a_connective_field_inherits_its_sources_prfs(tmp_path):
     assert sidecar["CFSettings"]["InheritedFrom"].startswith("the model-gauss fit")
     check_report(out, "task-prf", inherited=True)
     assert "task-prf · space-fsaverage5 · model-gauss" in html.unescape((out / "sub-01.html").read_text())
-    done = run_prfmap(bids, out, "participant", "--reports-only")
-    assert done.returncode == 0, done.stderr[-3000:]
-    check_report(out, "task-prf", inherited=True)
 
 
 def check_report(out: Path, task: str, inherited: bool) -> None:
