@@ -9,7 +9,17 @@ import pytest
 from conftest import FOV, TR, bar_design
 from helpers import backend_result
 from prfmap.engine import NoiseModel, Stimulus, catalog, fit_prf, predict
-from prfmap.engine.fit.sigma_prior import PROFILE_POINTS, SigmaPrior, estimate_sigma_prior, map_log_sigma
+from prfmap.engine.catalog import Z95
+from prfmap.engine.catalog.result import Uncertainty
+from prfmap.engine.fit.sigma_prior import (
+    PROFILE_POINTS,
+    SigmaPrior,
+    estimate_sigma_prior,
+    map_log_sigma,
+    posterior_uncertainty,
+    profile_limits,
+    profile_upper_limit,
+)
 
 RUNS = (148, 148)
 GRID = np.linspace(np.log(0.1), np.log(20.0), PROFILE_POINTS)
@@ -132,3 +142,44 @@ def test_the_posterior_sigma_agrees_across_backends(tmp_path, backend):
         for key in ("sigma", "se"):
             rel = np.abs(np.array(results[other][key]) - np.array(ref[key])) / np.array(ref[key])
             assert np.nanmedian(rel) <= 0.02, (key, other, np.nanmedian(rel))
+
+
+def test_a_tight_prior_never_makes_sigma_s_interval_leave_out_what_the_data_allow():
+    """A prior estimated from data whose σ are all biased one way can be tight (spread 0.05); σ's
+    reported interval still holds the maximum-likelihood interval on both sides, while its standard
+    error and the estimate are the posterior's."""
+    sigma_ml = np.array([0.3, 1.0, 2.0, 0.2])
+    lower = np.array([0.2, 0.8, 1.2, 0.2])  # the last: on the floor, an upper limit only
+    upper = np.array([0.9, 1.3, 3.5, 0.7])
+    se = {"x": np.full(4, 0.1), "sigma": (np.log(upper) - np.log(lower)) / (2 * Z95) * sigma_ml}
+    unc = Uncertainty(se, {"sigma": lower}, {"sigma": upper}, 100.0, 0.0)
+    prior = SigmaPrior(np.log(0.25), 0.0, 0.05, 500)
+    mapped = np.array([0.26, 0.6, 0.27, 0.25])  # posterior modes pulled toward the prior's 0.25°
+    out = posterior_uncertainty(unc, mapped, prior)
+    assert np.all(out.lower["sigma"] <= lower) and np.all(out.upper["sigma"] >= upper)
+    assert np.all(out.lower["sigma"] <= mapped) and np.all(out.upper["sigma"] >= mapped)
+    data_sd = (np.log(upper) - np.log(lower)) / (2 * Z95)
+    expected_sd = 1 / np.sqrt(1 / data_sd**2 + 1 / 0.05**2)
+    np.testing.assert_allclose(out.se["sigma"], mapped * expected_sd, rtol=1e-12)
+    np.testing.assert_array_equal(out.se["x"], se["x"])
+
+
+def test_profile_limits_are_where_the_likelihood_ratio_reaches_its_level():
+    """On Gaussian profiles in log σ the two-sided limits are the mode ± 1.96 SE; a profile rising from
+    the floor has the floor as its lower end and its one-sided limit at 1.645 SE."""
+    grid = np.linspace(np.log(0.2), np.log(20.0), 64)
+    mode, se = np.array([np.log(1.0), np.log(3.0)]), np.array([0.3, 0.5])
+    profiles = ((grid[None, :] - mode[:, None]) / se[:, None]) ** 2
+    lower, upper = profile_limits(grid, profiles, Z95**2)
+    # linear interpolation of a parabola between grid points: within a few percent of the step
+    step = grid[1] - grid[0]
+    np.testing.assert_allclose(np.log(lower), mode - Z95 * se, atol=0.05 * step)
+    np.testing.assert_allclose(np.log(upper), mode + Z95 * se, atol=0.05 * step)
+    rising = ((grid - grid[0]) / 0.4) ** 2
+    low, high = profile_limits(grid, rising[None, :], Z95**2)
+    assert low[0] == pytest.approx(0.2)
+    one_sided = profile_upper_limit(grid, rising[None, :])[0]
+    assert np.log(one_sided) - grid[0] == pytest.approx(1.6448536 * 0.4, abs=0.05 * step)
+    assert np.log(high[0]) - grid[0] == pytest.approx(Z95 * 0.4, abs=0.05 * step)
+    flat = profile_upper_limit(grid, np.zeros((1, grid.size)))
+    assert flat[0] == pytest.approx(20.0)

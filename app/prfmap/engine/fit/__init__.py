@@ -33,7 +33,12 @@ from prfmap.engine.fit.result import (
     final_fit,
     keeping_gaussian,
 )
-from prfmap.engine.fit.sigma_prior import at_likelihood_sigma, posterior_sigma, posterior_uncertainty
+from prfmap.engine.fit.sigma_prior import (
+    at_likelihood_sigma,
+    floor_sigma_limit,
+    posterior_sigma,
+    posterior_uncertainty,
+)
 from prfmap.engine.fit.uncertainty import covariance_recipe, doubtful_uncertainty, parameter_uncertainty
 from prfmap.engine.hrf import HRF
 from prfmap.engine.models import floatx, free_mask, get_model
@@ -116,13 +121,13 @@ def fit_prf(
     if whitening is not None:
         gls_prob, gls_units = whitened(prob, units, whitening, repr(noise))
     refined = stages.refine(gls_prob, plan, begun.u, gls_units.y, begun.corr, free, bounds, progress)
-    refined_u, sigma_prior = refined.u, None
+    refined_u, sigma_prior, profiled_upper = refined.u, None, None
     if opts.sigma_prior != "none" and "sigma" in prob.model.names and opts.refine != "none":
         t0 = time.perf_counter()
         k = prob.model.names.index("sigma")
         limits = (float(bounds.lower[k]), float(bounds.upper[k]))
         which = ~refined.flags["grid_only"]
-        refined_u, sigma_prior = posterior_sigma(
+        refined_u, sigma_prior, profiled_upper = posterior_sigma(
             gls_prob, gls_units, refined.u, which, limits, opts.sigma_prior, mem_gb
         )
         timings["sigma_prior"] = time.perf_counter() - t0
@@ -151,6 +156,14 @@ def fit_prf(
         if sigma_prior is not None:  # the maximum-likelihood σ on its floor: an upper limit
             k = prob.model.names.index("sigma")
             at_floor |= u_likelihood[:, k] <= bounds.lower[k] + 1e-6
+        refined_units = ~refined.flags["grid_only"]  # grid-only units: below --refine-r2-min, no signal
+        floor_upper = None
+        if "sigma" in prob.model.names:
+            k = prob.model.names.index("sigma")
+            limits = (float(bounds.lower[k]), float(bounds.upper[k]))
+            floor_upper = floor_sigma_limit(
+                gls_prob, gls_units, u_likelihood, at_floor & refined_units, k, limits, mem_gb, profiled_upper
+            )
         uncertainty = parameter_uncertainty(
             gls_prob,
             gls_units,
@@ -158,8 +171,8 @@ def fit_prf(
             free,
             covariance_recipe(opts.covariance, stim.run_lengths, alternatives),
             mem_gb=mem_gb,
-            which=~refined.flags["grid_only"],  # grid-only units: below --refine-r2-min, no signal
-            at_floor=at_floor,
+            which=refined_units,
+            floor_upper=floor_upper,
         )
         uncertain = doubtful_uncertainty(uncertainty, checked.params, stim.scales["radius"])
         if sigma_prior is not None:

@@ -138,7 +138,7 @@ def parameter_uncertainty(
     *,
     mem_gb: float,
     which: np.ndarray | None = None,
-    at_floor: np.ndarray | None = None,
+    floor_upper: np.ndarray | None = None,
 ) -> Uncertainty:
     """Standard errors and 95 % intervals of every fitted unit at its final internal parameters ``u``.
 
@@ -158,11 +158,15 @@ def parameter_uncertainty(
         Memory budget of a batch.
     which : ndarray of bool, shape (len(units.index),), optional
         The units to compute them for (the others get NaN); all by default.
-    at_floor : ndarray of bool, shape (len(units.index),), optional
-        Units whose σ ended at its floor. Their σ is an upper limit, and a pRF that small is
-        sharper than the unit's: the other parameters' standard errors at the floor are too small
-        (on synthetic participants their nominal 95 % intervals held x for 77–83 %). Theirs are the
-        larger of those at the floor and at the upper end of σ's interval.
+    floor_upper : ndarray, shape (len(units.index),), optional
+        Units whose σ ended at its floor hold σ's upper limit from their profile likelihood
+        (:func:`~prfmap.engine.fit.sigma_prior.floor_sigma_limit`; infinite where it could not be
+        computed), the others NaN. Their σ is an upper limit: the limit replaces the Laplace
+        interval's upper end, whose curvature, taken just inside the floor where the profile is
+        flat, puts that end far beyond what the data allow (10–25° for a pRF the data confine below
+        1°). And a pRF that small is sharper than the unit's: the other parameters' standard errors
+        at the floor are too small (on synthetic participants their nominal 95 % intervals held x
+        for 77–83 %); theirs are the larger of those at the floor and at σ's upper limit.
 
     Returns
     -------
@@ -176,13 +180,16 @@ def parameter_uncertainty(
     out = at(u, which)
     _at_range_ends(out, at, prob.model.params, units.index, u, free, which)
     names = prob.model.names
-    floor = (
-        np.zeros(len(u), dtype=bool) if at_floor is None else at_floor & (True if which is None else which)
-    )
+    floor = np.zeros(len(u), dtype=bool) if floor_upper is None else ~np.isnan(floor_upper)
+    if which is not None:
+        floor &= which
     if floor.any() and "sigma" in names and "sigma" in out.upper:
         k = names.index("sigma")
         wider = u.copy()
         upper = out.upper["sigma"][units.index]
+        profiled = floor & np.isfinite(floor_upper)
+        upper = np.where(profiled, floor_upper, upper)
+        out.upper["sigma"][units.index[profiled]] = floor_upper[profiled]
         wider[floor, k] = np.log(np.where(np.isfinite(upper[floor]), upper[floor], np.exp(u[floor, k])))
         alt = _covariance(prob, units, wider, free, recipe, mem_gb, floor)
         rows = units.index[floor]
