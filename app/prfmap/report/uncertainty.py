@@ -112,7 +112,8 @@ def sigma_prior_text(settings: FitSettings | None) -> str:
         f"{record['log_sigma_slope_per_deg']:.3f} × eccentricity, {record['log_sigma_spread']:.3f}²), "
         f"estimated by the marginal likelihood of the profile likelihoods of {record['units']} refined "
         "units of a pilot fit; --sigma-prior eccentricity), the centre held at its estimate; its standard "
-        "error and interval include the prior's precision. "
+        "error and interval include the prior's precision, and the interval holds at least the "
+        "maximum-likelihood interval. "
     )
 
 
