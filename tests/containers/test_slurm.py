@@ -226,17 +226,29 @@ def test_array_with_a_requeued_task_then_the_group_level(cluster: dict[str, str]
     # scancel's SIGTERM travels through slurmctld and slurmd, while a warm fit saves its chunks in tens
     # of milliseconds: the task is held (SIGSTOP) once its first chunk is saved, scancel's SIGTERM waits
     # for it as a pending signal, and the task resumes (SIGCONT) into it, whatever the machine's speed.
+    # Until then the task runs in steps of a few milliseconds between stops, so a test starved of the
+    # CPU (a loaded machine) cannot miss the chunks: the task does not run while the test waits.
     found: list[int] = []
 
     def started() -> bool:
         pid = _prfmap_pid(out, SUBJECTS[int(STOPPED) - 1])
-        found.extend([pid] if pid else [])
+        if pid:
+            os.kill(pid, signal.SIGSTOP)
+            found.append(pid)
         return bool(found)
 
-    _wait(started, "the stopped task's prfmap process", 300, logs)
+    _wait(started, "the stopped task's prfmap process", 300, logs, poll=0.01)
     pid = found[0]
-    _wait(saved, "a saved chunk", 300, logs, poll=0.01)
-    os.kill(pid, signal.SIGSTOP)
+
+    def stepped_to_a_saved_chunk() -> bool:
+        if saved():
+            return True
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.005)
+        os.kill(pid, signal.SIGSTOP)
+        return False
+
+    _wait(stepped_to_a_saved_chunk, "a saved chunk", 600, logs, poll=0.0)
     subprocess.run(["scancel", "--signal=TERM", f"{array}_{STOPPED}"], env=env, check=True)
     _wait(lambda: _pending(pid, signal.SIGTERM), "scancel's SIGTERM to reach the task", 60, logs, poll=0.01)
     os.kill(pid, signal.SIGCONT)
