@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from prfmap.engine.catalog.settings import FitSettings
 from prfmap.engine.options import array_digest, jsonable
 from prfmap.io.atomic import atomic_path, write_text_atomic
 from prfmap.runtime.signals import check_stop
+
+if TYPE_CHECKING:
+    from prfmap.engine import FitCache
 
 logger = logging.getLogger(__name__)
 CHECKPOINT_FORMAT = 4  # 2: per-unit status; 3: and its uncertainty; 4: the fit keyed by FitOptions.identity()
@@ -171,6 +174,9 @@ class Checkpoints:
         uses the chunk size and engine budget saved with it, so all its chunks share their tiles.
     labels : mapping
         What else tells this fit's checkpoints apart (a fold's held-out run), JSON-able.
+    owned : list of Path, optional
+        The key's folder is appended to it: what this fit owns, and :func:`remove_checkpoints`
+        removes once its outputs are published.
     """
 
     folder: Path
@@ -180,6 +186,7 @@ class Checkpoints:
     how_to_resume: str = "run the same command again to resume"
     budget: Any = None
     labels: Mapping[str, Any] = field(default_factory=dict)
+    owned: list[Path] | None = None
 
 
 def fit_chunked(
@@ -191,7 +198,7 @@ def fit_chunked(
     *,
     nuisance: np.ndarray | None = None,
     progress: Callable[[str, int, int], None] | None = None,
-    owned: list[Path] | None = None,
+    cache: FitCache | None = None,
 ) -> FitResult:
     """Fit ``data`` with :func:`prfmap.engine.fit_prf` chunk by chunk, reusing saved chunks.
 
@@ -211,9 +218,9 @@ def fit_chunked(
         (frames, k) regressors removed by preprocessing (``fit_prf(nuisance=)``).
     progress : callable, optional
         ``progress(stage, done, total)``, passed on to the engine, plus ``("chunks", i, n)``.
-    owned : list of Path, optional
-        The key's folder is appended to it: what this fit owns, and :func:`remove_checkpoints`
-        removes once its outputs are published.
+    cache : prfmap.engine.FitCache, optional
+        The problems and grid predictions of this design that the caller's estimates before the fit
+        (noise model, σ prior) already built; by default the chunks share one of their own.
 
     Returns
     -------
@@ -232,8 +239,8 @@ def fit_chunked(
         "fit": {**options.identity(), **jsonable(store.labels)},
     }
     where = Path(store.folder) / checkpoint_key(identity)
-    if owned is not None:
-        owned.append(where)
+    if store.owned is not None:
+        store.owned.append(where)
     chunk, mem_gb = _budget(where, identity, int(store.chunk), options.mem_gb, name)
     options = replace(options, mem_gb=mem_gb)
     starts = list(range(0, data.shape[0], chunk)) or [0]
@@ -241,7 +248,7 @@ def fit_chunked(
     # Deferred: the engine's compiled code (and Keras) loads when the first chunk is fitted.
     from prfmap.engine import FitCache, fit_prf
 
-    cache = FitCache()  # the chunks share the problem and the grid predictions of their design
+    cache = FitCache() if cache is None else cache  # the chunks share the design's problem and grid
     if progress:
         progress("chunks", 0, len(starts))
     for i, start in enumerate(starts):
@@ -353,7 +360,7 @@ def remove_checkpoints(folder: Path, owned: Sequence[Path]) -> None:
     folder : Path
         ``<work>/checkpoints/sub-<label>``.
     owned : sequence of Path
-        The key folders of the participant's fits (``fit_chunked(owned=)``), under ``folder``.
+        The key folders of the participant's fits (``Checkpoints.owned``), under ``folder``.
     """
     folder = Path(folder)
     for where in dict.fromkeys(map(Path, owned)):

@@ -10,7 +10,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,6 +37,10 @@ from prfmap.participant.load import LoadedFit, ProgressFn
 from prfmap.participant.plan import checkpoint_dir, how_to_resume
 from prfmap.participant.preprocess import CombinedData
 from prfmap.runtime.memory import chunk_units, engine_mem_gb, seeded_chunk_units
+
+if TYPE_CHECKING:
+    from prfmap.engine import FitCache
+    from prfmap.engine.fit.sigma_prior import SigmaPrior
 
 logger = logging.getLogger(__name__)
 
@@ -161,15 +165,38 @@ class SharedWork:
     gauss_cv : CrossValidation or None
         The Gaussian's cross-validation: where another model's fold fit took the Gaussian's over, its
         scores are the Gaussian's.
+    caches : dict
+        Each fit's and fold's :class:`~prfmap.engine.FitCache` (:meth:`cache`): its noise model's
+        screen, its σ prior's pilot and its chunks build the same problem and grid predictions.
     """
 
     hrf: dict[str | None, HRF] = dataclasses.field(default_factory=dict)
     noise: dict[str | None, BaseNoiseModel] = dataclasses.field(default_factory=dict)
-    sigma_prior: dict[str | None, Any] = dataclasses.field(default_factory=dict)
+    sigma_prior: dict[str | None, SigmaPrior | None] = dataclasses.field(default_factory=dict)
     gauss: dict[str | None, FitResult] = dataclasses.field(default_factory=dict)
     keep_held_out: bool = False
     held_out: dict[int, HeldOutData] = dataclasses.field(default_factory=dict)
     gauss_cv: CrossValidation | None = None
+    caches: dict[str | None, FitCache] = dataclasses.field(default_factory=dict)
+
+    def cache(self, key: str | None) -> FitCache:
+        """The engine's cache of the fit ``key`` (a held-out run's name; None: all runs), made once.
+
+        Parameters
+        ----------
+        key : str or None
+            The held-out run's name.
+
+        Returns
+        -------
+        prfmap.engine.FitCache
+        """
+        if key not in self.caches:
+            # Deferred: the engine's compiled code (and Keras) loads when a fit needs it, not on import.
+            from prfmap.engine import FitCache
+
+            self.caches[key] = FitCache()
+        return self.caches[key]
 
 
 def fit_models(loaded: LoadedFit, config: Config, progress: ProgressFn) -> list[FitOutcome]:
@@ -358,15 +385,17 @@ def _checkpointed_fit(
     options = fit_options(loaded, config, runs)
     if options.hrf == "participant":
         if key not in shared.hrf:
-            shared.hrf[key] = participant_hrf(loaded, runs, options, progress)
+            shared.hrf[key] = participant_hrf(loaded, runs, options, progress, shared.cache(key))
         options = dataclasses.replace(options, hrf=shared.hrf[key])
     if catalog.get_noise_model(options.noise).implementation is not None:
         if key not in shared.noise:
-            shared.noise[key] = participant_noise(loaded, runs, options, progress)
+            shared.noise[key] = participant_noise(loaded, runs, options, progress, shared.cache(key))
         options = dataclasses.replace(options, noise=shared.noise[key])
     if options.sigma_prior == "eccentricity":  # measured for the Gaussian only (docs/validation.md)
         if options.model == "gauss" and key not in shared.sigma_prior:
-            shared.sigma_prior[key] = participant_sigma_prior(loaded, runs, options, progress)
+            shared.sigma_prior[key] = participant_sigma_prior(
+                loaded, runs, options, progress, shared.cache(key)
+            )
         prior = shared.sigma_prior.get(key) if options.model == "gauss" else None
         options = dataclasses.replace(options, sigma_prior=prior or "none")
     chunk = chunk_units(config.execution.mem_gb, data.data.shape[1])
@@ -391,9 +420,17 @@ def _checkpointed_fit(
         how_to_resume=how_to_resume(config),
         budget="auto" if config.execution.mem_gb_auto else None,
         labels={} if key is None else {"held_out_run": key},
+        owned=owned,
     )
     result = fit_chunked(
-        data.data, stim, loaded.tr, options, store, nuisance=data.nuisance, progress=progress, owned=owned
+        data.data,
+        stim,
+        loaded.tr,
+        options,
+        store,
+        nuisance=data.nuisance,
+        progress=progress,
+        cache=shared.cache(key),
     )
     if options.model == "gauss":
         shared.gauss[key] = result
@@ -401,13 +438,18 @@ def _checkpointed_fit(
 
 
 def participant_sigma_prior(
-    loaded: LoadedFit, runs: FittedRuns, options: FitOptions, progress: ProgressFn
-) -> Any:
+    loaded: LoadedFit,
+    runs: FittedRuns,
+    options: FitOptions,
+    progress: ProgressFn,
+    cache: FitCache | None = None,
+) -> SigmaPrior | None:
     """The prior of ``--sigma-prior eccentricity``, estimated once from a pilot fit before the chunked fit.
 
-    Every k-th unit (at most :data:`~prfmap.engine.fit.sigma_prior.PILOT_UNITS`) is fitted with the
-    fit's options and a prior estimated from its own refined units; every chunk then uses that prior,
-    so it depends neither on the chunking nor on which units had the best SNR.
+    Every k-th unit (at most :data:`~prfmap.engine.estimate.sigma_prior.PILOT_UNITS`) is refined with
+    the fit's options and a prior estimated from its refined units
+    (:func:`prfmap.engine.estimate_sigma_prior`); every chunk then uses that prior, so it depends
+    neither on the chunking nor on which units had the best SNR.
 
     Parameters
     ----------
@@ -419,6 +461,8 @@ def participant_sigma_prior(
         The fit's options, its HRF and noise model already estimated.
     progress : callable
         ``progress(stage, done, total)``.
+    cache : prfmap.engine.FitCache, optional
+        The fit's problems and grid predictions, shared with its other estimates and its chunks.
 
     Returns
     -------
@@ -426,30 +470,22 @@ def participant_sigma_prior(
         None where the pilot's refined units were too few.
     """
     # Deferred: the engine's compiled code (and Keras) loads when a fit needs it, not on import.
-    from prfmap.engine import fit_prf
-
-    # Deferred with the engine: the module imports its kernels (and so Keras).
-    from prfmap.engine.fit.sigma_prior import pilot_units, prior_of
+    from prfmap.engine import estimate_sigma_prior
 
     start = time.perf_counter()
-    rows = pilot_units(runs.data.data.shape[0])
-    # units without data (outside --roi, refused) would be no pilot units: leaving them out keeps
-    # the pilot the same share of a region's units as of a whole fit's
-    rows = rows[np.isfinite(runs.data.data[rows]).all(axis=1)]
-    pilot = fit_prf(
-        runs.data.data[rows],
+    prior = estimate_sigma_prior(
+        runs.data.data,
         runs.stim,
         loaded.tr,
-        options=dataclasses.replace(options, uncertainty=False, return_predictions=False),
+        options=options,
         nuisance=runs.data.nuisance,
         progress=lambda stage, done, total: progress(f"sigma prior {stage}", done, total),
+        cache=cache,
     )
-    prior = prior_of(pilot.settings.sigma_prior)
     logger.info(
-        "%s: sigma prior from %d of %d pilot units in %.1f s: %s",
+        "%s: sigma prior from %d refined pilot units in %.1f s: %s",
         runs.name,
         prior.units if prior else 0,
-        rows.size,
         time.perf_counter() - start,
         f"log sigma = {prior.intercept:.3f} + {prior.slope:.3f} ecc, spread {prior.spread:.3f}"
         if prior
@@ -458,7 +494,13 @@ def participant_sigma_prior(
     return prior
 
 
-def participant_hrf(loaded: LoadedFit, runs: FittedRuns, options: FitOptions, progress: ProgressFn) -> HRF:
+def participant_hrf(
+    loaded: LoadedFit,
+    runs: FittedRuns,
+    options: FitOptions,
+    progress: ProgressFn,
+    cache: FitCache | None = None,
+) -> HRF:
     """The HRF of ``--hrf participant``, estimated once from all units of ``runs`` before the chunked fit.
 
     ``runs`` holds the combined runs of the fit, or of one cross-validation fold's training runs.
@@ -473,6 +515,8 @@ def participant_hrf(loaded: LoadedFit, runs: FittedRuns, options: FitOptions, pr
         The fit's options (``slice_time_ref``, ``mem_gb``).
     progress : callable
         ``progress(stage, done, total)``.
+    cache : prfmap.engine.FitCache, optional
+        The fit's problems and grid predictions, shared with its other estimates and its chunks.
 
     Returns
     -------
@@ -493,6 +537,7 @@ def participant_hrf(loaded: LoadedFit, runs: FittedRuns, options: FitOptions, pr
         mem_gb=options.mem_gb,
         progress=lambda stage, done, total: progress(f"HRF {stage}", done, total),
         spread=spread,
+        cache=cache,
     )
     logger.info(
         "%s: participant HRF from %d units in %.1f s: peak delay %.2f s, dispersion %.2f "
@@ -509,7 +554,11 @@ def participant_hrf(loaded: LoadedFit, runs: FittedRuns, options: FitOptions, pr
 
 
 def participant_noise(
-    loaded: LoadedFit, runs: FittedRuns, options: FitOptions, progress: ProgressFn
+    loaded: LoadedFit,
+    runs: FittedRuns,
+    options: FitOptions,
+    progress: ProgressFn,
+    cache: FitCache | None = None,
 ) -> BaseNoiseModel:
     """The noise model of ``--noise-model`` (``ar<p>``...), estimated once from ``runs`` before the fit.
 
@@ -525,6 +574,8 @@ def participant_noise(
         The fit's options (``noise``: the option; ``hrf``, ``slice_time_ref``, ``mem_gb``, ``seed``).
     progress : callable
         ``progress(stage, done, total)``.
+    cache : prfmap.engine.FitCache, optional
+        The fit's problems and grid predictions, shared with its other estimates and its chunks.
 
     Returns
     -------
@@ -545,6 +596,7 @@ def participant_noise(
         mem_gb=options.mem_gb,
         seed=options.seed,
         progress=lambda stage, done, total: progress(f"noise {stage}", done, total),
+        cache=cache,
     )
     logger.info(
         "%s: %s noise model from %d units in %.1f s: coefficients %s",

@@ -8,15 +8,15 @@ import pytest
 
 from conftest import FOV, TR, bar_design
 from helpers import backend_result
-from prfmap.engine import NoiseModel, Stimulus, catalog, fit_prf, predict
+from prfmap.engine import FitOptions, NoiseModel, Stimulus, catalog, estimate_sigma_prior, fit_prf, predict
 from prfmap.engine.catalog import Z95
 from prfmap.engine.catalog.result import Uncertainty
 from prfmap.engine.fit.sigma_prior import (
     PROFILE_POINTS,
     SigmaPrior,
-    estimate_sigma_prior,
     map_log_sigma,
     posterior_uncertainty,
+    prior_from_profiles,
     profile_limits,
     profile_upper_limit,
 )
@@ -37,7 +37,7 @@ def gaussian_profiles(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.
 
 def test_the_marginal_likelihood_recovers_the_prior_whatever_each_unit_s_precision():
     profiles, ecc, _ = gaussian_profiles(4000, np.random.default_rng(0))
-    prior = estimate_sigma_prior(GRID, profiles, ecc)
+    prior = prior_from_profiles(GRID, profiles, ecc)
     assert prior is not None and prior.units == 4000
     assert abs(prior.intercept + 0.9) < 0.05 and abs(prior.slope - 0.14) < 0.01, prior
     assert abs(prior.spread - 0.2) < 0.03, prior
@@ -45,7 +45,7 @@ def test_the_marginal_likelihood_recovers_the_prior_whatever_each_unit_s_precisi
 
 def test_too_few_units_give_no_prior():
     profiles, ecc, _ = gaussian_profiles(10, np.random.default_rng(1))
-    assert estimate_sigma_prior(GRID, profiles, ecc) is None
+    assert prior_from_profiles(GRID, profiles, ecc) is None
 
 
 def test_the_posterior_mode_of_gaussian_profiles_is_the_precision_weighted_mean():
@@ -115,6 +115,18 @@ def test_the_prior_lowers_sigma_s_error_keeps_its_intervals_and_leaves_the_floor
     assert out["prior"]["error"] < 0.8 * out["plain"]["error"], out
     assert 0.92 <= out["prior"]["coverage"] <= 0.99, out
     assert out["prior"]["floor"] <= 0.01 < out["plain"]["floor"], out
+
+
+def test_the_participant_estimate_is_the_prior_a_fit_of_the_pilot_units_states():
+    """``estimate_sigma_prior`` stops the fit after the prior (no final fit, no standard errors) and
+    leaves units without data out of its pilot: the prior is the one a whole fit of those units reports."""
+    _, data, stim, nuisance = simulated(0.9, n=120, seed=5)
+    options = FitOptions(noise=NoiseModel("ar1", (0.3,), 1))
+    fitted = fit_prf(data, stim, TR, options=options, nuisance=nuisance, sigma_prior="eccentricity")
+    outside = np.full((40, data.shape[1]), np.nan)  # e.g. outside --roi: no pilot units
+    prior = estimate_sigma_prior(np.vstack([outside, data]), stim, TR, options=options, nuisance=nuisance)
+    assert prior is not None and prior.describe() == fitted.settings.sigma_prior
+    assert estimate_sigma_prior(outside, stim, TR, options=options, nuisance=nuisance) is None
 
 
 MAPPED = (

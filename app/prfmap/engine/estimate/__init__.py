@@ -1,4 +1,5 @@
-"""Estimators that run once before a participant's fits, each calling ``fit_prf``.
+"""Estimators that run once before a participant's fits, each calling ``fit_prf`` or its stages.
 
-The participant HRF (:mod:`.hrf`) and the noise model (:mod:`.noise`).
+The participant HRF (:mod:`.hrf`), the noise model (:mod:`.noise`) and the prior on log σ
+(:mod:`.sigma_prior`).
 """

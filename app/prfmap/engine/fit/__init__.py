@@ -10,7 +10,7 @@ stage returned is changed afterwards.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -34,6 +34,7 @@ from prfmap.engine.fit.result import (
     keeping_gaussian,
 )
 from prfmap.engine.fit.sigma_prior import (
+    SigmaPrior,
     at_likelihood_sigma,
     floor_sigma_limit,
     posterior_sigma,
@@ -41,13 +42,13 @@ from prfmap.engine.fit.sigma_prior import (
 )
 from prfmap.engine.fit.uncertainty import covariance_recipe, doubtful_uncertainty, parameter_uncertainty
 from prfmap.engine.hrf import HRF
-from prfmap.engine.models import floatx, free_mask, get_model
+from prfmap.engine.models import InternalBounds, floatx, free_mask, get_model
 from prfmap.engine.noise import OLS, BaseNoiseModel
 from prfmap.engine.options import FitOptions
-from prfmap.engine.problem import FitCache, Problem, project_units, whitened
+from prfmap.engine.problem import FitCache, Problem, Units, project_units, whitened
 from prfmap.engine.stimulus import Stimulus
 
-__all__ = ["FitOptions", "FitResult", "fit_prf"]
+__all__ = ["FitOptions", "FitResult", "Refinement", "check_data", "fit_prf", "refine_units"]
 
 
 def fit_prf(
@@ -94,8 +95,174 @@ def fit_prf(
     opts = FitOptions.from_keywords(options, **keywords)
     cache = FitCache() if cache is None else cache
     t_start = time.perf_counter()
+    data = check_data(data, stim)
+    fit = refine_units(data, stim, tr, opts, nuisance=nuisance, progress=progress, cache=cache)
+    prob, units, gls_prob, gls_units = fit.prob, fit.units, fit.gls_prob, fit.gls_units
+    begun, refined, refined_u, sigma_prior = fit.begun, fit.refined, fit.u, fit.sigma_prior
+    bounds, free, mem_gb, timings = fit.bounds, fit.free, fit.mem_gb, dict(fit.timings)
+    final = partial(
+        final_fit, prob, units, shape=data.shape, mem_gb=mem_gb, with_predictions=opts.return_predictions
+    )
+    if begun.seeded is not None and fit.gauss_start is not None:
+        final = keeping_gaussian(final, prob.model, units.index, ~begun.seeded, fit.gauss_start)
+    checked = checked_fit(
+        final,
+        refined_u,
+        begun.u,
+        units.index,
+        bounds,
+        free,
+        refined.flags,
+        prob.model.params,
+    )
+    uncertainty, status = None, checked.status
+    if opts.uncertainty:
+        alternatives = hrf_alternatives(prob, stim, tr, nuisance, opts.slice_time_ref, fit.whitening)
+        at_floor = (
+            catalog.status_codes(checked.status)[units.index] & catalog.STATUS_BITS["size_at_floor"]
+        ) > 0
+        u_likelihood = at_likelihood_sigma(checked.u, refined.u, refined_u, prob.model)
+        if sigma_prior is not None:  # the maximum-likelihood σ on its floor: an upper limit
+            k = prob.model.names.index("sigma")
+            at_floor |= u_likelihood[:, k] <= bounds.lower[k] + 1e-6
+        refined_units = ~refined.flags["grid_only"]  # grid-only units: below --refine-r2-min, no signal
+        floor_upper = None
+        if "sigma" in prob.model.names:
+            k = prob.model.names.index("sigma")
+            limits = (float(bounds.lower[k]), float(bounds.upper[k]))
+            floor = at_floor & refined_units
+            floor_upper = floor_sigma_limit(
+                gls_prob, gls_units, u_likelihood, floor, k, limits, mem_gb, fit.profiled_upper
+            )
+        uncertainty = parameter_uncertainty(
+            gls_prob,
+            gls_units,
+            u_likelihood,
+            free,
+            covariance_recipe(opts.covariance, stim.run_lengths, alternatives),
+            mem_gb=mem_gb,
+            which=refined_units,
+            floor_upper=floor_upper,
+        )
+        uncertain = doubtful_uncertainty(uncertainty, checked.params, stim.scales["radius"])
+        if sigma_prior is not None:
+            uncertainty = posterior_uncertainty(uncertainty, checked.params["sigma"], sigma_prior)
+        status = np.where(uncertain, status + catalog.STATUS_BITS["uncertain"], status)
+    settings = _settings(
+        prob,
+        opts,
+        refined.record,
+        begun,
+        fixed={k: float(v) for k, v in fit.fixed_values.items()},
+        units=(int(data.shape[0]), int(units.index.size)),
+        bounds=bounds_record(prob.model, bounds, free),
+        noise=fit.noise,
+    )
+    if sigma_prior is not None:
+        settings = replace(settings, sigma_prior=sigma_prior.describe())
+    timings |= {**begun.timings, "refine": refined.seconds, "linear": checked.seconds}
+    if uncertainty is not None:
+        timings["uncertainty"] = uncertainty.seconds
+    timings["total"] = time.perf_counter() - t_start
+    return FitResult(
+        prob.model.name,
+        checked.params,
+        checked.r2,
+        checked.loss,
+        timings,
+        settings,
+        checked.predictions,
+        status,
+        checked.flags,
+        uncertainty,
+    )
+
+
+@dataclass(frozen=True)
+class Refinement:
+    """A fit's units after their start (grid search or seeds) and refinement, before the final linear fit.
+
+    Attributes
+    ----------
+    prob, units : Problem, Units
+        The fit's problem and its projected units.
+    gls_prob, gls_units : Problem, Units
+        The same whitened by the noise model (the refinement's; ``prob`` and ``units`` without one).
+    begun : stages.Start
+        The starts.
+    refined : stages.Refined
+        The refinement; its ``u`` are the maximum-likelihood parameters.
+    u : ndarray, shape (units, K)
+        The refined parameters, σ at its posterior mode where there is a prior.
+    sigma_prior : SigmaPrior or None
+        The prior on log σ used (``FitOptions.sigma_prior``), None without one.
+    profiled_upper : ndarray or None
+        σ's profile-likelihood upper limits of the profiled units (:func:`posterior_sigma`).
+    bounds : InternalBounds
+        The internal bounds.
+    free : ndarray of bool
+        The parameters refined.
+    fixed_values : dict
+        The fixed parameters' values.
+    noise : BaseNoiseModel
+        The noise model.
+    whitening : ndarray or None
+        Its whitening matrix.
+    gauss_start : dict or None
+        The Gaussian fit a non-Gaussian model's units start from, at the projected units.
+    mem_gb : float
+        The engine's memory budget.
+    timings : dict
+        Seconds of the stages so far.
+    """
+
+    prob: Problem
+    units: Units
+    gls_prob: Problem
+    gls_units: Units
+    begun: stages.Start
+    refined: stages.Refined
+    u: np.ndarray
+    sigma_prior: SigmaPrior | None
+    profiled_upper: np.ndarray | None
+    bounds: InternalBounds
+    free: np.ndarray
+    fixed_values: dict[str, float]
+    noise: BaseNoiseModel
+    whitening: np.ndarray | None
+    gauss_start: dict[str, np.ndarray] | None
+    mem_gb: float
+    timings: dict[str, float]
+
+
+def refine_units(
+    data: np.ndarray,
+    stim: Stimulus,
+    tr: float,
+    opts: FitOptions,
+    *,
+    nuisance: np.ndarray | None,
+    progress: ProgressFn | None,
+    cache: FitCache,
+) -> Refinement:
+    """:func:`fit_prf`'s stages up to its final linear fit: problem, starts, refinement, σ's posterior.
+
+    Parameters
+    ----------
+    data : ndarray, shape (units, frames)
+        Time courses, float64, checked against the stimulus.
+    stim, tr, nuisance, progress, cache
+        As :func:`fit_prf`'s.
+    opts : FitOptions
+        The fit's options.
+
+    Returns
+    -------
+    Refinement
+    """
+    t_start = time.perf_counter()
     prf_model, refiner = get_model(opts.model), catalog.get_refiner(opts.refine)
-    data, mem_gb, dtype = _check_data(data, stim), memory_budget(opts.mem_gb), floatx(opts.dtype)
+    mem_gb, dtype = memory_budget(opts.mem_gb), floatx(opts.dtype)
     hrf = resolve_hrf(opts.hrf)
     n_bases = len(hrf.bases)
     prob = cache.problem(prf_model, stim, tr, n_bases, nuisance, dtype, opts.slice_time_ref, hrf)
@@ -131,80 +298,24 @@ def fit_prf(
             gls_prob, gls_units, refined.u, which, limits, opts.sigma_prior, mem_gb
         )
         timings["sigma_prior"] = time.perf_counter() - t0
-    final = partial(
-        final_fit, prob, units, shape=data.shape, mem_gb=mem_gb, with_predictions=opts.return_predictions
-    )
-    if begun.seeded is not None and gauss_start is not None:
-        final = keeping_gaussian(final, prob.model, units.index, ~begun.seeded, gauss_start)
-    checked = checked_fit(
-        final,
+    return Refinement(
+        prob,
+        units,
+        gls_prob,
+        gls_units,
+        begun,
+        refined,
         refined_u,
-        begun.u,
-        units.index,
+        sigma_prior,
+        profiled_upper,
         bounds,
         free,
-        refined.flags,
-        prob.model.params,
-    )
-    uncertainty, status = None, checked.status
-    if opts.uncertainty:
-        alternatives = hrf_alternatives(prob, stim, tr, nuisance, opts.slice_time_ref, whitening)
-        at_floor = (
-            catalog.status_codes(checked.status)[units.index] & catalog.STATUS_BITS["size_at_floor"]
-        ) > 0
-        u_likelihood = at_likelihood_sigma(checked.u, refined.u, refined_u, prob.model)
-        if sigma_prior is not None:  # the maximum-likelihood σ on its floor: an upper limit
-            k = prob.model.names.index("sigma")
-            at_floor |= u_likelihood[:, k] <= bounds.lower[k] + 1e-6
-        refined_units = ~refined.flags["grid_only"]  # grid-only units: below --refine-r2-min, no signal
-        floor_upper = None
-        if "sigma" in prob.model.names:
-            k = prob.model.names.index("sigma")
-            limits = (float(bounds.lower[k]), float(bounds.upper[k]))
-            floor_upper = floor_sigma_limit(
-                gls_prob, gls_units, u_likelihood, at_floor & refined_units, k, limits, mem_gb, profiled_upper
-            )
-        uncertainty = parameter_uncertainty(
-            gls_prob,
-            gls_units,
-            u_likelihood,
-            free,
-            covariance_recipe(opts.covariance, stim.run_lengths, alternatives),
-            mem_gb=mem_gb,
-            which=refined_units,
-            floor_upper=floor_upper,
-        )
-        uncertain = doubtful_uncertainty(uncertainty, checked.params, stim.scales["radius"])
-        if sigma_prior is not None:
-            uncertainty = posterior_uncertainty(uncertainty, checked.params["sigma"], sigma_prior)
-        status = np.where(uncertain, status + catalog.STATUS_BITS["uncertain"], status)
-    settings = _settings(
-        prob,
-        opts,
-        refined.record,
-        begun,
-        fixed={k: float(v) for k, v in fixed_values.items()},
-        units=(int(data.shape[0]), int(units.index.size)),
-        bounds=bounds_record(prob.model, bounds, free),
-        noise=noise,
-    )
-    if sigma_prior is not None:
-        settings = replace(settings, sigma_prior=sigma_prior.describe())
-    timings |= {**begun.timings, "refine": refined.seconds, "linear": checked.seconds}
-    if uncertainty is not None:
-        timings["uncertainty"] = uncertainty.seconds
-    timings["total"] = time.perf_counter() - t_start
-    return FitResult(
-        prob.model.name,
-        checked.params,
-        checked.r2,
-        checked.loss,
+        fixed_values,
+        noise,
+        whitening,
+        gauss_start,
+        mem_gb,
         timings,
-        settings,
-        checked.predictions,
-        status,
-        checked.flags,
-        uncertainty,
     )
 
 
@@ -314,8 +425,25 @@ def resolve_hrf(hrf: str | HRF) -> HRF:
     return HRF(option=hrf)
 
 
-def _check_data(data: np.ndarray, stim: Stimulus) -> np.ndarray:
-    """``data`` as float64 (units, frames), or ValueError when its frames do not match the stimulus."""
+def check_data(data: np.ndarray, stim: Stimulus) -> np.ndarray:
+    """``data`` as float64 (units, frames).
+
+    Parameters
+    ----------
+    data : array-like
+        Time courses.
+    stim : Stimulus
+        Their apertures.
+
+    Returns
+    -------
+    ndarray, shape (units, frames)
+
+    Raises
+    ------
+    ValueError
+        When its frames do not match the stimulus's.
+    """
     data = np.asarray(data, dtype=np.float64)
     if data.ndim != 2 or data.shape[1] != stim.n_frames:
         raise ValueError(f"data must be (units, {stim.n_frames}) to match the stimulus, got {data.shape}")

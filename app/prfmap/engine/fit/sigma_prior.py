@@ -33,13 +33,11 @@ __all__ = [
     "PROFILE_POINTS",
     "SigmaPrior",
     "at_likelihood_sigma",
-    "estimate_sigma_prior",
     "floor_sigma_limit",
     "map_log_sigma",
-    "pilot_units",
     "posterior_sigma",
     "posterior_uncertainty",
-    "prior_of",
+    "prior_from_profiles",
     "profile_limits",
     "profile_upper_limit",
     "sigma_profiles",
@@ -267,9 +265,7 @@ def floor_sigma_limit(
     return out
 
 
-def estimate_sigma_prior(
-    grid: np.ndarray, profile: np.ndarray, eccentricity: np.ndarray
-) -> SigmaPrior | None:
+def prior_from_profiles(grid: np.ndarray, profile: np.ndarray, eccentricity: np.ndarray) -> SigmaPrior | None:
     """The prior whose marginal likelihood of the units' profiles is largest.
 
     Parameters
@@ -396,7 +392,7 @@ def posterior_sigma(
     grid, profile = sigma_profiles(prob, units.rows(rows), u[rows], k, limits, mem_gb)
     upper_limit[rows] = profile_upper_limit(grid, profile)
     eccentricity = np.hypot(u[rows, 0], u[rows, 1])
-    prior = option if isinstance(option, SigmaPrior) else estimate_sigma_prior(grid, profile, eccentricity)
+    prior = option if isinstance(option, SigmaPrior) else prior_from_profiles(grid, profile, eccentricity)
     if prior is None:
         return u, None, upper_limit
     mapped = map_log_sigma(grid, profile, eccentricity, prior)
@@ -404,48 +400,6 @@ def posterior_sigma(
     ok = np.isfinite(mapped)
     out[rows[ok], k] = mapped[ok]
     return out, prior, upper_limit
-
-
-PILOT_UNITS = 4000
-"""At most this many units, every k-th, are fitted to estimate a participant's prior once
-(:func:`pilot_units`): a sample that does not depend on how the fit is chunked or on any unit's SNR."""
-
-
-def pilot_units(n_units: int) -> np.ndarray:
-    """Every k-th of ``n_units`` units, at most :data:`PILOT_UNITS` of them (the pilot fit's).
-
-    Parameters
-    ----------
-    n_units : int
-        The units of the fit.
-
-    Returns
-    -------
-    ndarray of int
-    """
-    return np.arange(0, n_units, max(1, -(-n_units // PILOT_UNITS)))
-
-
-def prior_of(record: dict[str, Any] | None) -> SigmaPrior | None:
-    """The prior a :meth:`SigmaPrior.describe` record states.
-
-    Parameters
-    ----------
-    record : dict or None
-        A fit's ``settings.sigma_prior``.
-
-    Returns
-    -------
-    SigmaPrior or None
-    """
-    if not record:
-        return None
-    return SigmaPrior(
-        float(record["log_sigma_intercept"]),
-        float(record["log_sigma_slope_per_deg"]),
-        float(record["log_sigma_spread"]),
-        int(record["units"]),
-    )
 
 
 def at_likelihood_sigma(
