@@ -156,7 +156,7 @@ def test_standard_errors_and_intervals_hold_the_truth(demo) -> None:
         assert 0.8 <= retest["Consistent"][key] <= 1.0, retest
     lead = html.unescape((out / "sub-01.html").read_text())
     assert f"agree within their combined 95 % intervals for x {100 * retest['Consistent']['x']:.0f} %" in lead
-    assert "σ's runs high under its prior" in lead  # --sigma-prior eccentricity, the default
+    assert "σ at its maximum-likelihood estimate, before its prior" in lead  # --sigma-prior eccentricity
     assert sidecar["FitSettings"]["sigma_prior"]["option"] == "eccentricity"
     assert not list((out / "sub-01" / "func").glob("*_stat-*.json"))  # a statistic's map has no own sidecar
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from prfmap.engine.catalog.result import FitResult, Uncertainty
 from prfmap.participant.retest import RETEST_PARAMETERS, FoldEstimate, retest_consistency
 
 
@@ -42,3 +43,23 @@ def test_only_units_with_signal_in_both_and_not_doubtful_are_compared():
     assert retest_consistency(first, second)["Units"] == 4
     first.r2[:] = 0.0
     assert retest_consistency(first, second) is None
+
+
+def test_a_fold_under_a_prior_is_compared_at_its_maximum_likelihood_sigma():
+    """Posterior σ shrink both runs toward lines from the same participant; the check compares the
+    data's estimates and errors (``Uncertainty.likelihood``) and leaves the others as reported."""
+    n = 4
+    params = {"x": np.arange(n, dtype=float), "y": np.zeros(n), "sigma": np.full(n, 1.0)}
+    se = {k: np.full(n, 0.1) for k in RETEST_PARAMETERS}
+    likelihood, likelihood_se = {"sigma": np.array([0.5, 0.8, 1.2, 2.0])}, {"sigma": np.full(n, 0.4)}
+    unc = Uncertainty(se, {}, {}, np.full(n, 100.0), 0.0, likelihood, likelihood_se)
+    result = FitResult("gauss", params, np.full(n, 0.5), np.zeros(n), status=np.zeros(n), uncertainty=unc)
+    estimate = FoldEstimate.of(result)
+    np.testing.assert_array_equal(estimate.values["sigma"], likelihood["sigma"])
+    np.testing.assert_array_equal(estimate.se["sigma"], likelihood_se["sigma"])
+    np.testing.assert_array_equal(estimate.values["x"], params["x"])
+    np.testing.assert_array_equal(estimate.se["x"], se["x"])
+    plain = FitResult(
+        "gauss", params, np.full(n, 0.5), np.zeros(n), status=np.zeros(n), uncertainty=Uncertainty(se)
+    )
+    np.testing.assert_array_equal(FoldEstimate.of(plain).values["sigma"], params["sigma"])

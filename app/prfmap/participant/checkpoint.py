@@ -37,7 +37,13 @@ if TYPE_CHECKING:
     from prfmap.engine import FitCache
 
 logger = logging.getLogger(__name__)
-CHECKPOINT_FORMAT = 4  # 2: per-unit status; 3: and its uncertainty; 4: the fit keyed by FitOptions.identity()
+CHECKPOINT_FORMAT = (
+    5  # 2: per-unit status; 3: and its uncertainty; 4: the fit keyed by FitOptions.identity();
+)
+# 5: and the maximum-likelihood σ and its standard error under a prior
+
+UNCERTAINTY_PARTS = ("se", "lower", "upper", "likelihood", "likelihood_se")
+"""The per-key parts of a chunk's :class:`~prfmap.engine.catalog.result.Uncertainty`."""
 
 
 def file_identity(paths: Sequence[str | os.PathLike[str]]) -> list[list[Any]]:
@@ -102,7 +108,7 @@ def _chunk_arrays(result: Any, predictions: bool) -> dict[str, np.ndarray]:
     arrays["status"] = np.asarray(result.status)
     unc = result.uncertainty
     if unc is not None:
-        for part in ("se", "lower", "upper"):
+        for part in UNCERTAINTY_PARTS:
             arrays |= {f"{part}:{k}": np.asarray(v) for k, v in getattr(unc, part).items()}
         arrays["dof"] = np.asarray(unc.dof)
     if predictions:
@@ -143,11 +149,17 @@ def _merge(model: str, chunks: list[tuple[dict[str, np.ndarray], dict[str, Any]]
                 for k in first
                 if k.startswith(f"{part}:")
             }
-            for part in ("se", "lower", "upper")
+            for part in UNCERTAINTY_PARTS
         }
         dof = np.concatenate([c[0]["dof"] for c in chunks])
         uncertainty = Uncertainty(
-            parts["se"], parts["lower"], parts["upper"], dof, timings.get("uncertainty", 0.0)
+            parts["se"],
+            parts["lower"],
+            parts["upper"],
+            dof,
+            timings.get("uncertainty", 0.0),
+            parts["likelihood"],
+            parts["likelihood_se"],
         )
     return FitResult(model, params, r2, loss, timings, settings, predictions, status, flags, uncertainty)
 

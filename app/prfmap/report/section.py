@@ -342,11 +342,7 @@ class FitSection(MapFigures):
             f"their combined 95 % intervals for x {100 * shares['x']:.0f} %, y {100 * shares['y']:.0f} % "
             f"and σ {100 * shares['sigma']:.0f} % of {record['Units']} units (about 95 % if the "
             "intervals are right"
-            + (
-                "; σ's runs high under its prior, which draws both runs toward the same line)."
-                if prior
-                else ")."
-            )
+            + ("; σ at its maximum-likelihood estimate, before its prior)." if prior else ").")
         )
 
     def _uncertain_share(self) -> tuple[int, int, float]:

@@ -98,6 +98,15 @@ def test_the_prior_lowers_sigma_s_error_keeps_its_intervals_and_leaves_the_floor
     assert record["option"] == "eccentricity" and record["units"] > 300
     assert 0.1 < record["log_sigma_slope_per_deg"] < 0.2 and 0.15 < record["log_sigma_spread"] < 0.35
     assert plain.settings.sigma_prior is None
+    # the maximum-likelihood σ and its error are kept beside the posterior's: those of the fit without it
+    kept = mapped.uncertainty
+    refined = np.isfinite(plain.uncertainty.se["sigma"])
+    np.testing.assert_allclose(kept.likelihood["sigma"], plain.params["sigma"], rtol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(
+        kept.likelihood_se["sigma"][refined], plain.uncertainty.se["sigma"][refined], rtol=1e-6
+    )
+    assert not np.allclose(kept.likelihood["sigma"][refined], mapped.params["sigma"][refined])
+    assert plain.uncertainty.likelihood == {} and plain.uncertainty.likelihood_se == {}
     out = {}
     for name, res in (("plain", plain), ("prior", mapped)):
         keep = ~catalog.doubtful(res.status) & np.isfinite(res.uncertainty.se["sigma"])
@@ -167,7 +176,9 @@ def test_a_tight_prior_never_makes_sigma_s_interval_leave_out_what_the_data_allo
     unc = Uncertainty(se, {"sigma": lower}, {"sigma": upper}, 100.0, 0.0)
     prior = SigmaPrior(np.log(0.25), 0.0, 0.05, 500)
     mapped = np.array([0.26, 0.6, 0.27, 0.25])  # posterior modes pulled toward the prior's 0.25°
-    out = posterior_uncertainty(unc, mapped, prior)
+    out = posterior_uncertainty(unc, mapped, prior, sigma_ml)
+    np.testing.assert_array_equal(out.likelihood["sigma"], sigma_ml)  # what the data alone say, kept
+    np.testing.assert_array_equal(out.likelihood_se["sigma"], se["sigma"])
     assert np.all(out.lower["sigma"] <= lower) and np.all(out.upper["sigma"] >= upper)
     assert np.all(out.lower["sigma"] <= mapped) and np.all(out.upper["sigma"] >= mapped)
     data_sd = (np.log(upper) - np.log(lower)) / (2 * Z95)

@@ -35,6 +35,10 @@ class Uncertainty:
         Residual degrees of freedom of the variance estimate.
     seconds : float
         Time it took.
+    likelihood, likelihood_se : dict
+        Where a prior moved a parameter's estimate (σ under ``sigma_prior``): its maximum-likelihood
+        estimate and that estimate's standard error, what the data alone say (the test–retest check
+        compares those); empty without a prior.
     """
 
     se: dict[str, np.ndarray] = field(default_factory=dict)
@@ -42,6 +46,8 @@ class Uncertainty:
     upper: dict[str, np.ndarray] = field(default_factory=dict)
     dof: np.ndarray | None = None
     seconds: float = 0.0
+    likelihood: dict[str, np.ndarray] = field(default_factory=dict)
+    likelihood_se: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from prfmap.engine.fit.sigma_prior import (
 from prfmap.engine.fit.uncertainty import covariance_recipe, doubtful_uncertainty, parameter_uncertainty
 from prfmap.engine.hrf import HRF
 from prfmap.engine.models import InternalBounds, floatx, free_mask, get_model
+from prfmap.engine.models.transforms import natural_values
 from prfmap.engine.noise import OLS, BaseNoiseModel
 from prfmap.engine.options import FitOptions
 from prfmap.engine.problem import FitCache, Problem, Units, project_units, whitened
@@ -146,7 +147,12 @@ def fit_prf(
         )
         uncertain = doubtful_uncertainty(uncertainty, checked.params, stim.scales["radius"])
         if sigma_prior is not None:
-            uncertainty = posterior_uncertainty(uncertainty, checked.params["sigma"], sigma_prior)
+            k = prob.model.names.index("sigma")
+            likelihood_sigma = np.array(checked.params["sigma"], dtype=np.float64)
+            likelihood_sigma[units.index] = natural_values(prob.model.params, u_likelihood)[:, k]
+            uncertainty = posterior_uncertainty(
+                uncertainty, checked.params["sigma"], sigma_prior, likelihood_sigma
+            )
         status = np.where(uncertain, status + catalog.STATUS_BITS["uncertain"], status)
     settings = _settings(
         prob,

@@ -431,7 +431,9 @@ def at_likelihood_sigma(
     return out
 
 
-def posterior_uncertainty(unc: Uncertainty, sigma: np.ndarray, prior: SigmaPrior) -> Uncertainty:
+def posterior_uncertainty(
+    unc: Uncertainty, sigma: np.ndarray, prior: SigmaPrior, likelihood_sigma: np.ndarray
+) -> Uncertainty:
     """``unc`` (at the maximum-likelihood σ) with σ's error and interval from the posterior and the data.
 
     The posterior of log σ: centred on the unit's posterior mode ``sigma``, its precision the data's
@@ -452,6 +454,9 @@ def posterior_uncertainty(unc: Uncertainty, sigma: np.ndarray, prior: SigmaPrior
         The posterior modes (the fit's σ).
     prior : SigmaPrior
         The prior.
+    likelihood_sigma : ndarray, shape (units,)
+        The maximum-likelihood σ, kept with its standard error (``unc``'s) in the result's
+        ``likelihood`` and ``likelihood_se``: what the data alone say.
 
     Returns
     -------
@@ -476,4 +481,12 @@ def posterior_uncertainty(unc: Uncertainty, sigma: np.ndarray, prior: SigmaPrior
         with np.errstate(invalid="ignore", divide="ignore"):
             spanned = sigma * (np.log(high["sigma"]) - np.log(low["sigma"])) / (2 * Z95)
         se["sigma"] = np.where(known, np.fmax(se["sigma"], spanned), se["sigma"])
-    return Uncertainty(se, low, high, unc.dof, unc.seconds)
+    return Uncertainty(
+        se,
+        low,
+        high,
+        unc.dof,
+        unc.seconds,
+        likelihood={**unc.likelihood, "sigma": likelihood_sigma},
+        likelihood_se={**unc.likelihood_se, "sigma": unc.se["sigma"]},
+    )
