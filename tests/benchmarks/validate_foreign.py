@@ -41,7 +41,7 @@ from scipy.special import erf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from validate_timing_cvr2 import APP, participant  # noqa: E402
+from validate_timing_cvr2 import APP, emit, participant  # noqa: E402
 from validate_uncertainty import measure  # noqa: E402
 
 sys.path.insert(0, str(APP))
@@ -231,11 +231,7 @@ def main() -> int:
                 **measure(bids, out),
                 "by_eccentricity": by_eccentricity(bids, out),
             }
-            line = json.dumps(record)
-            print(line, flush=True)
-            if args.table:
-                with open(args.table, "a") as fh:
-                    fh.write(line + "\n")
+            emit(record, args.table)
     if args.keep is None:
         shutil.rmtree(root, ignore_errors=True)
     return 0

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import shutil
 import sys
 import tempfile
@@ -29,6 +28,8 @@ import numpy as np
 
 APP = Path(__file__).resolve().parents[2] / "app"
 sys.path.insert(0, str(APP))
+
+from validate_timing_cvr2 import emit  # noqa: E402
 
 from prfmap.cli.config import build_config  # noqa: E402
 from prfmap.cli.parser import build_parser  # noqa: E402
@@ -128,11 +129,7 @@ def main() -> int:
             loaded, runs, combined, truth = load_mapped_region(bids, bids.parent)
             for option in args.options:
                 row = {"case": case, "seed": seed, **measure(loaded, runs, combined, truth, option)}
-                line = json.dumps(row)
-                print(line, flush=True)
-                if args.table:
-                    with args.table.open("a") as f:
-                        f.write(line + "\n")
+                emit(row, args.table)
     if args.keep is None:
         shutil.rmtree(root, ignore_errors=True)
     return 0

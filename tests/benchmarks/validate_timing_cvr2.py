@@ -63,6 +63,15 @@ def participant(bids: Path, out: Path, *options: str) -> float:
     return time.perf_counter() - start
 
 
+def emit(record: dict, table: Path | None) -> None:
+    """Print ``record`` as one JSON line, and append the line to ``table`` when given."""
+    line = json.dumps(record)
+    print(line, flush=True)
+    if table:
+        with open(table, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+
 def measure(bids: Path, out: Path, wall: float) -> dict:
     from helpers import read_maps
     from prfmap.synth import load_truth

@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from validate_timing_cvr2 import APP, participant  # noqa: E402
+from validate_timing_cvr2 import APP, emit, participant  # noqa: E402
 
 sys.path.insert(0, str(APP))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -151,11 +151,7 @@ def main() -> int:
                         "wall_s": round(wall, 1),
                         **measure(bids, out),
                     }
-                    line = json.dumps(record)
-                    print(line, flush=True)
-                    if args.table:
-                        with open(args.table, "a") as fh:
-                            fh.write(line + "\n")
+                    emit(record, args.table)
     if args.keep is None:
         shutil.rmtree(root, ignore_errors=True)
     return 0
