@@ -166,8 +166,9 @@ class SharedWork:
         The Gaussian's cross-validation: where another model's fold fit took the Gaussian's over, its
         scores are the Gaussian's.
     caches : dict
-        Each fit's and fold's :class:`~prfmap.engine.FitCache` (:meth:`cache`): its noise model's
-        screen, its σ prior's pilot and its chunks build the same problem and grid predictions.
+        The :class:`~prfmap.engine.FitCache` of the fit or fold being fitted (:meth:`cache`): its
+        noise model's screen, its σ prior's pilot and its chunks build the same problem and grid
+        predictions; dropped when that fit ends, so one fit's device memory is held at a time.
     """
 
     hrf: dict[str | None, HRF] = dataclasses.field(default_factory=dict)
@@ -434,6 +435,9 @@ def _checkpointed_fit(
     )
     if options.model == "gauss":
         shared.gauss[key] = result
+    # its problems and grid predictions (device memory) go with the fit: the next fit of the same
+    # runs is another model's, whose grid differs, and its estimates are done
+    shared.caches.pop(key, None)
     return result
 
 
