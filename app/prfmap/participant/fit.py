@@ -165,10 +165,6 @@ class SharedWork:
     gauss_cv : CrossValidation or None
         The Gaussian's cross-validation: where another model's fold fit took the Gaussian's over, its
         scores are the Gaussian's.
-    caches : dict
-        The :class:`~prfmap.engine.FitCache` of the fit or fold being fitted (:meth:`cache`): its
-        noise model's screen, its σ prior's pilot and its chunks build the same problem and grid
-        predictions; dropped when that fit ends, so one fit's device memory is held at a time.
     """
 
     hrf: dict[str | None, HRF] = dataclasses.field(default_factory=dict)
@@ -178,26 +174,6 @@ class SharedWork:
     keep_held_out: bool = False
     held_out: dict[int, HeldOutData] = dataclasses.field(default_factory=dict)
     gauss_cv: CrossValidation | None = None
-    caches: dict[str | None, FitCache] = dataclasses.field(default_factory=dict)
-
-    def cache(self, key: str | None) -> FitCache:
-        """The engine's cache of the fit ``key`` (a held-out run's name; None: all runs), made once.
-
-        Parameters
-        ----------
-        key : str or None
-            The held-out run's name.
-
-        Returns
-        -------
-        prfmap.engine.FitCache
-        """
-        if key not in self.caches:
-            # Deferred: the engine's compiled code (and Keras) loads when a fit needs it, not on import.
-            from prfmap.engine import FitCache
-
-            self.caches[key] = FitCache()
-        return self.caches[key]
 
 
 def fit_models(loaded: LoadedFit, config: Config, progress: ProgressFn) -> list[FitOutcome]:
@@ -381,22 +357,26 @@ def _checkpointed_fit(
     The checkpoint folder is appended to ``owned``; ``shared`` holds (and receives) the HRF, noise
     model and Gaussian fit of the same data that other models' fits estimated.
     """
+    # Deferred: the engine's compiled code (and Keras) loads when a fit needs it, not on import.
+    from prfmap.engine import FitCache
+
     shared = shared if shared is not None else SharedWork()
     key, data, stim = runs.held_out_run, runs.data, runs.stim
     options = fit_options(loaded, config, runs)
+    # the noise model's screen, the σ prior's pilot and the chunks build the same problem and grid
+    # predictions; they go with this call (device memory: one fit's at a time)
+    cache = FitCache()
     if options.hrf == "participant":
         if key not in shared.hrf:
-            shared.hrf[key] = participant_hrf(loaded, runs, options, progress, shared.cache(key))
+            shared.hrf[key] = participant_hrf(loaded, runs, options, progress, cache)
         options = dataclasses.replace(options, hrf=shared.hrf[key])
     if catalog.get_noise_model(options.noise).implementation is not None:
         if key not in shared.noise:
-            shared.noise[key] = participant_noise(loaded, runs, options, progress, shared.cache(key))
+            shared.noise[key] = participant_noise(loaded, runs, options, progress, cache)
         options = dataclasses.replace(options, noise=shared.noise[key])
     if options.sigma_prior == "eccentricity":  # measured for the Gaussian only (docs/validation.md)
         if options.model == "gauss" and key not in shared.sigma_prior:
-            shared.sigma_prior[key] = participant_sigma_prior(
-                loaded, runs, options, progress, shared.cache(key)
-            )
+            shared.sigma_prior[key] = participant_sigma_prior(loaded, runs, options, progress, cache)
         prior = shared.sigma_prior.get(key) if options.model == "gauss" else None
         options = dataclasses.replace(options, sigma_prior=prior or "none")
     chunk = chunk_units(config.execution.mem_gb, data.data.shape[1])
@@ -431,13 +411,10 @@ def _checkpointed_fit(
         store,
         nuisance=data.nuisance,
         progress=progress,
-        cache=shared.cache(key),
+        cache=cache,
     )
     if options.model == "gauss":
         shared.gauss[key] = result
-    # its problems and grid predictions (device memory) go with the fit: the next fit of the same
-    # runs is another model's, whose grid differs, and its estimates are done
-    shared.caches.pop(key, None)
     return result
 
 
