@@ -123,13 +123,12 @@ def fit_prf(
             catalog.status_codes(checked.status)[units.index] & catalog.STATUS_BITS["size_at_floor"]
         ) > 0
         u_likelihood = at_likelihood_sigma(checked.u, refined.u, refined_u, prob.model)
+        k = prob.model.names.index("sigma") if "sigma" in prob.model.names else None
         if sigma_prior is not None:  # the maximum-likelihood σ on its floor: an upper limit
-            k = prob.model.names.index("sigma")
             at_floor |= u_likelihood[:, k] <= bounds.lower[k] + 1e-6
         refined_units = ~refined.flags["grid_only"]  # grid-only units: below --refine-r2-min, no signal
         floor_upper = None
-        if "sigma" in prob.model.names:
-            k = prob.model.names.index("sigma")
+        if k is not None:
             limits = (float(bounds.lower[k]), float(bounds.upper[k]))
             floor = at_floor & refined_units
             floor_upper = floor_sigma_limit(
@@ -147,7 +146,6 @@ def fit_prf(
         )
         uncertain = doubtful_uncertainty(uncertainty, checked.params, stim.scales["radius"])
         if sigma_prior is not None:
-            k = prob.model.names.index("sigma")
             likelihood_sigma = np.array(checked.params["sigma"], dtype=np.float64)
             likelihood_sigma[units.index] = natural_values(prob.model.params, u_likelihood)[:, k]
             uncertainty = posterior_uncertainty(
