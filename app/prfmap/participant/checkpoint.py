@@ -38,9 +38,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 CHECKPOINT_FORMAT = (
-    5  # 2: per-unit status; 3: and its uncertainty; 4: the fit keyed by FitOptions.identity();
+    6  # 2: per-unit status; 3: and its uncertainty; 4: the fit keyed by FitOptions.identity();
 )
-# 5: and the maximum-likelihood σ and its standard error under a prior
+# 5: and the maximum-likelihood σ and its standard error under a prior; 6: that error at least the
+# one its profile-likelihood interval implies
 
 UNCERTAINTY_PARTS = ("se", "lower", "upper", "likelihood", "likelihood_se")
 """The per-key parts of a chunk's :class:`~prfmap.engine.catalog.result.Uncertainty`."""

@@ -32,7 +32,9 @@ class FoldEstimate:
     standard error (``Uncertainty.likelihood``): two runs' posterior estimates shrink toward lines
     estimated from the same participant, so they differ less than their errors say whatever those
     errors are worth (0.995–1.000 of the units on prfmap-synth); the data's estimates test the data's
-    intervals.
+    intervals. σ's maximum-likelihood error is the larger of the curvature's and the one its
+    profile-likelihood interval implies: where σ's likelihood is flat, the estimate of each run lies
+    anywhere in the valley, further than the curvature at its maximum says.
 
     Attributes
     ----------
@@ -119,6 +121,7 @@ def retest_consistency(
             f"{r2_min:g} and not flagged doubtful in both fits, the share whose two estimates differ "
             "by at most 1.96 sqrt(se1^2 + se2^2): about 0.95 where the standard errors are right; "
             "an estimate a prior moved (sigma under --sigma-prior) is compared at its maximum-likelihood "
-            "value with that value's standard error"
+            "value with that value's standard error (the larger of the curvature's and the one its "
+            "profile-likelihood interval implies)"
         ),
     }

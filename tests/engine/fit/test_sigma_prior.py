@@ -98,13 +98,14 @@ def test_the_prior_lowers_sigma_s_error_keeps_its_intervals_and_leaves_the_floor
     assert record["option"] == "eccentricity" and record["units"] > 300
     assert 0.1 < record["log_sigma_slope_per_deg"] < 0.2 and 0.15 < record["log_sigma_spread"] < 0.35
     assert plain.settings.sigma_prior is None
-    # the maximum-likelihood σ and its error are kept beside the posterior's: those of the fit without it
+    # the maximum-likelihood σ and its error are kept beside the posterior's: the fit's without it, its
+    # error widened to what its profile likelihood implies where that is flat (here: a share of the units)
     kept = mapped.uncertainty
     refined = np.isfinite(plain.uncertainty.se["sigma"])
     np.testing.assert_allclose(kept.likelihood["sigma"], plain.params["sigma"], rtol=1e-6, equal_nan=True)
-    np.testing.assert_allclose(
-        kept.likelihood_se["sigma"][refined], plain.uncertainty.se["sigma"][refined], rtol=1e-6
-    )
+    ratio = kept.likelihood_se["sigma"][refined] / plain.uncertainty.se["sigma"][refined]
+    widened = float(np.mean(ratio > 1.05))
+    assert np.all(ratio >= 1 - 1e-6) and 0.05 < widened < 0.95, (widened, np.percentile(ratio, [5, 50, 95]))
     assert not np.allclose(kept.likelihood["sigma"][refined], mapped.params["sigma"][refined])
     assert plain.uncertainty.likelihood == {} and plain.uncertainty.likelihood_se == {}
     out = {}
@@ -179,6 +180,12 @@ def test_a_tight_prior_never_makes_sigma_s_interval_leave_out_what_the_data_allo
     out = posterior_uncertainty(unc, mapped, prior, sigma_ml)
     np.testing.assert_array_equal(out.likelihood["sigma"], sigma_ml)  # what the data alone say, kept
     np.testing.assert_array_equal(out.likelihood_se["sigma"], se["sigma"])
+    # a profile-likelihood interval wider than the curvature's widens the kept error, a narrower one does not
+    profile = (np.array([0.1, 0.9, np.nan, 0.2]), np.array([1.5, 1.1, np.nan, 0.4]))
+    widened = posterior_uncertainty(unc, mapped, prior, sigma_ml, profile).likelihood_se["sigma"]
+    implied = (profile[1] - profile[0]) / (2 * Z95)
+    np.testing.assert_allclose(widened, [implied[0], se["sigma"][1], se["sigma"][2], se["sigma"][3]])
+    assert implied[0] > se["sigma"][0] and implied[1] < se["sigma"][1] and implied[3] < se["sigma"][3]
     assert np.all(out.lower["sigma"] <= lower) and np.all(out.upper["sigma"] >= upper)
     assert np.all(out.lower["sigma"] <= mapped) and np.all(out.upper["sigma"] >= mapped)
     data_sd = (np.log(upper) - np.log(lower)) / (2 * Z95)

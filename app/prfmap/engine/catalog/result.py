@@ -38,7 +38,8 @@ class Uncertainty:
     likelihood, likelihood_se : dict
         Where a prior moved a parameter's estimate (σ under ``sigma_prior``): its maximum-likelihood
         estimate and that estimate's standard error, what the data alone say (the test–retest check
-        compares those); empty without a prior.
+        compares those; σ's is the larger of the curvature's and the one its profile-likelihood
+        interval implies); empty without a prior.
     """
 
     se: dict[str, np.ndarray] = field(default_factory=dict)

@@ -35,6 +35,7 @@ from prfmap.engine.fit.result import (
 )
 from prfmap.engine.fit.sigma_prior import (
     SigmaPrior,
+    SigmaProfileLimits,
     at_likelihood_sigma,
     floor_sigma_limit,
     posterior_sigma,
@@ -131,8 +132,9 @@ def fit_prf(
         if k is not None:
             limits = (float(bounds.lower[k]), float(bounds.upper[k]))
             floor = at_floor & refined_units
+            upper_known = None if fit.profiled is None else fit.profiled.upper_one_sided
             floor_upper = floor_sigma_limit(
-                gls_prob, gls_units, u_likelihood, floor, k, limits, mem_gb, fit.profiled_upper
+                gls_prob, gls_units, u_likelihood, floor, k, limits, mem_gb, upper_known
             )
         uncertainty = parameter_uncertainty(
             gls_prob,
@@ -149,7 +151,11 @@ def fit_prf(
             likelihood_sigma = np.array(checked.params["sigma"], dtype=np.float64)
             likelihood_sigma[units.index] = natural_values(prob.model.params, u_likelihood)[:, k]
             uncertainty = posterior_uncertainty(
-                uncertainty, checked.params["sigma"], sigma_prior, likelihood_sigma
+                uncertainty,
+                checked.params["sigma"],
+                sigma_prior,
+                likelihood_sigma,
+                _profiled_interval(fit, u_likelihood, k),
             )
         status = np.where(uncertain, status + catalog.STATUS_BITS["uncertain"], status)
     settings = _settings(
@@ -182,6 +188,25 @@ def fit_prf(
     )
 
 
+def _profiled_interval(
+    fit: Refinement, u_likelihood: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """σ's profile-likelihood 95 % interval at every output row, where it is the final fit's σ's.
+
+    NaN where the unit was not profiled or its final σ is not the one profiled (a refinement the
+    final linear fit rejected).
+    """
+    if fit.profiled is None:
+        return None
+    same = u_likelihood[:, k] == fit.refined.u[:, k]
+    ends = []
+    for values in (fit.profiled.lower, fit.profiled.upper):
+        out = np.full(fit.units.total, np.nan)
+        out[fit.units.index] = np.where(same, values, np.nan)
+        ends.append(out)
+    return ends[0], ends[1]
+
+
 @dataclass(frozen=True)
 class Refinement:
     """A fit's units after their start (grid search or seeds) and refinement, before the final linear fit.
@@ -200,8 +225,9 @@ class Refinement:
         The refined parameters, σ at its posterior mode where there is a prior.
     sigma_prior : SigmaPrior or None
         The prior on log σ used (``FitOptions.sigma_prior``), None without one.
-    profiled_upper : ndarray or None
-        σ's profile-likelihood upper limits of the profiled units (:func:`posterior_sigma`).
+    profiled : SigmaProfileLimits or None
+        σ's profile-likelihood limits of the profiled units at their maximum-likelihood σ
+        (:func:`posterior_sigma`).
     bounds : InternalBounds
         The internal bounds.
     free : ndarray of bool
@@ -228,7 +254,7 @@ class Refinement:
     refined: stages.Refined
     u: np.ndarray
     sigma_prior: SigmaPrior | None
-    profiled_upper: np.ndarray | None
+    profiled: SigmaProfileLimits | None
     bounds: InternalBounds
     free: np.ndarray
     fixed_values: dict[str, float]
@@ -292,13 +318,13 @@ def refine_units(
     if whitening is not None:
         gls_prob, gls_units = whitened(prob, units, whitening, repr(noise))
     refined = stages.refine(gls_prob, plan, begun.u, gls_units.y, begun.corr, free, bounds, progress)
-    refined_u, sigma_prior, profiled_upper = refined.u, None, None
+    refined_u, sigma_prior, profiled = refined.u, None, None
     if opts.sigma_prior != "none" and "sigma" in prob.model.names and opts.refine != "none":
         t0 = time.perf_counter()
         k = prob.model.names.index("sigma")
         limits = (float(bounds.lower[k]), float(bounds.upper[k]))
         which = ~refined.flags["grid_only"]
-        refined_u, sigma_prior, profiled_upper = posterior_sigma(
+        refined_u, sigma_prior, profiled = posterior_sigma(
             gls_prob, gls_units, refined.u, which, limits, opts.sigma_prior, mem_gb
         )
         timings["sigma_prior"] = time.perf_counter() - t0
@@ -311,7 +337,7 @@ def refine_units(
         refined,
         refined_u,
         sigma_prior,
-        profiled_upper,
+        profiled,
         bounds,
         free,
         fixed_values,

@@ -32,6 +32,7 @@ from prfmap.engine.problem import Problem, Units
 __all__ = [
     "PROFILE_POINTS",
     "SigmaPrior",
+    "SigmaProfileLimits",
     "at_likelihood_sigma",
     "floor_sigma_limit",
     "map_log_sigma",
@@ -346,6 +347,23 @@ def map_log_sigma(
     return np.where(np.isfinite(penalised).all(axis=1), out, np.nan)
 
 
+@dataclass(frozen=True)
+class SigmaProfileLimits:
+    """Limits of σ from each profiled unit's profile likelihood of log σ (NaN for the others).
+
+    Attributes
+    ----------
+    upper_one_sided : ndarray, shape (n,)
+        The one-sided 95 % upper limit (:func:`profile_upper_limit`), degrees.
+    lower, upper : ndarray, shape (n,)
+        The two-sided 95 % interval (:func:`profile_limits` at ``Z95²``), degrees.
+    """
+
+    upper_one_sided: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+
+
 def posterior_sigma(
     prob: Problem,
     units: Units,
@@ -354,8 +372,8 @@ def posterior_sigma(
     limits: tuple[float, float],
     option: str | SigmaPrior,
     mem_gb: float,
-) -> tuple[np.ndarray, SigmaPrior | None, np.ndarray]:
-    """``u`` with the units ``which``'s log σ at its posterior mode, the prior used, and σ's upper limits.
+) -> tuple[np.ndarray, SigmaPrior | None, SigmaProfileLimits]:
+    """``u`` with the units ``which``'s log σ at its posterior mode, the prior used, and σ's profile limits.
 
     Parameters
     ----------
@@ -380,26 +398,29 @@ def posterior_sigma(
     u : ndarray, shape (n, K)
     prior : SigmaPrior or None
         None (and ``u`` unchanged) where too few units give a prior.
-    upper_limit : ndarray, shape (n,)
-        Each profiled unit's :func:`profile_upper_limit` at ``u`` (NaN for the others), for
-        :func:`floor_sigma_limit` to reuse.
+    profiled : SigmaProfileLimits
+        Each profiled unit's limits at ``u`` (the maximum-likelihood σ): the one-sided upper limit
+        for :func:`floor_sigma_limit` to reuse, the two-sided interval for
+        :func:`posterior_uncertainty`.
     """
     k = prob.model.names.index("sigma")
     rows = np.flatnonzero(which)
-    upper_limit = np.full(len(u), np.nan)
+    ends = [np.full(len(u), np.nan) for _ in range(3)]
+    profiled = SigmaProfileLimits(*ends)
     if rows.size == 0:
-        return u, option if isinstance(option, SigmaPrior) else None, upper_limit
+        return u, option if isinstance(option, SigmaPrior) else None, profiled
     grid, profile = sigma_profiles(prob, units.rows(rows), u[rows], k, limits, mem_gb)
-    upper_limit[rows] = profile_upper_limit(grid, profile)
+    profiled.upper_one_sided[rows] = profile_upper_limit(grid, profile)
+    profiled.lower[rows], profiled.upper[rows] = profile_limits(grid, profile, Z95**2)
     eccentricity = np.hypot(u[rows, 0], u[rows, 1])
     prior = option if isinstance(option, SigmaPrior) else prior_from_profiles(grid, profile, eccentricity)
     if prior is None:
-        return u, None, upper_limit
+        return u, None, profiled
     mapped = map_log_sigma(grid, profile, eccentricity, prior)
     out = u.copy()
     ok = np.isfinite(mapped)
     out[rows[ok], k] = mapped[ok]
-    return out, prior, upper_limit
+    return out, prior, profiled
 
 
 def at_likelihood_sigma(
@@ -432,7 +453,11 @@ def at_likelihood_sigma(
 
 
 def posterior_uncertainty(
-    unc: Uncertainty, sigma: np.ndarray, prior: SigmaPrior, likelihood_sigma: np.ndarray
+    unc: Uncertainty,
+    sigma: np.ndarray,
+    prior: SigmaPrior,
+    likelihood_sigma: np.ndarray,
+    likelihood_interval: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Uncertainty:
     """``unc`` (at the maximum-likelihood σ) with σ's error and interval from the posterior and the data.
 
@@ -455,8 +480,13 @@ def posterior_uncertainty(
     prior : SigmaPrior
         The prior.
     likelihood_sigma : ndarray, shape (units,)
-        The maximum-likelihood σ, kept with its standard error (``unc``'s) in the result's
-        ``likelihood`` and ``likelihood_se``: what the data alone say.
+        The maximum-likelihood σ, kept with its standard error in the result's ``likelihood`` and
+        ``likelihood_se``: what the data alone say.
+    likelihood_interval : (ndarray, ndarray), each shape (units,), optional
+        The maximum-likelihood σ's profile-likelihood 95 % interval (NaN where not profiled).
+        Where σ's likelihood is flat, the curvature at its maximum says less than the valley the
+        estimate can fall anywhere in: the maximum-likelihood σ's standard error is the larger of
+        ``unc``'s and the one the profile's interval implies (its width over 2 × 1.96).
 
     Returns
     -------
@@ -481,6 +511,12 @@ def posterior_uncertainty(
         with np.errstate(invalid="ignore", divide="ignore"):
             spanned = sigma * (np.log(high["sigma"]) - np.log(low["sigma"])) / (2 * Z95)
         se["sigma"] = np.where(known, np.fmax(se["sigma"], spanned), se["sigma"])
+    likelihood_se = unc.se["sigma"]
+    if likelihood_interval is not None:
+        profile_lower, profile_upper = likelihood_interval
+        implied = (profile_upper - profile_lower) / (2 * Z95)
+        wider = np.isfinite(implied) & ~np.isnan(likelihood_se)
+        likelihood_se = np.where(wider, np.fmax(likelihood_se, implied), likelihood_se)
     return Uncertainty(
         se,
         low,
@@ -488,5 +524,5 @@ def posterior_uncertainty(
         unc.dof,
         unc.seconds,
         likelihood={**unc.likelihood, "sigma": likelihood_sigma},
-        likelihood_se={**unc.likelihood_se, "sigma": unc.se["sigma"]},
+        likelihood_se={**unc.likelihood_se, "sigma": likelihood_se},
     )
