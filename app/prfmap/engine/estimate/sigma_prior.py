@@ -71,13 +71,12 @@ def estimate_sigma_prior(
     SigmaPrior or None
         None where the pilot's refined units were too few (or the model has no σ, or no refinement).
     """
-    data = np.asarray(data, dtype=np.float64)
-    rows = pilot_units(data.shape[0])
-    rows = rows[np.isfinite(data[rows]).all(axis=1)]
-    if rows.size == 0:
+    sample = np.asarray(data[pilot_units(len(data))], dtype=np.float64)
+    sample = sample[np.isfinite(sample).all(axis=1)]
+    if sample.shape[0] == 0:
         return None
     pilot = refine_units(
-        check_data(data[rows], stim),
+        check_data(sample, stim),
         stim,
         tr,
         replace(options, sigma_prior="eccentricity", uncertainty=False, return_predictions=False),

@@ -22,11 +22,13 @@ from prfmap.engine.backend import compile_enabled, get_backend
 from prfmap.engine.backend.ops import to_numpy
 from prfmap.engine.batching import ProgressFn, memory_budget
 from prfmap.engine.catalog import HRF_OPTIONS
+from prfmap.engine.catalog.result import Uncertainty
 from prfmap.engine.catalog.settings import FitSettings
 from prfmap.engine.fit import stages
 from prfmap.engine.fit.grid import polar_grid
 from prfmap.engine.fit.result import (
     GAUSSIAN_FIT,
+    CheckedFit,
     FitResult,
     bounds_record,
     checked_fit,
@@ -99,8 +101,7 @@ def fit_prf(
     t_start = time.perf_counter()
     data = check_data(data, stim)
     fit = refine_units(data, stim, tr, opts, nuisance=nuisance, progress=progress, cache=cache)
-    prob, units, gls_prob, gls_units = fit.prob, fit.units, fit.gls_prob, fit.gls_units
-    begun, refined, refined_u, sigma_prior = fit.begun, fit.refined, fit.u, fit.sigma_prior
+    prob, units, begun, refined = fit.prob, fit.units, fit.begun, fit.refined
     bounds, free, mem_gb, timings = fit.bounds, fit.free, fit.mem_gb, dict(fit.timings)
     final = partial(
         final_fit, prob, units, shape=data.shape, mem_gb=mem_gb, with_predictions=opts.return_predictions
@@ -109,7 +110,7 @@ def fit_prf(
         final = keeping_gaussian(final, prob.model, units.index, ~begun.seeded, fit.gauss_start)
     checked = checked_fit(
         final,
-        refined_u,
+        fit.u,
         begun.u,
         units.index,
         bounds,
@@ -119,44 +120,7 @@ def fit_prf(
     )
     uncertainty, status = None, checked.status
     if opts.uncertainty:
-        alternatives = hrf_alternatives(prob, stim, tr, nuisance, opts.slice_time_ref, fit.whitening)
-        at_floor = (
-            catalog.status_codes(checked.status)[units.index] & catalog.STATUS_BITS["size_at_floor"]
-        ) > 0
-        u_likelihood = at_likelihood_sigma(checked.u, refined.u, refined_u, prob.model)
-        k = prob.model.names.index("sigma") if "sigma" in prob.model.names else None
-        if sigma_prior is not None:  # the maximum-likelihood σ on its floor: an upper limit
-            at_floor |= u_likelihood[:, k] <= bounds.lower[k] + 1e-6
-        refined_units = ~refined.flags["grid_only"]  # grid-only units: below --refine-r2-min, no signal
-        floor_upper = None
-        if k is not None:
-            limits = (float(bounds.lower[k]), float(bounds.upper[k]))
-            floor = at_floor & refined_units
-            upper_known = None if fit.profiled is None else fit.profiled.upper_one_sided
-            floor_upper = floor_sigma_limit(
-                gls_prob, gls_units, u_likelihood, floor, k, limits, mem_gb, upper_known
-            )
-        uncertainty = parameter_uncertainty(
-            gls_prob,
-            gls_units,
-            u_likelihood,
-            free,
-            covariance_recipe(opts.covariance, stim.run_lengths, alternatives),
-            mem_gb=mem_gb,
-            which=refined_units,
-            floor_upper=floor_upper,
-        )
-        uncertain = doubtful_uncertainty(uncertainty, checked.params, stim.scales["radius"])
-        if sigma_prior is not None:
-            likelihood_sigma = np.array(checked.params["sigma"], dtype=np.float64)
-            likelihood_sigma[units.index] = natural_values(prob.model.params, u_likelihood)[:, k]
-            uncertainty = posterior_uncertainty(
-                uncertainty,
-                checked.params["sigma"],
-                sigma_prior,
-                likelihood_sigma,
-                _profiled_interval(fit, u_likelihood, k),
-            )
+        uncertainty, uncertain = _uncertainty_stage(fit, checked, opts, stim, tr, nuisance)
         status = np.where(uncertain, status + catalog.STATUS_BITS["uncertain"], status)
     settings = _settings(
         prob,
@@ -168,8 +132,8 @@ def fit_prf(
         bounds=bounds_record(prob.model, bounds, free),
         noise=fit.noise,
     )
-    if sigma_prior is not None:
-        settings = replace(settings, sigma_prior=sigma_prior.describe())
+    if fit.sigma_prior is not None:
+        settings = replace(settings, sigma_prior=fit.sigma_prior.describe())
     timings |= {**begun.timings, "refine": refined.seconds, "linear": checked.seconds}
     if uncertainty is not None:
         timings["uncertainty"] = uncertainty.seconds
@@ -186,6 +150,96 @@ def fit_prf(
         checked.flags,
         uncertainty,
     )
+
+
+def _uncertainty_stage(
+    fit: Refinement,
+    checked: CheckedFit,
+    opts: FitOptions,
+    stim: Stimulus,
+    tr: float,
+    nuisance: np.ndarray | None,
+) -> tuple[Uncertainty, np.ndarray]:
+    """The standard errors of a fit's refined units at their maximum-likelihood parameters, and its doubt.
+
+    σ's floor units get their profile-likelihood upper limit (:func:`floor_sigma_limit`); under a
+    prior, σ's error and interval are then the posterior's (:func:`posterior_uncertainty`).
+
+    Parameters
+    ----------
+    fit : Refinement
+        The fit up to its refinement.
+    checked : CheckedFit
+        Its final linear fit (:func:`checked_fit`).
+    opts : FitOptions
+        The fit's options.
+    stim, tr, nuisance
+        As :func:`fit_prf`'s.
+
+    Returns
+    -------
+    uncertainty : Uncertainty
+    uncertain : ndarray of bool, shape (units,)
+        The ``uncertain`` status bit (:func:`doubtful_uncertainty`).
+    """
+    prob, units, refined, bounds = fit.prob, fit.units, fit.refined, fit.bounds
+    alternatives = hrf_alternatives(prob, stim, tr, nuisance, opts.slice_time_ref, fit.whitening)
+    at_floor = (catalog.status_codes(checked.status)[units.index] & catalog.STATUS_BITS["size_at_floor"]) > 0
+    u_likelihood = at_likelihood_sigma(checked.u, refined.u, fit.u, prob.model)
+    k = prob.model.names.index("sigma") if "sigma" in prob.model.names else None
+    if fit.sigma_prior is not None:  # the maximum-likelihood σ on its floor: an upper limit
+        at_floor |= u_likelihood[:, k] <= bounds.lower[k] + 1e-6
+    refined_units = ~refined.flags["grid_only"]  # grid-only units: below --refine-r2-min, no signal
+    floor_upper = None
+    if k is not None:
+        known = None if fit.profiled is None else fit.profiled.upper_one_sided
+        floor_upper = floor_sigma_limit(
+            fit.gls_prob,
+            fit.gls_units,
+            u_likelihood,
+            at_floor & refined_units,
+            k,
+            _sigma_limits(bounds, k),
+            fit.mem_gb,
+            known,
+        )
+    uncertainty = parameter_uncertainty(
+        fit.gls_prob,
+        fit.gls_units,
+        u_likelihood,
+        fit.free,
+        covariance_recipe(opts.covariance, stim.run_lengths, alternatives),
+        mem_gb=fit.mem_gb,
+        which=refined_units,
+        floor_upper=floor_upper,
+    )
+    uncertain = doubtful_uncertainty(uncertainty, checked.params, stim.scales["radius"])
+    if fit.sigma_prior is not None:
+        likelihood_sigma = np.array(checked.params["sigma"], dtype=np.float64)
+        likelihood_sigma[units.index] = natural_values(prob.model.params, u_likelihood)[:, k]
+        uncertainty = posterior_uncertainty(
+            uncertainty,
+            checked.params["sigma"],
+            fit.sigma_prior,
+            likelihood_sigma,
+            _profiled_interval(fit, u_likelihood, k),
+        )
+    return uncertainty, uncertain
+
+
+def _sigma_limits(bounds: InternalBounds, k: int) -> tuple[float, float]:
+    """σ's internal bounds (log σ), column ``k`` of ``bounds``.
+
+    Parameters
+    ----------
+    bounds : InternalBounds
+    k : int
+
+    Returns
+    -------
+    (float, float)
+    """
+    return float(bounds.lower[k]), float(bounds.upper[k])
 
 
 def _profiled_interval(
@@ -322,10 +376,9 @@ def refine_units(
     if opts.sigma_prior != "none" and "sigma" in prob.model.names and opts.refine != "none":
         t0 = time.perf_counter()
         k = prob.model.names.index("sigma")
-        limits = (float(bounds.lower[k]), float(bounds.upper[k]))
         which = ~refined.flags["grid_only"]
         refined_u, sigma_prior, profiled = posterior_sigma(
-            gls_prob, gls_units, refined.u, which, limits, opts.sigma_prior, mem_gb
+            gls_prob, gls_units, refined.u, which, _sigma_limits(bounds, k), opts.sigma_prior, mem_gb
         )
         timings["sigma_prior"] = time.perf_counter() - t0
     return Refinement(
