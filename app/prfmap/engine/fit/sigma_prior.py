@@ -466,7 +466,8 @@ def posterior_uncertainty(
     interval reaches at least as far as the maximum-likelihood one on each side: the prior moves σ
     where the data are flat, but its interval never leaves out what the data alone cannot; the
     standard error is at least the one that interval implies (its log width over 2 × 1.96, times σ),
-    so tests that use it (test–retest, inverse-variance weights) say what the interval says. Where the
+    so what uses it (the group level's inverse-variance weights) says what the interval says (the
+    test–retest check uses ``likelihood_se`` instead: two runs' posteriors shrink alike). Where the
     data's σ are biased the same way at every vertex (a forward model that is not prfmap's), the prior
     estimated from them is biased too and can be tight (spread 0.05), and the posterior interval
     alone held the truth for 16 % of the vertices of an independent simulator (ML interval: 90 %).
