@@ -46,6 +46,7 @@ def test_defaults_are_filled_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         "noise": "ar1",
         "covariance": "laplace",
         "sigma_prior": "eccentricity",
+        "delay_prior": "spread",
         "seed": 0,
     }
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -86,6 +87,8 @@ def test_options_reach_their_sections(tmp_path: Path) -> None:
         "sandwich",
         "--sigma-prior",
         "none",
+        "--delay-prior",
+        "none",
     )
     assert config.inputs.participant_labels == ("01", "02") and config.inputs.runs == (2,)
     assert config.inputs.derivatives == (("smooth", tmp_path / "smooth"),)
@@ -97,6 +100,8 @@ def test_options_reach_their_sections(tmp_path: Path) -> None:
     assert config.fit.slice_time_ref == 0.0 and config.fit.engine_kwargs()["slice_time_ref"] == 0.0
     assert config.fit.engine_kwargs()["covariance"] == "sandwich"
     assert config.fit.engine_kwargs()["sigma_prior"] == "none"
+    assert config.fit.engine_kwargs()["delay_prior"] == "none"
+    assert FitConfig().delay_prior == catalog.DEFAULT_DELAY_PRIOR
     assert FitConfig().sigma_prior == catalog.DEFAULT_SIGMA_PRIOR  # the configuration's default is the CLI's
     assert FitConfig().covariance == catalog.DEFAULT_COVARIANCE  # the configuration's default is the engine's
 

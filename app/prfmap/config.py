@@ -163,6 +163,9 @@ class FitConfig:
     sigma_prior : str
         ``--sigma-prior``: ``none`` or ``eccentricity`` (an empirical-Bayes prior on log σ, estimated
         once per fit and fold from a pilot fit).
+    delay_prior : str
+        ``--delay-prior``: ``none`` or ``spread`` (each refined unit's HRF delay and σ at their joint
+        posterior mode, the delay's prior the participant's between-vertex spread).
     random_seed : int
         Seed of every random choice of the fit.
     slice_time_ref : float or None
@@ -181,6 +184,7 @@ class FitConfig:
     noise_model: str = "ar1"
     covariance: str = "laplace"
     sigma_prior: str = "eccentricity"
+    delay_prior: str = "spread"
     random_seed: int = 0
     slice_time_ref: float | None = None
     cf_source: tuple[str, ...] = ()
@@ -198,6 +202,7 @@ class FitConfig:
             "noise": self.noise_model,
             "covariance": self.covariance,
             "sigma_prior": self.sigma_prior,
+            "delay_prior": self.delay_prior,
             "seed": self.random_seed,
         }
         if self.slice_time_ref is not None:

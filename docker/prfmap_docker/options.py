@@ -66,6 +66,7 @@ PRFMAP_OPTIONS: tuple[Option, ...] = (
     Option(("--noise-model",)),
     Option(("--covariance",)),
     Option(("--sigma-prior",)),
+    Option(("--delay-prior",)),
     Option(("--fit-hrf",), nargs=0),
     Option(("--slice-time-ref",)),
     Option(("--random-seed",)),

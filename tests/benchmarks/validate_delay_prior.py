@@ -6,8 +6,8 @@ prfmap-synth draws them), AR(1) noise ρ 0.3 at ``--noise`` times the response's
 ways, the σ prior on: with the participant's HRF (delay 6 s, the between-vertex delay SD 0.577 s in
 the standard errors); with per-vertex derivative weights (``hrf="vertex"``); and with a per-vertex
 delay chosen from the participant's + {−1, −0.5, 0, +0.5, +1} s by ``RSS / s² + (offset / SD)²``
-(the discrete posterior mode of the delay under N(0, SD²); five whole fits here, where a built
-version would profile the refined units' cost over the delays as σ's prior does). Prints σ's
+(the discrete posterior mode of the delay under N(0, SD²); five whole fits here; the built version,
+``delay_prior="spread"``, profiles the refined units' σ over three delays). Prints σ's
 coverage and median error overall and by the true delay (< 5.5 s, 5.5–6.5 s, > 6.5 s).
 
     KERAS_BACKEND=jax python tests/benchmarks/validate_delay_prior.py --noise 0.25 0.5 1.0

@@ -22,7 +22,7 @@ from prfmap.cli.run import main
 
 pytestmark = pytest.mark.slow
 
-GAUSS_LABELS = ("x", "y", "sigma", "amplitude", "baseline", "r2", "polarangle", "eccentricity")
+GAUSS_LABELS = ("x", "y", "sigma", "amplitude", "baseline", "r2", "polarangle", "eccentricity", "hrfdelay")
 SE_LABELS = ("x", "y", "sigma", "amplitude", "polarangle", "eccentricity")
 
 

@@ -340,6 +340,7 @@ def _participant_invocation(tmp_path: Path) -> dict:
         "noise_model": "ar2",
         "covariance": "sandwich",
         "sigma_prior": "none",
+        "delay_prior": "none",
         "fit_hrf": True,
         "slice_time_ref": 0.25,
         "random_seed": 7,

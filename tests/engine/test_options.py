@@ -29,6 +29,7 @@ CHANGED = {
     "uncertainty": False,
     "covariance": "sandwich",
     "sigma_prior": "eccentricity",
+    "delay_prior": "spread",
     "gauss_start": {"x": np.zeros(4)},
 }
 

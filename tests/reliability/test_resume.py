@@ -15,7 +15,9 @@ N_CHUNKS = 7  # 824 voxels in chunks of 128
 
 def test_same_inputs_give_identical_maps(reference: tuple[Path, Path]) -> None:
     first, second = map_bytes(reference[0]), map_bytes(reference[1])
-    assert len(first) == 9 + 8 and first.keys() == second.keys()  # 9 maps, 8 of their statistics
+    assert (
+        len(first) == 10 + 8 and first.keys() == second.keys()
+    )  # 10 maps (hrfdelay: --delay-prior), 8 statistics
     assert all(first[k] == second[k] for k in first), "maps differ between identical runs"
 
 

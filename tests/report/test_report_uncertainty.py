@@ -168,6 +168,29 @@ def test_methods_state_the_sigma_prior_when_one_was_used() -> None:
     assert "posterior mode" not in uncertainty_methods(SimpleNamespace(noise_model={"option": "ols"}))
 
 
+def test_methods_state_the_delay_prior_when_one_was_used() -> None:
+    sigma = {
+        "option": "eccentricity",
+        "log_sigma_intercept": -0.9,
+        "log_sigma_slope_per_deg": 0.14,
+        "log_sigma_spread": 0.22,
+        "units": 187,
+    }
+    delay = {
+        "option": "spread",
+        "delay_sd_s": 0.5123,
+        "offsets_s": [0.0, -0.666, 0.666],
+        "units_per_offset": [90, 50, 47],
+        "residual_delay_sd_s": 0.3012,
+    }
+    settings = SimpleNamespace(noise_model={"option": "ols"}, sigma_prior=sigma, delay_prior=delay)
+    text = uncertainty_methods(settings)
+    assert "delay moved by +0.00, -0.67, +0.67 s (prior N(0, 0.51 s²)" in text
+    assert "units per delay 90, 50, 47" in text and "remaining spread (0.30 s)" in text
+    without = uncertainty_methods(SimpleNamespace(noise_model={"option": "ols"}, sigma_prior=sigma))
+    assert "delay" not in without
+
+
 def test_methods_name_the_sandwich_term_when_it_was_used() -> None:
     settings = SimpleNamespace(noise_model={"option": "ols"}, covariance="sandwich")
     text = uncertainty_methods(settings)

@@ -146,6 +146,7 @@ def _fit_section(opts: Namespace) -> FitConfig:
         noise_model=opts.noise_model,
         covariance=opts.covariance,
         sigma_prior=opts.sigma_prior,
+        delay_prior=opts.delay_prior,
         random_seed=opts.random_seed,
         slice_time_ref=opts.slice_time_ref,
         cf_source=cf_source,

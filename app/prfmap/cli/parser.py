@@ -527,6 +527,16 @@ def build_parser() -> argparse.ArgumentParser:
         "which keeps sigma off its floor where the data cannot pin it down (default: %(default)s)",
     )
     g_model.add_argument(
+        "--delay-prior",
+        choices=catalog.DELAY_PRIORS,
+        default=catalog.DEFAULT_DELAY_PRIOR,
+        help="none: every unit has the fit's HRF; spread: each refined unit also tries the HRF with its "
+        "peak delay moved by +/- 1.3 times the participant's between-vertex spread of the delay and takes "
+        "the delay and sigma of their joint posterior mode (the delay's prior that spread), which keeps "
+        "sigma from widening to match a late response; Gaussian model only, not with --hrf vertex "
+        "(default: %(default)s)",
+    )
+    g_model.add_argument(
         "--fit-hrf",
         action="store_true",
         help="the same as --hrf vertex (kept for earlier command lines)",

@@ -72,6 +72,11 @@ class FitOptions:
         log σ given eccentricity, estimated from the fit's refined units
         (:mod:`prfmap.engine.fit.sigma_prior`); or under the prior given (a participant's, estimated
         once for all chunks); ``none``: the maximum-likelihood σ.
+    delay_prior : {"none", "spread"}
+        ``spread``: each refined unit also tries the HRF with its delay moved by ± 1.3 between-unit
+        SDs and takes the delay and σ of their joint posterior mode under the delay's prior
+        N(0, SD²) (:mod:`prfmap.engine.fit.delay_prior`), under ``sigma_prior`` where there is one;
+        a fit with per-unit derivative weights (``hrf="vertex"``) has none.
     gauss_start : mapping, optional
         ``x``, ``y``, ``sigma`` ((units,) each, degrees) and optionally ``r2`` of a Gaussian fit of
         the same data: a model seeded from its Gaussian fit (CSS, DoG, DN) seeds from these instead of
@@ -97,11 +102,14 @@ class FitOptions:
     uncertainty: bool = True
     covariance: str = "laplace"
     sigma_prior: Any = "none"
+    delay_prior: str = "none"
     gauss_start: Mapping[str, np.ndarray] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.sigma_prior, str) and self.sigma_prior not in catalog.SIGMA_PRIORS:
             raise ValueError(f"sigma_prior must be one of {catalog.SIGMA_PRIORS}, got {self.sigma_prior!r}")
+        if self.delay_prior not in catalog.DELAY_PRIORS:
+            raise ValueError(f"delay_prior must be one of {catalog.DELAY_PRIORS}, got {self.delay_prior!r}")
         if self.covariance not in catalog.COVARIANCES:
             raise ValueError(
                 f"covariance must be one of {sorted(catalog.COVARIANCES)}, got {self.covariance!r}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,8 @@ def predict(
     ----------
     params : dict
         Reported parameters (``x``, ``y``, ``sigma``, ``amplitude``, ``baseline`` and the model's extras),
-        scalars or (units,) arrays; optional per-unit HRF weights ``hrf_deriv`` and ``hrf_disp``.
+        scalars or (units,) arrays; optional per-unit HRF weights ``hrf_deriv`` and ``hrf_disp``, and
+        each unit's HRF peak delay ``hrf_delay`` (s; a fit under ``delay_prior``'s), over ``hrf``'s.
     stim : Stimulus
     tr : float
     model : str
@@ -66,10 +68,16 @@ def predict(
     )
     weights *= arrays["amplitude"][:, None]
     build = make_problem if cache is None else cache.problem
-    prob = build(prf_model, stim, tr, 3, None, dtype, slice_time_ref, hrf)
     fn = compiled(_predict_tensor, prf_model)
-    out = fn(tensor(theta, dtype), tensor(weights, dtype), prob.stim, prob.hrf_t)
-    return to_numpy(out).astype(np.float64) + arrays.get("baseline", np.zeros(n))[:, None]
+    delay = arrays.get("hrf_delay", np.full(n, hrf.delay))
+    delay = np.where(np.isfinite(delay), delay, hrf.delay)
+    out = np.empty((n, stim.n_frames))
+    for value in np.unique(delay):  # each unit's own HRF delay (--delay-prior), else the HRF's
+        rows = delay == value
+        prob = build(prf_model, stim, tr, 3, None, dtype, slice_time_ref, replace(hrf, delay=float(value)))
+        block = fn(tensor(theta, dtype), tensor(weights, dtype), prob.stim, prob.hrf_t)
+        out[rows] = to_numpy(block).astype(np.float64)[rows]
+    return out + arrays.get("baseline", np.zeros(n))[:, None]
 
 
 def _predict_tensor(model: PRFModel, theta: Any, weights: Any, stim: StimulusTensors, hrf_t: Any) -> Any:

@@ -139,12 +139,13 @@ class FitCache:
     ----------
     most_problems : int
         Problems kept, the most recently used: a fit with standard errors builds five (its own and its
-        HRF's four sigma points, ``fit.hrf_alternatives``).
+        HRF's four sigma points, ``fit.hrf_alternatives``), fifteen with a delay prior (three HRFs,
+        :mod:`~prfmap.engine.fit.delay_prior`, and each one's four).
     most_grids : int
         Grid predictions kept ((grid, frames) each, e.g. 8,000 × 1,500 float32 = 48 MB).
     """
 
-    most_problems: int = 8
+    most_problems: int = 16
     most_grids: int = 4
     _problems: dict[tuple, tuple[Stimulus, np.ndarray | None, Problem]] = field(
         default_factory=dict, repr=False

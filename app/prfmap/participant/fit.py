@@ -379,6 +379,8 @@ def _checkpointed_fit(
             shared.sigma_prior[key] = participant_sigma_prior(loaded, runs, options, progress, cache)
         prior = shared.sigma_prior.get(key) if options.model == "gauss" else None
         options = dataclasses.replace(options, sigma_prior=prior or "none")
+    if options.model != "gauss":  # measured for the Gaussian only, as the prior on σ
+        options = dataclasses.replace(options, delay_prior="none")
     chunk = chunk_units(config.execution.mem_gb, data.data.shape[1])
     gauss = shared.gauss.get(key)
     if gauss is not None and options.model != "gauss":

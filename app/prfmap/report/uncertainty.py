@@ -117,6 +117,32 @@ def sigma_prior_text(settings: FitSettings | None) -> str:
     )
 
 
+def delay_prior_text(settings: FitSettings | None) -> str:
+    """The methods' sentence on ``--delay-prior spread``, empty without it.
+
+    Parameters
+    ----------
+    settings : FitSettings or None
+        ``FitResult.settings`` (its ``delay_prior``).
+
+    Returns
+    -------
+    str
+    """
+    record = getattr(settings, "delay_prior", None)
+    if not record:
+        return ""
+    offsets = ", ".join(f"{o:+.2f}" for o in record["offsets_s"])
+    counts = ", ".join(str(c) for c in record["units_per_offset"])
+    return (
+        "Each refined unit's HRF peak delay was chosen jointly with sigma at their posterior mode among "
+        f"the fit's HRF with its delay moved by {offsets} s (prior N(0, {record['delay_sd_s']:.2f} s²), "
+        f"the between-vertex spread; units per delay {counts}; --delay-prior spread); the unit's final "
+        "fit and standard errors are under its delay's HRF, and the standard errors include the delay's "
+        f"remaining spread ({record['residual_delay_sd_s']:.2f} s). "
+    )
+
+
 def uncertainty_methods(settings: FitSettings | None) -> str:
     """The methods' account of the standard errors and of the ``uncertain`` status bit.
 
@@ -142,6 +168,7 @@ def uncertainty_methods(settings: FitSettings | None) -> str:
     )
     return (
         sigma_prior_text(settings)
+        + delay_prior_text(settings)
         + "Standard errors are Laplace (Gauss–Newton) approximations at each unit's final estimate: the "
         "inverse of the information matrix of all parameters (the linear weights included) from the "
         "Jacobian of the prewhitened residual, times the residual variance (RSS over frames minus "

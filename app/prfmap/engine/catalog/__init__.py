@@ -160,6 +160,13 @@ PARAMETERS: dict[str, Parameter] = {
         ),
         Parameter("hrf_deriv", "1", "weight of the HRF's time derivative"),
         Parameter("hrf_disp", "1", "weight of the HRF's dispersion derivative"),
+        Parameter(
+            "hrf_delay",
+            "s",
+            "peak delay of the unit's own HRF: the fit's, moved per unit under --delay-prior spread "
+            "(prfmap.engine.fit.delay_prior)",
+            neutral=6.0,
+        ),
     )
 }
 """Every reported parameter by key; ``FitResult.maps()`` and the sidecars use their labels."""
@@ -223,6 +230,13 @@ which holds up when the residuals are not what the noise model says
 SIGMA_PRIORS = ("none", "eccentricity")
 """``--sigma-prior``: the maximum-likelihood σ, or σ's posterior mode under an empirical-Bayes prior on
 log σ given eccentricity (:mod:`prfmap.engine.fit.sigma_prior`)."""
+DELAY_PRIORS = ("none", "spread")
+"""``--delay-prior``: every unit under the fit's HRF, or each refined unit's HRF delay and σ at their
+joint posterior mode, the delay's prior the participant's between-vertex spread
+(:mod:`prfmap.engine.fit.delay_prior`)."""
+DEFAULT_DELAY_PRIOR = "spread"
+"""The ``--delay-prior`` default, chosen by measurement (docs/validation.md, "A prior on each vertex's
+HRF delay"); the engine's ``fit_prf`` keeps ``none``."""
 DEFAULT_SIGMA_PRIOR = "eccentricity"
 """The ``--sigma-prior`` default, chosen by measurement (docs/validation.md, "Prior information on σ").
 The engine's ``fit_prf`` keeps ``none``: a participant's prior is estimated once per fit and fold

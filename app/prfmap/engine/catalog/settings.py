@@ -66,6 +66,9 @@ class FitSettings:
     sigma_prior : mapping, optional
         The prior on log σ the fit's σ is the posterior mode under
         (:meth:`prfmap.engine.fit.sigma_prior.SigmaPrior.describe`); None without one.
+    delay_prior : mapping, optional
+        The prior on each unit's HRF delay and the delays the units took
+        (:meth:`prfmap.engine.fit.delay_prior.DelayPrior.describe`); None without one.
     chunks, chunk_units : int, optional
         For a chunked fit (:mod:`prfmap.participant.checkpoint`): the chunks and units per chunk.
     """
@@ -98,6 +101,7 @@ class FitSettings:
     noise_model: Mapping[str, Any] = dataclasses.field(default_factory=lambda: {"option": "ols"})
     covariance: str | None = "laplace"
     sigma_prior: Mapping[str, Any] | None = None
+    delay_prior: Mapping[str, Any] | None = None
     chunks: int | None = None
     chunk_units: int | None = None
 

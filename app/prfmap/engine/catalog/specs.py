@@ -17,6 +17,7 @@ UNITS = {
     "deg": "degrees of visual angle",
     "%": "percent signal change",
     "1": "dimensionless",
+    "s": "seconds",
 }
 """The unit spellings parameters may use, and what each means."""
 

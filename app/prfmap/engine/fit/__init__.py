@@ -10,6 +10,7 @@ stage returned is changed afterwards.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -25,10 +26,12 @@ from prfmap.engine.catalog import HRF_OPTIONS
 from prfmap.engine.catalog.result import Uncertainty
 from prfmap.engine.catalog.settings import FitSettings
 from prfmap.engine.fit import stages
+from prfmap.engine.fit.delay_prior import DelayPrior, delay_prior
 from prfmap.engine.fit.grid import polar_grid
 from prfmap.engine.fit.result import (
     GAUSSIAN_FIT,
     CheckedFit,
+    FinalFit,
     FitResult,
     bounds_record,
     checked_fit,
@@ -43,7 +46,12 @@ from prfmap.engine.fit.sigma_prior import (
     posterior_sigma,
     posterior_uncertainty,
 )
-from prfmap.engine.fit.uncertainty import covariance_recipe, doubtful_uncertainty, parameter_uncertainty
+from prfmap.engine.fit.uncertainty import (
+    CovarianceRecipe,
+    covariance_recipe,
+    doubtful_uncertainty,
+    parameter_uncertainty,
+)
 from prfmap.engine.hrf import HRF
 from prfmap.engine.models import InternalBounds, floatx, free_mask, get_model
 from prfmap.engine.models.transforms import natural_values
@@ -103,9 +111,13 @@ def fit_prf(
     fit = refine_units(data, stim, tr, opts, nuisance=nuisance, progress=progress, cache=cache)
     prob, units, begun, refined = fit.prob, fit.units, fit.begun, fit.refined
     bounds, free, mem_gb, timings = fit.bounds, fit.free, fit.mem_gb, dict(fit.timings)
-    final = partial(
-        final_fit, prob, units, shape=data.shape, mem_gb=mem_gb, with_predictions=opts.return_predictions
-    )
+    finals = [
+        partial(
+            final_fit, p, units, shape=data.shape, mem_gb=mem_gb, with_predictions=opts.return_predictions
+        )
+        for p in fit.problems
+    ]
+    final = finals[0] if len(finals) == 1 else _final_by_hrf(finals, fit.hrf, units.index)
     if begun.seeded is not None and fit.gauss_start is not None:
         final = keeping_gaussian(final, prob.model, units.index, ~begun.seeded, fit.gauss_start)
     checked = checked_fit(
@@ -118,6 +130,9 @@ def fit_prf(
         refined.flags,
         prob.model.params,
     )
+    params = checked.params
+    if fit.delays is not None:
+        params = {**params, "hrf_delay": _unit_delays(fit, checked)}
     uncertainty, status = None, checked.status
     if opts.uncertainty:
         uncertainty, uncertain = _uncertainty_stage(fit, checked, opts, stim, tr, nuisance)
@@ -134,13 +149,17 @@ def fit_prf(
     )
     if fit.sigma_prior is not None:
         settings = replace(settings, sigma_prior=fit.sigma_prior.describe())
+    if fit.delays is not None:
+        refined_units = ~refined.flags["grid_only"]
+        residual = fit.delay_variance[refined_units] if fit.delay_variance is not None else np.zeros(0)
+        settings = replace(settings, delay_prior=fit.delays.describe(fit.hrf[refined_units], residual))
     timings |= {**begun.timings, "refine": refined.seconds, "linear": checked.seconds}
     if uncertainty is not None:
         timings["uncertainty"] = uncertainty.seconds
     timings["total"] = time.perf_counter() - t_start
     return FitResult(
         prob.model.name,
-        checked.params,
+        params,
         checked.r2,
         checked.loss,
         timings,
@@ -183,36 +202,43 @@ def _uncertainty_stage(
         The ``uncertain`` status bit (:func:`doubtful_uncertainty`).
     """
     prob, units, refined, bounds = fit.prob, fit.units, fit.refined, fit.bounds
-    alternatives = hrf_alternatives(prob, stim, tr, nuisance, opts.slice_time_ref, fit.whitening)
     at_floor = (catalog.status_codes(checked.status)[units.index] & catalog.STATUS_BITS["size_at_floor"]) > 0
-    u_likelihood = at_likelihood_sigma(checked.u, refined.u, fit.u, prob.model)
+    u_likelihood = at_likelihood_sigma(checked.u, fit.likelihood_u, fit.u, prob.model)
     k = prob.model.names.index("sigma") if "sigma" in prob.model.names else None
     if fit.sigma_prior is not None:  # the maximum-likelihood σ on its floor: an upper limit
         at_floor |= u_likelihood[:, k] <= bounds.lower[k] + 1e-6
     refined_units = ~refined.flags["grid_only"]  # grid-only units: below --refine-r2-min, no signal
-    floor_upper = None
-    if k is not None:
-        known = None if fit.profiled is None else fit.profiled.upper_one_sided
-        floor_upper = floor_sigma_limit(
-            fit.gls_prob,
-            fit.gls_units,
-            u_likelihood,
-            at_floor & refined_units,
-            k,
-            _sigma_limits(bounds, k),
-            fit.mem_gb,
-            known,
+    known = None if fit.profiled is None else fit.profiled.upper_one_sided
+    # the centre was estimated under the fit's own HRF: its errors are that HRF's at every unit, σ's
+    # and the amplitude's those of the unit's own delay
+    moved = fit.hrf != 0
+    u_own = u_likelihood.copy()
+    if k is not None and moved.any():
+        kept = moved & (u_likelihood[:, k] == fit.likelihood_u[:, k])  # the refinement was kept
+        u_own[kept, k] = refined.u[kept, k]
+        at_floor = np.where(moved, u_own[:, k] <= bounds.lower[k] + 1e-6, at_floor)
+        known = None if known is None else np.where(moved, np.nan, known)
+
+    def recipe(plain: Problem) -> CovarianceRecipe:
+        alternatives = hrf_alternatives(plain, stim, tr, nuisance, opts.slice_time_ref, fit.whitening)
+        scales = _delay_scales(fit, alternatives)
+        return covariance_recipe(opts.covariance, stim.run_lengths, alternatives, scales, k)
+
+    parts = [
+        (
+            _hrf_uncertainty(fit, 0, u_own, refined_units, at_floor, known, recipe),
+            units.index[refined_units],
+            None,
         )
-    uncertainty = parameter_uncertainty(
-        fit.gls_prob,
-        fit.gls_units,
-        u_likelihood,
-        fit.free,
-        covariance_recipe(opts.covariance, stim.run_lengths, alternatives),
-        mem_gb=fit.mem_gb,
-        which=refined_units,
-        floor_upper=floor_upper,
-    )
+    ]
+    for h in range(1, len(fit.problems)):
+        group = refined_units & (fit.hrf == h)
+        if group.any():
+            floor = (u_likelihood[:, k] <= bounds.lower[k] + 1e-6) & group
+            known = None if fit.profiled is None else fit.profiled.upper_one_sided
+            part = _hrf_uncertainty(fit, h, u_likelihood, group, floor, known, recipe)
+            parts.append((part, units.index[group], OWN_DELAY_ERRORS))
+    uncertainty = _merged_uncertainty(parts)
     uncertain = doubtful_uncertainty(uncertainty, checked.params, stim.scales["radius"])
     if fit.sigma_prior is not None:
         likelihood_sigma = np.array(checked.params["sigma"], dtype=np.float64)
@@ -225,6 +251,132 @@ def _uncertainty_stage(
             _profiled_interval(fit, u_likelihood, k),
         )
     return uncertainty, uncertain
+
+
+def _unit_delays(fit: Refinement, checked: CheckedFit) -> np.ndarray:
+    """Each unit's HRF peak delay (s), NaN where it has no fit."""
+    delays = np.array([p.hrf.delay for p in fit.problems])
+    out = np.full(fit.units.total, np.nan)
+    out[fit.units.index] = delays[fit.hrf]
+    out[~np.isfinite(checked.params["x"])] = np.nan
+    return out
+
+
+def _delay_scales(fit: Refinement, alternatives: list[tuple[np.ndarray, float]]) -> np.ndarray | None:
+    """Each unit's factor on the variance the HRF alternatives add to σ: its delay's remaining share.
+
+    σ is re-estimated under the unit's delay, the centre is not: only σ's share is scaled. The first
+    two alternatives are the delay's (:data:`HRF_VARIABILITY`); None without a delay prior.
+    """
+    if fit.delays is None or fit.delay_variance is None or not alternatives:
+        return None
+    scales = np.ones((len(fit.u), len(alternatives)))
+    scales[:, :2] = (fit.delay_variance / fit.delays.sd**2)[:, None]
+    return scales
+
+
+def _final_by_hrf(
+    finals: list[Callable[..., FinalFit]], hrf: np.ndarray, index: np.ndarray
+) -> Callable[..., FinalFit]:
+    """One ``final(u, rows=None)`` whose units each take the final fit of their own HRF.
+
+    Parameters
+    ----------
+    finals : list of callable
+        :func:`final_fit` bound to each HRF's problem.
+    hrf : ndarray of int, shape (len(index),)
+        Each unit's HRF, an index of ``finals``.
+    index : ndarray of int
+        The units of the data the rows of ``u`` are.
+
+    Returns
+    -------
+    callable
+    """
+
+    def run(u: np.ndarray, rows: np.ndarray | None = None) -> FinalFit:
+        rows = np.arange(len(u)) if rows is None else np.asarray(rows)
+        parts = [
+            (final(u, rows=rows[hrf[rows] == h]), index[rows[hrf[rows] == h]])
+            for h, final in enumerate(finals)
+            if (hrf[rows] == h).any()
+        ]
+        if not parts:
+            return finals[0](u, rows=rows)
+        merged, _ = parts[0]
+        for part, at in parts[1:]:
+            for key, values in merged.params.items():
+                values[at] = part.params[key][at]
+            for key, values in merged.flags.items():
+                values[at] = part.flags[key][at]
+            merged.r2[at], merged.loss[at] = part.r2[at], part.loss[at]
+            if merged.predictions is not None:
+                merged.predictions[at] = part.predictions[at]
+        return replace(merged, seconds=sum(part.seconds for part, _ in parts))
+
+    return run
+
+
+OWN_DELAY_ERRORS = ("sigma", "amplitude")
+"""The standard errors a unit under another delay than the fit's (a delay prior) takes from that
+delay's HRF: what is estimated under it. The centre's (x, y and what derives from them) stay the fit
+HRF's, under which it was estimated."""
+
+
+def _hrf_uncertainty(
+    fit: Refinement,
+    h: int,
+    u: np.ndarray,
+    which: np.ndarray,
+    at_floor: np.ndarray,
+    known: np.ndarray | None,
+    recipe: Callable[[Problem], CovarianceRecipe],
+) -> Uncertainty:
+    """The standard errors of the units ``which`` at ``u`` under the fit's HRF ``h`` (its problems' index).
+
+    σ's floor units (``at_floor``) get their profile-likelihood upper limit (``known`` where already
+    computed, NaN elsewhere); ``recipe(problem)`` is the covariance's recipe under that HRF's
+    (unwhitened) problem.
+    """
+    k = fit.prob.model.names.index("sigma") if "sigma" in fit.prob.model.names else None
+    gls = fit.gls_problems[h]
+    floor_upper = None
+    if k is not None:
+        limits = _sigma_limits(fit.bounds, k)
+        floor_upper = floor_sigma_limit(gls, fit.gls_units, u, at_floor & which, k, limits, fit.mem_gb, known)
+    return parameter_uncertainty(
+        gls,
+        fit.gls_units,
+        u,
+        fit.free,
+        recipe(fit.problems[h]),
+        mem_gb=fit.mem_gb,
+        which=which,
+        floor_upper=floor_upper,
+    )
+
+
+def _merged_uncertainty(parts: list[tuple[Uncertainty, np.ndarray, tuple[str, ...] | None]]) -> Uncertainty:
+    """The standard errors of each part at its own units (data rows), as one ``Uncertainty``.
+
+    Parameters
+    ----------
+    parts : list of (Uncertainty, ndarray of int, tuple of str or None)
+        Each HRF's standard errors, the units they are for, and the keys taken from it (None: all;
+        the first part's, all units').
+
+    Returns
+    -------
+    Uncertainty
+    """
+    merged, _, _ = parts[0]
+    for part, at, keys in parts[1:]:
+        for field in ("se", "lower", "upper"):
+            mine, theirs = getattr(merged, field), getattr(part, field)
+            for key, values in theirs.items():
+                if keys is None or key in keys:
+                    mine.setdefault(key, np.full(len(values), np.nan))[at] = values[at]
+    return replace(merged, seconds=sum(part.seconds for part, _, _ in parts))
 
 
 def _sigma_limits(bounds: InternalBounds, k: int) -> tuple[float, float]:
@@ -252,7 +404,7 @@ def _profiled_interval(
     """
     if fit.profiled is None:
         return None
-    same = u_likelihood[:, k] == fit.refined.u[:, k]
+    same = u_likelihood[:, k] == fit.likelihood_u[:, k]
     ends = []
     for values in (fit.profiled.lower, fit.profiled.upper):
         out = np.full(fit.units.total, np.nan)
@@ -277,6 +429,18 @@ class Refinement:
         The refinement; its ``u`` are the maximum-likelihood parameters.
     u : ndarray, shape (units, K)
         The refined parameters, σ at its posterior mode where there is a prior.
+    likelihood_u : ndarray, shape (units, K)
+        The same at σ's maximum-likelihood value under each unit's HRF.
+    problems, gls_problems : list of Problem
+        ``prob`` and ``gls_prob``, then the same under each other HRF a unit may take (the delay
+        prior's).
+    hrf : ndarray of int, shape (units,)
+        Each unit's HRF, an index of ``problems`` (all 0 without a delay prior).
+    delays : DelayPrior or None
+        The prior on each unit's HRF delay (``FitOptions.delay_prior``), None without one.
+    delay_variance : ndarray, shape (units,) or None
+        What is left of each unit's delay's variance under it
+        (:meth:`~prfmap.engine.fit.delay_prior.DelayPrior.residual_variance`), s².
     sigma_prior : SigmaPrior or None
         The prior on log σ used (``FitOptions.sigma_prior``), None without one.
     profiled : SigmaProfileLimits or None
@@ -307,6 +471,12 @@ class Refinement:
     begun: stages.Start
     refined: stages.Refined
     u: np.ndarray
+    likelihood_u: np.ndarray
+    problems: list[Problem]
+    gls_problems: list[Problem]
+    hrf: np.ndarray
+    delays: DelayPrior | None
+    delay_variance: np.ndarray | None
     sigma_prior: SigmaPrior | None
     profiled: SigmaProfileLimits | None
     bounds: InternalBounds
@@ -372,14 +542,41 @@ def refine_units(
     if whitening is not None:
         gls_prob, gls_units = whitened(prob, units, whitening, repr(noise))
     refined = stages.refine(gls_prob, plan, begun.u, gls_units.y, begun.corr, free, bounds, progress)
-    refined_u, sigma_prior, profiled = refined.u, None, None
-    if opts.sigma_prior != "none" and "sigma" in prob.model.names and opts.refine != "none":
+    refined_u, likelihood_u, sigma_prior, profiled = refined.u, refined.u, None, None
+    problems, gls_problems, delays, delay_variance = [prob], [gls_prob], None, None
+    hrf_index = np.zeros(len(refined.u), dtype=int)
+    profiled_at_all = "sigma" in prob.model.names and opts.refine != "none"
+    if profiled_at_all and n_bases == 1 and opts.delay_prior != "none":
+        delays = delay_prior(prob.hrf)
+        for moved in delays.hrfs[1:]:
+            problems.append(
+                cache.problem(prf_model, stim, tr, 1, nuisance, dtype, opts.slice_time_ref, moved)
+            )
+            gls = (
+                problems[-1]
+                if whitening is None
+                else whitened(problems[-1], units, whitening, repr(noise))[0]
+            )
+            gls_problems.append(gls)
+    if profiled_at_all and (opts.sigma_prior != "none" or delays is not None):
         t0 = time.perf_counter()
         k = prob.model.names.index("sigma")
         which = ~refined.flags["grid_only"]
-        refined_u, sigma_prior, profiled = posterior_sigma(
-            gls_prob, gls_units, refined.u, which, _sigma_limits(bounds, k), opts.sigma_prior, mem_gb
+        penalties = np.zeros(1) if delays is None else delays.penalties
+        posterior = posterior_sigma(
+            gls_problems,
+            penalties,
+            gls_units,
+            refined.u,
+            which,
+            _sigma_limits(bounds, k),
+            opts.sigma_prior,
+            mem_gb,
         )
+        refined_u, likelihood_u, sigma_prior = posterior.u, posterior.likelihood_u, posterior.prior
+        profiled, hrf_index = posterior.profiled, posterior.hrf
+        if delays is not None:
+            delay_variance = delays.residual_variance(posterior.hrf_weights)
         timings["sigma_prior"] = time.perf_counter() - t0
     return Refinement(
         prob,
@@ -389,6 +586,12 @@ def refine_units(
         begun,
         refined,
         refined_u,
+        likelihood_u,
+        problems,
+        gls_problems,
+        hrf_index,
+        delays,
+        delay_variance,
         sigma_prior,
         profiled,
         bounds,

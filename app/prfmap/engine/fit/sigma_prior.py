@@ -15,6 +15,7 @@ posterior's, its log's precision the data's plus the prior's (:func:`posterior_u
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,14 +32,17 @@ from prfmap.engine.problem import Problem, Units
 
 __all__ = [
     "PROFILE_POINTS",
+    "SigmaPosterior",
     "SigmaPrior",
     "SigmaProfileLimits",
     "at_likelihood_sigma",
     "floor_sigma_limit",
     "map_log_sigma",
     "posterior_sigma",
+    "joint_profiles",
     "posterior_uncertainty",
     "prior_from_profiles",
+    "profile_minimum",
     "profile_limits",
     "profile_upper_limit",
     "sigma_profiles",
@@ -129,7 +133,59 @@ def sigma_profiles(
     profile : ndarray, shape (n, PROFILE_POINTS)
         ``(RSS(log σ) − min RSS) / s²``, ``s²`` the smallest RSS over the residual's degrees of freedom.
     """
+    grid, profiles = joint_profiles([prob], np.zeros(1), units, u, k, limits, mem_gb)
+    return grid, profiles[0]
+
+
+def joint_profiles(
+    problems: Sequence[Problem],
+    penalties: np.ndarray,
+    units: Units,
+    u: np.ndarray,
+    k: int,
+    limits: tuple[float, float],
+    mem_gb: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each unit's −2 log profile likelihood of log σ under each of several HRFs, on one scale.
+
+    Parameters
+    ----------
+    problems : sequence of Problem
+        The (whitened) problems, one per HRF (:mod:`~prfmap.engine.fit.delay_prior`'s delays).
+    penalties : ndarray, shape (len(problems),)
+        Added to each problem's profile (its delay's −2 log prior).
+    units : Units
+        The units, ``u``'s rows (the same under every problem: the HRF changes only predictions).
+    u : ndarray, shape (n, K)
+        Their internal parameters; column ``k`` (log σ) is varied, the others held.
+    k : int
+        The column of log σ.
+    limits : (float, float)
+        σ's internal bounds.
+    mem_gb : float
+        Memory budget of a batch.
+
+    Returns
+    -------
+    grid : ndarray, shape (PROFILE_POINTS,)
+        log σ.
+    profiles : ndarray, shape (len(problems), n, PROFILE_POINTS)
+        ``(RSS(log σ) − min RSS) / s² + penalty``, the minimum and ``s²`` (the smallest RSS over the
+        residual's degrees of freedom) each unit's over every problem and point.
+    """
     grid = np.linspace(limits[0], limits[1], PROFILE_POINTS)
+    rss = np.stack([_profile_rss(prob, units, u, k, grid, mem_gb) for prob in problems])
+    prob = problems[0]
+    dof = max(float(prob.frames - int(prob.q.shape[1]) - u.shape[1] - prob.n_bases), 1.0)
+    lowest = rss.min(axis=(0, 2), keepdims=True)
+    scaled = (rss - lowest) / np.maximum(lowest / dof, 1e-30)
+    return grid, scaled + np.asarray(penalties, dtype=np.float64)[:, None, None]
+
+
+def _profile_rss(
+    prob: Problem, units: Units, u: np.ndarray, k: int, grid: np.ndarray, mem_gb: float
+) -> np.ndarray:
+    """The residual sum of squares of every unit (rows of ``u``) at every log σ of ``grid``."""
     n, points = len(u), grid.size
     rss = np.empty((n, points))
     fn = compiled(kernels.vp_cost, prob.model)
@@ -150,9 +206,7 @@ def sigma_profiles(
         rss[start:stop] = to_numpy(out)[: (stop - start) * points].reshape(stop - start, points)
 
     run_batches(n, per_call, run, "sigma prior", None)
-    dof = max(float(prob.frames - int(prob.q.shape[1]) - u.shape[1] - prob.n_bases), 1.0)
-    lowest = rss.min(axis=1, keepdims=True)
-    return grid, (rss - lowest) / np.maximum(lowest / dof, 1e-30)
+    return rss
 
 
 def profile_limits(grid: np.ndarray, profile: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
@@ -334,17 +388,34 @@ def map_log_sigma(
         log σ, within the grid's ends; NaN where the profile is not finite.
     """
     z = (grid[None, :] - prior.mean(eccentricity)[:, None]) / prior.spread
-    penalised = profile + z * z
-    best = np.argmin(np.where(np.isfinite(penalised), penalised, np.inf), axis=1)
+    return profile_minimum(grid, profile + z * z)
+
+
+def profile_minimum(grid: np.ndarray, profile: np.ndarray) -> np.ndarray:
+    """Where each row of ``profile`` is lowest: its lowest point, refined by a parabola through three.
+
+    Parameters
+    ----------
+    grid : ndarray, shape (G,)
+        log σ of the profiles' points.
+    profile : ndarray, shape (n, G)
+        A (penalised) −2 log profile likelihood.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        log σ, within the grid's ends; NaN where the profile is not finite.
+    """
+    best = np.argmin(np.where(np.isfinite(profile), profile, np.inf), axis=1)
     inner = np.clip(best, 1, grid.size - 2)
     rows = np.arange(len(best))
-    left, mid, right = (penalised[rows, inner + d] for d in (-1, 0, 1))
+    left, mid, right = (profile[rows, inner + d] for d in (-1, 0, 1))
     curvature = left - 2 * mid + right
     with np.errstate(invalid="ignore", divide="ignore"):
         shift = np.where(curvature > 0, 0.5 * (left - right) / curvature, 0.0)
     step = float(grid[1] - grid[0])
     out = np.where(best == inner, grid[inner] + np.clip(shift, -0.5, 0.5) * step, grid[best])
-    return np.where(np.isfinite(penalised).all(axis=1), out, np.nan)
+    return np.where(np.isfinite(profile).all(axis=1), out, np.nan)
 
 
 @dataclass(frozen=True)
@@ -364,63 +435,123 @@ class SigmaProfileLimits:
     upper: np.ndarray
 
 
+@dataclass(frozen=True)
+class SigmaPosterior:
+    """What :func:`posterior_sigma` gives a fit's refined units.
+
+    Attributes
+    ----------
+    u : ndarray, shape (n, K)
+        The internal parameters, log σ at its posterior mode where there is a prior.
+    likelihood_u : ndarray, shape (n, K)
+        The same with log σ at its maximum-likelihood value under each unit's HRF: the refined one
+        under the fit's HRF, the profile's minimum under another.
+    prior : SigmaPrior or None
+        The prior used; None (and ``u`` the maximum-likelihood σ) where too few units give one.
+    profiled : SigmaProfileLimits
+        Each profiled unit's limits at its maximum-likelihood σ: the one-sided upper limit for
+        :func:`floor_sigma_limit` to reuse, the two-sided interval for :func:`posterior_uncertainty`.
+    hrf : ndarray of int, shape (n,)
+        Each unit's HRF, an index of the problems profiled (0, the fit's own, where not profiled).
+    hrf_weights : ndarray, shape (n, len(problems))
+        Each unit's posterior probability of each HRF (σ at its mode under each; one-hot at the fit's
+        own where not profiled).
+    """
+
+    u: np.ndarray
+    likelihood_u: np.ndarray
+    prior: SigmaPrior | None
+    profiled: SigmaProfileLimits
+    hrf: np.ndarray
+    hrf_weights: np.ndarray
+
+
 def posterior_sigma(
-    prob: Problem,
+    problems: Sequence[Problem],
+    penalties: np.ndarray,
     units: Units,
     u: np.ndarray,
     which: np.ndarray,
     limits: tuple[float, float],
     option: str | SigmaPrior,
     mem_gb: float,
-) -> tuple[np.ndarray, SigmaPrior | None, SigmaProfileLimits]:
-    """``u`` with the units ``which``'s log σ at its posterior mode, the prior used, and σ's profile limits.
+) -> SigmaPosterior:
+    """The units ``which``'s HRF and log σ at their joint posterior mode, σ's prior and profile limits.
+
+    With one problem, σ's posterior mode on its profile (x, y and the shape parameters held at the
+    refined values). With several (the HRFs of :mod:`~prfmap.engine.fit.delay_prior`, the fit's
+    first), each unit's profiles of log σ under each, plus that HRF's penalty (−2 log its prior):
+    the prior on σ is estimated from their lower envelope (the HRF profiled out under its prior), and
+    each unit takes the HRF and σ whose penalised profile plus σ's prior is lowest.
 
     Parameters
     ----------
-    prob : Problem
-        The (whitened) problem of the refinement.
+    problems : sequence of Problem
+        The (whitened) problems of the refinement, the fit's own HRF first.
+    penalties : ndarray, shape (len(problems),)
+        −2 log prior of each problem's HRF (0 for the only one).
     units : Units
         Its units, ``u``'s rows.
     u : ndarray, shape (n, K)
-        The refined internal parameters; ``x`` and ``y`` in columns 0 and 1, log σ in the model's
-        ``sigma`` column.
+        The refined internal parameters (under the first problem); ``x`` and ``y`` in columns 0
+        and 1, log σ in the model's ``sigma`` column.
     which : ndarray of bool, shape (n,)
         The units to profile (the refined ones).
     limits : (float, float)
         σ's internal bounds.
-    option : {"eccentricity"} or SigmaPrior
-        Estimate the prior from these units, or use the one given (a participant's, estimated once).
+    option : {"none", "eccentricity"} or SigmaPrior
+        No prior on σ (each unit's HRF chosen under its own prior, σ its maximum-likelihood value
+        there); estimate the prior from these units; or use the one given (a participant's,
+        estimated once).
     mem_gb : float
         Memory budget of a batch.
 
     Returns
     -------
-    u : ndarray, shape (n, K)
-    prior : SigmaPrior or None
-        None (and ``u`` unchanged) where too few units give a prior.
-    profiled : SigmaProfileLimits
-        Each profiled unit's limits at ``u`` (the maximum-likelihood σ): the one-sided upper limit
-        for :func:`floor_sigma_limit` to reuse, the two-sided interval for
-        :func:`posterior_uncertainty`.
+    SigmaPosterior
     """
-    k = prob.model.names.index("sigma")
+    k = problems[0].model.names.index("sigma")
     rows = np.flatnonzero(which)
     ends = [np.full(len(u), np.nan) for _ in range(3)]
-    profiled = SigmaProfileLimits(*ends)
+    profiled, hrf = SigmaProfileLimits(*ends), np.zeros(len(u), dtype=int)
+    weights = np.zeros((len(u), len(problems)))
+    weights[:, 0] = 1.0
+    given = option if isinstance(option, SigmaPrior) else None
     if rows.size == 0:
-        return u, option if isinstance(option, SigmaPrior) else None, profiled
-    grid, profile = sigma_profiles(prob, units.rows(rows), u[rows], k, limits, mem_gb)
-    profiled.upper_one_sided[rows] = profile_upper_limit(grid, profile)
-    profiled.lower[rows], profiled.upper[rows] = profile_limits(grid, profile, Z95**2)
+        return SigmaPosterior(u, u, given, profiled, hrf, weights)
+    grid, profiles = joint_profiles(problems, penalties, units.rows(rows), u[rows], k, limits, mem_gb)
+    # the prior from the delays' lower envelope: from the fit HRF's profiles alone it kept part of σ's
+    # late-response bias (docs/validation.md, "A prior on each vertex's HRF delay")
+    envelope = profiles.min(axis=0)
+    envelope -= envelope.min(axis=1, keepdims=True)
     eccentricity = np.hypot(u[rows, 0], u[rows, 1])
-    prior = option if isinstance(option, SigmaPrior) else prior_from_profiles(grid, profile, eccentricity)
+    prior = given if option == "none" or given else prior_from_profiles(grid, envelope, eccentricity)
+    penalised = profiles
+    if prior is not None:
+        z = (grid[None, :] - prior.mean(eccentricity)[:, None]) / prior.spread
+        penalised = profiles + (z * z)[None]
+    lowest = np.nan_to_num(penalised.min(axis=2), nan=np.inf)  # (problems, units)
+    chosen = np.argmin(lowest, axis=0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        odds = np.exp(-0.5 * (lowest - lowest[chosen, np.arange(rows.size)]))
+    finite = np.isfinite(odds).all(axis=0) & (odds.sum(axis=0) > 0)
+    weights[rows[finite]] = (odds / odds.sum(axis=0))[:, finite].T
+    own = profiles[chosen, np.arange(rows.size)]
+    own = own - own.min(axis=1, keepdims=True)
+    hrf[rows] = chosen
+    profiled.upper_one_sided[rows] = profile_upper_limit(grid, own)
+    profiled.lower[rows], profiled.upper[rows] = profile_limits(grid, own, Z95**2)
+    likelihood_u = u.copy()
+    moved = chosen != 0  # under the fit's own HRF the refined σ is the maximum-likelihood one
+    found = profile_minimum(grid, own)
+    likelihood_u[rows[moved & np.isfinite(found)], k] = found[moved & np.isfinite(found)]
     if prior is None:
-        return u, None, profiled
-    mapped = map_log_sigma(grid, profile, eccentricity, prior)
-    out = u.copy()
+        return SigmaPosterior(likelihood_u, likelihood_u, None, profiled, hrf, weights)
+    mapped = map_log_sigma(grid, own, eccentricity, prior)
+    out = likelihood_u.copy()
     ok = np.isfinite(mapped)
     out[rows[ok], k] = mapped[ok]
-    return out, prior, profiled
+    return SigmaPosterior(out, likelihood_u, prior, profiled, hrf, weights)
 
 
 def at_likelihood_sigma(

@@ -68,10 +68,20 @@ class CovarianceRecipe:
         weight ``w_s`` (sigma points of the HRF's between-unit spread), the Gauss–Newton step ``d_s``
         from the fit's prediction to the alternative's (what a unit whose HRF is ``s`` would be
         estimated off by) adds ``w_s d_s d_sᵀ``: the second moment of the error the HRF causes.
+    unit_scales : ndarray, shape (units, len(hrf_alternatives)), optional
+        Each unit's factor on the variance each alternative's step adds to the internal parameter
+        ``scaled_column`` (rows: the units of ``u`` in :func:`parameter_uncertainty`; its
+        covariances with the others scale by the factor's square root): what of the HRF's spread
+        is left for that parameter at that unit (σ re-estimated under a delay chosen per unit,
+        :mod:`~prfmap.engine.fit.delay_prior`, the others not). None: 1 everywhere.
+    scaled_column : int, optional
+        The internal parameter ``unit_scales`` applies to.
     """
 
     lag_weights: np.ndarray | None = None
     hrf_alternatives: Sequence[tuple[np.ndarray, float]] = ()
+    unit_scales: np.ndarray | None = None
+    scaled_column: int | None = None
 
     @property
     def option(self) -> str:
@@ -80,7 +90,11 @@ class CovarianceRecipe:
 
 
 def covariance_recipe(
-    option: str, run_lengths: Sequence[int], hrf_alternatives: Sequence[tuple[np.ndarray, float]] = ()
+    option: str,
+    run_lengths: Sequence[int],
+    hrf_alternatives: Sequence[tuple[np.ndarray, float]] = (),
+    unit_scales: np.ndarray | None = None,
+    scaled_column: int | None = None,
 ) -> CovarianceRecipe:
     """The recipe of ``option`` for runs of ``run_lengths`` frames.
 
@@ -92,6 +106,8 @@ def covariance_recipe(
         Frames of each run, in order.
     hrf_alternatives : sequence of (ndarray, float)
         As :class:`CovarianceRecipe`.
+    unit_scales, scaled_column : ndarray, int, optional
+        As :class:`CovarianceRecipe`.
 
     Returns
     -------
@@ -100,7 +116,7 @@ def covariance_recipe(
     if option not in catalog.COVARIANCES:
         raise ValueError(f"covariance must be one of {sorted(catalog.COVARIANCES)}, got {option!r}")
     weights = newey_west_weights(run_lengths) if option == "sandwich" else None
-    return CovarianceRecipe(weights, tuple(hrf_alternatives))
+    return CovarianceRecipe(weights, tuple(hrf_alternatives), unit_scales, scaled_column)
 
 
 def newey_west_weights(run_lengths: Sequence[int]) -> np.ndarray:
@@ -255,9 +271,11 @@ def _covariance(
 ) -> Uncertainty:
     """:func:`parameter_uncertainty` at ``u`` of the units ``which`` (all when None)."""
     t0 = time.perf_counter()
+    scales = recipe.unit_scales
     if which is not None:
         chosen = np.flatnonzero(which)
         u, units = u[chosen], units.rows(chosen)
+        scales = None if scales is None else scales[chosen]
     model, dtype, n = prob.model, prob.dtype, len(u)
     k, n_bases = u.shape[1], prob.n_bases
     fn = compiled(kernels.vp_information, model)
@@ -300,6 +318,9 @@ def _covariance(
         cov = cov + np.einsum("nij,njk,nkl->nil", inverse, excess, inverse)
     if n_alt:
         steps = np.einsum("nij,njs->nis", inverse, cross[:, keep])
+        if scales is not None and recipe.scaled_column in keep:
+            at = int(np.flatnonzero(keep == recipe.scaled_column)[0])
+            steps[:, at, :] *= np.sqrt(scales)
         cov = cov + np.einsum("nis,njs,s->nij", steps, steps, spread)
     se, lower, upper = _reported(model, u, beta, cov, fitted)
     held = {p.name for k, p in enumerate(model.params) if not free[k]}  # fixed: no error to report
