@@ -71,13 +71,18 @@ def predict(
     fn = compiled(_predict_tensor, prf_model)
     delay = arrays.get("hrf_delay", np.full(n, hrf.delay))
     delay = np.where(np.isfinite(delay), delay, hrf.delay)
-    out = np.empty((n, stim.n_frames))
-    for value in np.unique(delay):  # each unit's own HRF delay (--delay-prior), else the HRF's
-        rows = delay == value
-        prob = build(prf_model, stim, tr, 3, None, dtype, slice_time_ref, replace(hrf, delay=float(value)))
-        block = fn(tensor(theta, dtype), tensor(weights, dtype), prob.stim, prob.hrf_t)
-        out[rows] = to_numpy(block).astype(np.float64)[rows]
-    return out + arrays.get("baseline", np.zeros(n))[:, None]
+    # each unit's own HRF delay (--delay-prior), else the HRF's: every delay's bases side by side, a
+    # unit's weights on its own delay's (the neural responses computed once)
+    delays, which = np.unique(delay, return_inverse=True)
+    probs = [
+        build(prf_model, stim, tr, 3, None, dtype, slice_time_ref, replace(hrf, delay=float(value)))
+        for value in delays
+    ]
+    hrf_t = probs[0].hrf_t if len(probs) == 1 else ops.concatenate([p.hrf_t for p in probs], axis=0)
+    per_delay = np.zeros((n, len(delays), weights.shape[1]))
+    per_delay[np.arange(n), which] = weights
+    block = fn(tensor(theta, dtype), tensor(per_delay.reshape(n, -1), dtype), probs[0].stim, hrf_t)
+    return to_numpy(block).astype(np.float64) + arrays.get("baseline", np.zeros(n))[:, None]
 
 
 def _predict_tensor(model: PRFModel, theta: Any, weights: Any, stim: StimulusTensors, hrf_t: Any) -> Any:

@@ -8,9 +8,13 @@ import pytest
 
 from conftest import FOV, TR, bar_design
 from helpers import backend_result
-from prfmap.engine import FitOptions, NoiseModel, Stimulus, catalog, fit_prf, predict
+from prfmap.engine import FitOptions, NoiseModel, Stimulus, catalog, fit_prf, kernels, predict
+from prfmap.engine.backend.ops import tensor, to_numpy
+from prfmap.engine.batching import compiled
 from prfmap.engine.fit.delay_prior import DEFAULT_DELAY_SD, DELAY_STEP, delay_prior
 from prfmap.engine.hrf import HRF
+from prfmap.engine.models import get_model
+from prfmap.engine.problem import make_problem
 
 RUN = 148
 DELAYS = (5.0, 6.0, 7.0)
@@ -180,3 +184,25 @@ def test_the_delays_and_their_standard_errors_agree_across_backends(tmp_path, ba
         for key in ("sigma", "se", "x_se"):
             rel = np.abs(np.array(results[other][key]) - np.array(ref[key])) / np.array(ref[key])
             assert np.nanmedian(rel) <= 0.02, (key, other, np.nanmedian(rel))
+
+
+@pytest.mark.backend
+def test_the_residuals_under_several_hrfs_at_once_are_each_hrf_s_own():
+    # vp_costs computes the neural responses once for every delay the profiles try
+    rng = np.random.default_rng(4)
+    model = get_model("gauss")
+    stim = Stimulus(bar_design(RUN, size=61), FOV)
+    nuisance = np.ones((RUN, 1))
+    problems = [make_problem(model, stim, TR, 1, nuisance, "float32", 0.5, HRF(d)) for d in DELAYS]
+    u = np.column_stack([rng.uniform(-6, 6, 64), rng.uniform(-6, 6, 64), np.log(rng.uniform(0.3, 4, 64))])
+    truth = {"x": u[:, 0], "y": u[:, 1], "sigma": np.exp(u[:, 2]), "amplitude": np.ones(64)}
+    clean = predict(truth, stim, TR, dtype="float64", hrf=HRF(DELAYS[-1]))
+    data = clean + 0.2 * clean.std(axis=1, keepdims=True) * rng.standard_normal(clean.shape)
+    y = tensor(data - data.mean(axis=1, keepdims=True), "float32")  # the constant projected out
+    args = (tensor(u, "float32"), y, problems[0].stim)
+    alone = [to_numpy(compiled(kernels.vp_cost, model)(*args, p.hrf_t, p.q)) for p in problems]
+    stacked = np.stack([to_numpy(p.hrf_t) for p in problems])
+    joint = to_numpy(compiled(kernels.vp_costs, model)(*args, tensor(stacked, "float32"), problems[0].q))
+    assert joint.shape == (len(DELAYS), 64)
+    np.testing.assert_allclose(joint, np.stack(alone), rtol=1e-4)
+    assert np.median(alone[0] / alone[-1]) > 1.5  # the HRFs matter: the data's own fits best

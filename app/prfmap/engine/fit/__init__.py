@@ -26,7 +26,7 @@ from prfmap.engine.catalog import HRF_OPTIONS
 from prfmap.engine.catalog.result import Uncertainty
 from prfmap.engine.catalog.settings import FitSettings
 from prfmap.engine.fit import stages
-from prfmap.engine.fit.delay_prior import DelayPrior, delay_prior
+from prfmap.engine.fit.delay_prior import DEFAULT_DELAY_SD, DelayPrior, delay_prior
 from prfmap.engine.fit.grid import polar_grid
 from prfmap.engine.fit.result import (
     GAUSSIAN_FIT,
@@ -217,7 +217,8 @@ def _uncertainty_stage(
         kept = moved & (u_likelihood[:, k] == fit.likelihood_u[:, k])  # the refinement was kept
         u_own[kept, k] = refined.u[kept, k]
         at_floor = np.where(moved, u_own[:, k] <= bounds.lower[k] + 1e-6, at_floor)
-        known = None if known is None else np.where(moved, np.nan, known)
+        if known is not None:  # the fit HRF's limit where the profiled refinement was kept
+            known = np.where(moved, np.where(kept, fit.profiled.fit_hrf_upper_one_sided, np.nan), known)
 
     def recipe(plain: Problem) -> CovarianceRecipe:
         alternatives = hrf_alternatives(plain, stim, tr, nuisance, opts.slice_time_ref, fit.whitening)
@@ -235,8 +236,8 @@ def _uncertainty_stage(
         group = refined_units & (fit.hrf == h)
         if group.any():
             floor = (u_likelihood[:, k] <= bounds.lower[k] + 1e-6) & group
-            known = None if fit.profiled is None else fit.profiled.upper_one_sided
-            part = _hrf_uncertainty(fit, h, u_likelihood, group, floor, known, recipe)
+            known_own = None if fit.profiled is None else fit.profiled.upper_one_sided  # own delay's
+            part = _hrf_uncertainty(fit, h, u_likelihood, group, floor, known_own, recipe)
             parts.append((part, units.index[group], OWN_DELAY_ERRORS))
     uncertainty = _merged_uncertainty(parts)
     uncertain = doubtful_uncertainty(uncertainty, checked.params, stim.scales["radius"])
@@ -605,7 +606,7 @@ def refine_units(
     )
 
 
-HRF_VARIABILITY = (("delay", 0.5), ("dispersion", 0.1))
+HRF_VARIABILITY = (("delay", DEFAULT_DELAY_SD), ("dispersion", 0.1))
 """HRF properties that differ between units around a fit's HRF, with their between-unit standard
 deviations: the peak delay (s; the participant HRF's own estimate, ``HRF.delay_sd``, where it has
 one) and the dispersion. The standard errors include what an HRF off by that much moves the

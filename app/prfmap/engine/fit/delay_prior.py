@@ -29,7 +29,8 @@ DELAY_STEP = 1.3
 three delays did as well as five, docs/validation.md)."""
 DEFAULT_DELAY_SD = 0.5
 """The between-unit SD of the delay (s) where the HRF carries no estimate of its own
-(``HRF.delay_sd``: the participant-level estimate's)."""
+(``HRF.delay_sd``: the participant-level estimate's); also the delay's in
+:data:`~prfmap.engine.fit.HRF_VARIABILITY`."""
 
 
 @dataclass(frozen=True)

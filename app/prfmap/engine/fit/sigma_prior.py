@@ -11,6 +11,11 @@ well-determined units are the large pRFs: a prior fitted to them alone is biased
 fit's. The standard errors are computed at the maximum-likelihood estimate, as without a prior (so
 are the ``uncertain`` flag and the centre's intervals: what the data determine); σ's is then the
 posterior's, its log's precision the data's plus the prior's (:func:`posterior_uncertainty`).
+
+Under a prior on each unit's HRF delay (:mod:`~prfmap.engine.fit.delay_prior`) each unit is profiled
+under several HRFs at once (:func:`joint_profiles`: the neural responses computed once, each HRF's
+regressors from them); σ's prior comes from the profiles' lower envelope and each unit takes the HRF
+and σ of their joint posterior mode (:func:`posterior_sigma`).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from keras import ops
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
@@ -111,20 +117,7 @@ def sigma_profiles(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each unit's −2 log profile likelihood of log σ, relative to its minimum over the grid.
 
-    Parameters
-    ----------
-    prob : Problem
-        The (whitened) problem.
-    units : Units
-        The units, ``u``'s rows.
-    u : ndarray, shape (n, K)
-        Their internal parameters; column ``k`` (log σ) is varied, the others held.
-    k : int
-        The column of log σ.
-    limits : (float, float)
-        σ's internal bounds.
-    mem_gb : float
-        Memory budget of a batch.
+    :func:`joint_profiles` under the one problem ``prob`` (the parameters are its).
 
     Returns
     -------
@@ -174,21 +167,30 @@ def joint_profiles(
         residual's degrees of freedom) each unit's over every problem and point.
     """
     grid = np.linspace(limits[0], limits[1], PROFILE_POINTS)
-    rss = np.stack([_profile_rss(prob, units, u, k, grid, mem_gb) for prob in problems])
-    prob = problems[0]
-    dof = max(float(prob.frames - int(prob.q.shape[1]) - u.shape[1] - prob.n_bases), 1.0)
+    rss = _profile_rss(problems, units, u, k, grid, mem_gb)
+    dof = _profile_dof(problems[0], u)
     lowest = rss.min(axis=(0, 2), keepdims=True)
     scaled = (rss - lowest) / np.maximum(lowest / dof, 1e-30)
     return grid, scaled + np.asarray(penalties, dtype=np.float64)[:, None, None]
 
 
+def _profile_dof(prob: Problem, u: np.ndarray) -> float:
+    """The residual's degrees of freedom that scale a profile (:func:`joint_profiles`)."""
+    return max(float(prob.frames - int(prob.q.shape[1]) - u.shape[1] - prob.n_bases), 1.0)
+
+
 def _profile_rss(
-    prob: Problem, units: Units, u: np.ndarray, k: int, grid: np.ndarray, mem_gb: float
+    problems: Sequence[Problem], units: Units, u: np.ndarray, k: int, grid: np.ndarray, mem_gb: float
 ) -> np.ndarray:
-    """The residual sum of squares of every unit (rows of ``u``) at every log σ of ``grid``."""
+    """The residual sums of squares (problems, n, points) of the units at every log σ of ``grid``.
+
+    Under each problem's HRF (the problems differ in nothing else), in one pass (:func:`kernels.vp_costs`).
+    """
+    prob = problems[0]
     n, points = len(u), grid.size
-    rss = np.empty((n, points))
-    fn = compiled(kernels.vp_cost, prob.model)
+    rss = np.empty((len(problems), n, points))
+    fn = compiled(kernels.vp_costs, prob.model)
+    hrf_ts = prob.hrf_t[None] if len(problems) == 1 else ops.stack([p.hrf_t for p in problems])
     rows_per_call = batch_size(prob, mem_gb, 0)
     per_call = max(1, rows_per_call // points)
 
@@ -200,10 +202,11 @@ def _profile_rss(
             tensor(pad(block, batch * points), prob.dtype),
             tensor(pad(y, batch * points), prob.dtype),
             prob.stim,
-            prob.hrf_t,
+            hrf_ts,
             prob.q,
         )
-        rss[start:stop] = to_numpy(out)[: (stop - start) * points].reshape(stop - start, points)
+        done = (stop - start) * points
+        rss[:, start:stop] = to_numpy(out)[:, :done].reshape(len(problems), stop - start, points)
 
     run_batches(n, per_call, run, "sigma prior", None)
     return rss
@@ -428,11 +431,15 @@ class SigmaProfileLimits:
         The one-sided 95 % upper limit (:func:`profile_upper_limit`), degrees.
     lower, upper : ndarray, shape (n,)
         The two-sided 95 % interval (:func:`profile_limits` at ``Z95²``), degrees.
+    fit_hrf_upper_one_sided : ndarray, shape (n,)
+        The one-sided upper limit under the fit's own HRF (the first problem; ``upper_one_sided``
+        where the unit keeps that HRF): the centre's errors are that HRF's.
     """
 
     upper_one_sided: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
+    fit_hrf_upper_one_sided: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -512,7 +519,7 @@ def posterior_sigma(
     """
     k = problems[0].model.names.index("sigma")
     rows = np.flatnonzero(which)
-    ends = [np.full(len(u), np.nan) for _ in range(3)]
+    ends = [np.full(len(u), np.nan) for _ in range(4)]
     profiled, hrf = SigmaProfileLimits(*ends), np.zeros(len(u), dtype=int)
     weights = np.zeros((len(u), len(problems)))
     weights[:, 0] = 1.0
@@ -541,6 +548,11 @@ def posterior_sigma(
     hrf[rows] = chosen
     profiled.upper_one_sided[rows] = profile_upper_limit(grid, own)
     profiled.lower[rows], profiled.upper[rows] = profile_limits(grid, own, Z95**2)
+    # on the fit HRF's own scale (its smallest RSS, not the smallest of all problems'), as
+    # sigma_profiles would give it
+    first_min = profiles[0].min(axis=1, keepdims=True)
+    first = (profiles[0] - first_min) / (1.0 + first_min / _profile_dof(problems[0], u))
+    profiled.fit_hrf_upper_one_sided[rows] = profile_upper_limit(grid, first)
     likelihood_u = u.copy()
     moved = chosen != 0  # under the fit's own HRF the refined σ is the maximum-likelihood one
     found = profile_minimum(grid, own)

@@ -159,7 +159,38 @@ def vp_cost(model: PRFModel, u: Any, y: Any, stim: StimulusTensors, hrf_t: Any, 
     """
     theta, _ = model.natural(u)
     neural = model.neural(theta, stim, jacobian=False)
-    a = ops.transpose(project_out(hrf_regressors(neural, hrf_t)[0], q), (1, 0, 2))
+    return _residual_ss(project_out(hrf_regressors(neural, hrf_t)[0], q), y)
+
+
+def vp_costs(model: PRFModel, u: Any, y: Any, stim: StimulusTensors, hrf_ts: Any, q: Any) -> Any:
+    """:func:`vp_cost` under each of several HRFs, the neural responses computed once.
+
+    The neural responses (units × pixels × distinct frames) are most of :func:`vp_cost`'s arithmetic;
+    each further HRF adds only its regressors (units × distinct × frames) and their least squares.
+
+    Parameters
+    ----------
+    model, u, y, stim, q
+        As :func:`vp_cost`'s.
+    hrf_ts : tensor, shape (H, bases, distinct, frames)
+        Each HRF's transposed convolution matrices (``Problem.hrf_t``).
+
+    Returns
+    -------
+    tensor, shape (H, units)
+    """
+    theta, _ = model.natural(u)
+    neural = model.neural(theta, stim, jacobian=False)
+    n_hrfs, n_bases, n_distinct, n_frames = tuple(ops.shape(hrf_ts))
+    regressors = hrf_regressors(neural, ops.reshape(hrf_ts, (n_hrfs * n_bases, n_distinct, n_frames)))[0]
+    return ops.stack(
+        [_residual_ss(project_out(regressors[h * n_bases : (h + 1) * n_bases], q), y) for h in range(n_hrfs)]
+    )
+
+
+def _residual_ss(regressors: Any, y: Any) -> Any:
+    """Each unit's residual sum of squares of ``y`` (units, frames) on ``regressors`` (L, units, frames)."""
+    a = ops.transpose(regressors, (1, 0, 2))
     beta, _ = linear_fit(a, y)
     resid = y - ops.sum(beta[:, :, None] * a, axis=1)
     return ops.sum(resid * resid, axis=1)
