@@ -117,7 +117,14 @@ def sigma_profiles(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each unit's −2 log profile likelihood of log σ, relative to its minimum over the grid.
 
-    :func:`joint_profiles` under the one problem ``prob`` (the parameters are its).
+    :func:`joint_profiles` under the one problem ``prob``.
+
+    Parameters
+    ----------
+    prob : Problem
+        The (whitened) problem.
+    units, u, k, limits, mem_gb
+        As :func:`joint_profiles`'.
 
     Returns
     -------
