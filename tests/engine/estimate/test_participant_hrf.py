@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from conftest import TR, random_params
-from prfmap.engine import HRF, estimate_hrf, fit_prf, predict
-from prfmap.engine.estimate.hrf import top_units
+from conftest import FOV, TR, bar_design, random_params
+from prfmap.engine import HRF, Stimulus, estimate_hrf, fit_prf, predict
+from prfmap.engine.estimate.hrf import delay_spread_of, screen_r2, spread_beyond_errors, top_units
 from prfmap.engine.hrf import hrf_kernels
 from prfmap.synth.model import unit_kernels
 
@@ -75,3 +75,39 @@ def test_a_given_hrf_is_held_fixed_and_options_are_checked(stim, units):
 def test_too_few_units_with_signal_keep_the_canonical_hrf(stim):
     noise = np.random.default_rng(0).normal(size=(30, stim.n_frames))
     assert estimate_hrf(noise, stim, TR) == HRF(option="participant", units=0)
+
+
+def test_the_spread_beyond_errors_recovers_the_true_spread_whatever_each_offset_s_error():
+    rng = np.random.default_rng(3)
+    true = rng.normal(0.2, 0.5, 400)
+    errors = np.exp(rng.uniform(np.log(0.1), np.log(1.0), 400))  # from sharp to as wide as the spread
+    offsets = true + errors * rng.standard_normal(400)
+    offsets[:6] = 40.0  # fits gone astray
+    assert spread_beyond_errors(offsets, errors) == pytest.approx(0.5, rel=0.12)
+    robust = 1.4826 * np.median(np.abs(offsets - np.median(offsets)))
+    assert robust > 0.6  # what the offsets' own spread says, errors and all
+
+
+def test_the_delay_s_spread_is_estimated_beyond_the_offsets_errors():
+    # units whose delays are spread by 0.71 s, at a noise where the offsets' errors are ~0.4 s
+    rng = np.random.default_rng(8)
+    stim = Stimulus(np.concatenate([bar_design(148, size=61)] * 2), FOV, run_lengths=(148, 148))
+    delays = np.repeat([5.0, 5.5, 6.0, 6.5, 7.0], 80)
+    truth = random_params("gauss", len(delays), rng)
+    clean = np.concatenate(
+        [
+            predict({k: v[delays == d] for k, v in truth.items()}, stim, TR, hrf=HRF(d), dtype="float64")
+            for d in np.unique(delays)
+        ]
+    )
+    noise = rng.standard_normal(clean.shape)
+    for t in range(1, stim.n_frames):
+        if t != 148:  # AR(1) within each run
+            noise[:, t] = 0.3 * noise[:, t - 1] + np.sqrt(1 - 0.09) * noise[:, t]
+    data = clean + 0.8 * clean.std(axis=1, keepdims=True) * noise
+    nuisance = np.zeros((stim.n_frames, 2))
+    nuisance[:148, 0] = nuisance[148:, 1] = 1.0
+    common = {"nuisance": nuisance, "slice_time_ref": 0.5, "mem_gb": 1.0, "dtype": "float32"}
+    common.update(progress=None, cache=None)
+    found = delay_spread_of(data, stim, TR, screen_r2(data, stim, TR, **common), common)
+    assert found == pytest.approx(delays.std(), rel=0.2)

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from scipy.optimize import minimize_scalar
 from scipy.signal import lfilter
 
 from prfmap.engine.backend.ops import tensor, to_numpy
@@ -23,7 +24,7 @@ from prfmap.engine.batching import ProgressFn, compiled, memory_budget
 from prfmap.engine.fit import fit_prf
 from prfmap.engine.fit.grid import grid_theta, polar_grid
 from prfmap.engine.fit.search import grid_search
-from prfmap.engine.hrf import DELAY, DISPERSION, HRF, hrf_kernels
+from prfmap.engine.hrf import DELAY, DISPERSION, HRF, convolution_matrices, hrf_kernels
 from prfmap.engine.models import PRFModel, floatx, get_model
 from prfmap.engine.options import FitOptions
 from prfmap.engine.problem import FitCache, make_problem, project_units
@@ -39,6 +40,9 @@ FEWEST_UNITS = 20
 """With fewer informative units the participant keeps the canonical HRF."""
 SPREAD_UNITS = 300
 """Units the between-unit spread of the delay is estimated from (:func:`delay_spread_of`)."""
+OUTLIER_MADS = 6.0
+"""Delay offsets further from their median, in robust SDs, are fits gone astray
+(:func:`spread_beyond_errors`)."""
 HRF_PASSES = 2
 """Rounds of refitting the best units' pRFs (with derivative weights, then with the HRF found) and
 searching the HRF again with them held fixed."""
@@ -238,6 +242,11 @@ def _neural(model: PRFModel, theta: Any, stim: StimulusTensors) -> Any:
     return model.neural(theta, stim, False)[0]
 
 
+def _neural_and_derivatives(model: PRFModel, theta: Any, stim: StimulusTensors) -> Any:
+    """The neural response and its derivatives in the natural parameters (1 + P, units, distinct)."""
+    return model.neural(theta, stim, True)
+
+
 HRF_FIT_OPTIONS = ("slice_time_ref", "mem_gb", "dtype")
 """The options of :func:`estimate_hrf`'s fits it takes (the rest are its own: the Gaussian, SPM's
 response and its derivatives)."""
@@ -325,11 +334,15 @@ def estimate_hrf(
 def delay_spread_of(
     data: np.ndarray, stim: Stimulus, tr: float, r2: np.ndarray, common: dict[str, Any]
 ) -> float:
-    """Between-unit SD of the HRF delay: :func:`derivative_delay_spread` of :data:`SPREAD_UNITS` units.
+    """Between-unit SD of the HRF delay, beyond its estimates' errors, from :data:`SPREAD_UNITS` units.
 
     Drawn at random from the better half (by canonical r²) of the units with r² ≥ :data:`MIN_R2`,
     not the best few: those are the units whose delay is closest to the canonical one (on a
-    synthetic participant the 100 best had a delay SD of 0.34 s, all pRFs 0.69 s).
+    synthetic participant the 100 best had a delay SD of 0.34 s, all pRFs 0.69 s). Each unit's delay
+    offset is read off its temporal-derivative weight (:func:`derivative_delay_offsets`), and the SD
+    is the one whose normal distribution, widened at each unit by its offset's error, makes the
+    offsets likeliest (:func:`spread_beyond_errors`): the offsets' own spread also holds their
+    errors, which grow with the noise (docs/validation.md, "The delay's spread beyond its errors").
 
     Parameters
     ----------
@@ -359,34 +372,149 @@ def delay_spread_of(
     fit = fit_prf(
         data[chosen], stim, tr, model="gauss", refine="lm", hrf="vertex", uncertainty=False, **common
     )
-    return derivative_delay_spread(fit.params["hrf_deriv"], tr, common["slice_time_ref"])
+    fitted = np.isfinite(fit.params["x"])
+    if fitted.sum() < FEWEST_UNITS:
+        return 0.0
+    model = get_model("gauss")
+    build = make_problem if common.get("cache") is None else common["cache"].problem
+    prob = build(model, stim, tr, 1, common["nuisance"], floatx(common["dtype"]), common["slice_time_ref"])
+    theta = model.from_report({k: fit.params[k][fitted] for k in ("x", "y", "sigma")})
+    responses = to_numpy(compiled(_neural_and_derivatives, model)(tensor(theta, prob.dtype), prob.stim))
+    responses = responses[:, :, prob.frame_index].astype(np.float64)  # distinct frames to frames
+    q = to_numpy(prob.q).astype(np.float64)
+    y = np.asarray(data[chosen][fitted], dtype=np.float64)
+    offsets, errors = derivative_delay_offsets(
+        responses, y - (y @ q) @ q.T, q, tr, stim.run_lengths, common["slice_time_ref"]
+    )
+    return spread_beyond_errors(offsets, errors)
 
 
-def derivative_delay_spread(ratio: np.ndarray, tr: float, slice_time_ref: float) -> float:
-    """Between-unit SD of the delay from units' temporal-derivative weights (relative to the amplitude).
+def derivative_delay_offsets(
+    responses: np.ndarray,
+    y: np.ndarray,
+    q: np.ndarray,
+    tr: float,
+    run_lengths: Sequence[int],
+    slice_time_ref: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each unit's delay offset from its temporal-derivative weight, and that offset's standard error.
 
-    A delay moved by ``δ`` changes the response by about ``δ`` times ``c`` times the temporal
-    derivative basis (``c`` by least squares on the kernels), so a unit's weight ratio over ``c`` is
-    its delay offset; 1.4826 times the offsets' median absolute deviation.
+    The weights of SPM's response and its two derivatives are fitted by least squares with each
+    unit's pRF held; the offset is the derivative's weight over the response's, over
+    :func:`derivative_scale`. Its error is the delta method's, with the weights' covariance from
+    the Gauss–Newton information of the weights and the pRF's parameters together (a later
+    response and a larger pRF look alike: with the pRF held the errors were a third too small), under
+    an AR(1) correlation of the residuals (one coefficient for every unit, the median of their
+    lag-1 autocorrelations within the runs).
 
     Parameters
     ----------
-    ratio : ndarray, shape (units,)
-        ``hrf_deriv`` of a fit with ``hrf="vertex"``.
-    tr, slice_time_ref : float
-        The acquisition.
+    responses : ndarray, shape (1 + P, units, frames)
+        Each unit's neural response, then its derivatives in the pRF's P parameters.
+    y : ndarray, shape (units, frames)
+        Its data, ``q`` projected out.
+    q : ndarray, shape (frames, k)
+        The nuisance basis.
+    tr : float
+        Repetition time, s.
+    run_lengths : sequence of int
+        Frames per run.
+    slice_time_ref : float
+        Where in each TR the volumes sample the signal.
+
+    Returns
+    -------
+    offsets, errors : ndarray, shape (units,)
+        Seconds; NaN where the response's weight is not positive.
+    """
+    conv = convolution_matrices(hrf_kernels(tr, 3, slice_time_ref), run_lengths)
+    a = np.stack([responses[0] @ basis.T for basis in conv], axis=2)  # (units, frames, bases)
+    a -= q @ (q.T @ a)
+    a_t = np.transpose(a, (0, 2, 1))
+    weights = (np.linalg.inv(a_t @ a) @ (a_t @ y[:, :, None]))[:, :, 0]
+    residual = y - (a @ weights[:, :, None])[:, :, 0]
+    # the prediction's derivatives in the pRF's parameters, beside the three bases'
+    prf = np.stack(
+        [sum(weights[:, [b]] * (d @ basis.T) for b, basis in enumerate(conv)) for d in responses[1:]], axis=2
+    )
+    jacobian = np.concatenate([a, prf - q @ (q.T @ prf)], axis=2)
+    jacobian_t = np.transpose(jacobian, (0, 2, 1))
+    information_inverse = np.linalg.pinv(jacobian_t @ jacobian)
+    n_frames = y.shape[1]
+    variance = np.sum(residual**2, axis=1) / max(n_frames - q.shape[1] - jacobian.shape[2], 1)
+    run = np.repeat(np.arange(len(run_lengths)), run_lengths)
+    same_run = run[1:] == run[:-1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lag1 = np.sum((residual[:, 1:] * residual[:, :-1])[:, same_run], axis=1) / np.sum(residual**2, axis=1)
+    rho = float(np.clip(np.nan_to_num(np.nanmedian(lag1)), 0.0, 0.95))
+    frame = np.arange(n_frames)
+    correlation = np.where(run[:, None] == run[None, :], rho ** np.abs(frame[:, None] - frame[None, :]), 0.0)
+    meat = jacobian_t @ (correlation @ jacobian)
+    cov = variance[:, None, None] * (information_inverse @ meat @ information_inverse)
+    amplitude = weights[:, 0]
+    positive = amplitude > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = weights[:, 1] / amplitude
+        ratio_variance = (cov[:, 1, 1] - 2 * ratio * cov[:, 0, 1] + ratio**2 * cov[:, 0, 0]) / amplitude**2
+    scale = derivative_scale(tr, slice_time_ref)
+    offsets = np.where(positive, ratio / scale, np.nan)
+    errors = np.where(positive, np.sqrt(np.maximum(ratio_variance, 0.0)) / abs(scale), np.nan)
+    return offsets, errors
+
+
+def spread_beyond_errors(offsets: np.ndarray, errors: np.ndarray) -> float:
+    """The SD ``τ`` of the units' true offsets: the maximum-likelihood one of offsets ~ N(μ, τ² + error²).
+
+    Offsets more than :data:`OUTLIER_MADS` robust SDs from their median (fits gone astray) are
+    left out; with fewer than :data:`FEWEST_UNITS` left, the offsets' robust SD (1.4826 times their
+    median absolute deviation), errors and all.
+
+    Parameters
+    ----------
+    offsets, errors : ndarray, shape (units,)
+        :func:`derivative_delay_offsets`'.
 
     Returns
     -------
     float
         Seconds.
     """
+    finite = np.isfinite(offsets) & np.isfinite(errors)
+    if not finite.any():
+        return 0.0
+    centre = np.median(offsets[finite])
+    robust = 1.4826 * float(np.median(np.abs(offsets[finite] - centre)))
+    kept = finite & (np.abs(offsets - centre) <= OUTLIER_MADS * robust)
+    if kept.sum() < FEWEST_UNITS or robust <= 0:
+        return robust
+    d, e2 = offsets[kept], errors[kept] ** 2
+
+    def negative_log_likelihood(tau: float) -> float:
+        v = tau * tau + e2
+        mean = np.sum(d / v) / np.sum(1 / v)
+        return 0.5 * float(np.sum(np.log(v) + (d - mean) ** 2 / v))
+
+    return float(minimize_scalar(negative_log_likelihood, bounds=(0.0, 3.0 * robust), method="bounded").x)
+
+
+def derivative_scale(tr: float, slice_time_ref: float) -> float:
+    """The temporal-derivative weight (relative to the amplitude) of a delay moved by 1 s.
+
+    A delay moved by ``δ`` changes the response by about ``δ`` times this times the temporal
+    derivative basis (least squares on the kernels).
+
+    Parameters
+    ----------
+    tr, slice_time_ref : float
+        The acquisition.
+
+    Returns
+    -------
+    float
+        Per second.
+    """
     base = hrf_kernels(tr, 3, slice_time_ref)
     moved = hrf_kernels(tr, 1, slice_time_ref, hrf=HRF(DELAY + 0.1, DISPERSION))[0]
     n = min(base.shape[1], moved.shape[0])
     change = (moved[:n] - base[0, :n]) / 0.1
-    scale = float(change @ base[1, :n] / (base[1, :n] @ base[1, :n]))
-    offsets = np.asarray(ratio, dtype=np.float64)[np.isfinite(ratio)] / scale
-    if offsets.size == 0:
-        return 0.0
-    return float(1.4826 * np.median(np.abs(offsets - np.median(offsets))))
+    return float(change @ base[1, :n] / (base[1, :n] @ base[1, :n]))
