@@ -24,7 +24,7 @@ from prfmap.engine.batching import ProgressFn, compiled, memory_budget
 from prfmap.engine.fit import fit_prf
 from prfmap.engine.fit.grid import grid_theta, polar_grid
 from prfmap.engine.fit.search import grid_search
-from prfmap.engine.hrf import DELAY, DISPERSION, HRF, convolution_matrices, hrf_kernels
+from prfmap.engine.hrf import DELAY, DISPERSION, HRF, hrf_kernels
 from prfmap.engine.models import PRFModel, floatx, get_model
 from prfmap.engine.options import FitOptions
 from prfmap.engine.problem import FitCache, make_problem, project_units
@@ -129,15 +129,7 @@ def unit_explained(
     ndarray, shape (units,)
         ``max(c, 0)²`` with ``c`` each unit's correlation with its projected prediction.
     """
-    kernel = hrf_kernels(tr, 1, slice_time_ref, hrf=hrf)[0]
-    bounds = np.cumsum([0, *run_lengths])
-    pred = np.concatenate(
-        [
-            lfilter(kernel, [1.0], neural[:, a:b], axis=1)
-            for a, b in zip(bounds[:-1], bounds[1:], strict=True)
-        ],
-        axis=1,
-    )
+    pred = _by_run(neural, hrf_kernels(tr, 1, slice_time_ref, hrf=hrf)[0], np.cumsum([0, *run_lengths]))
     pred -= (pred @ q) @ q.T
     cross = np.sum(pred * y, axis=1)
     norms = np.sqrt(np.sum(pred**2, axis=1) * np.sum(y**2, axis=1))
@@ -427,15 +419,22 @@ def derivative_delay_offsets(
     offsets, errors : ndarray, shape (units,)
         Seconds; NaN where the response's weight is not positive.
     """
-    conv = convolution_matrices(hrf_kernels(tr, 3, slice_time_ref), run_lengths)
-    a = np.stack([responses[0] @ basis.T for basis in conv], axis=2)  # (units, frames, bases)
+    kernels = hrf_kernels(tr, 3, slice_time_ref)
+    bounds = np.cumsum([0, *run_lengths])
+    a = np.stack(
+        [_by_run(responses[0], kernel, bounds) for kernel in kernels], axis=2
+    )  # (units, frames, bases)
     a -= q @ (q.T @ a)
     a_t = np.transpose(a, (0, 2, 1))
     weights = (np.linalg.inv(a_t @ a) @ (a_t @ y[:, :, None]))[:, :, 0]
     residual = y - (a @ weights[:, :, None])[:, :, 0]
     # the prediction's derivatives in the pRF's parameters, beside the three bases'
     prf = np.stack(
-        [sum(weights[:, [b]] * (d @ basis.T) for b, basis in enumerate(conv)) for d in responses[1:]], axis=2
+        [
+            sum(weights[:, [b]] * _by_run(d, kernel, bounds) for b, kernel in enumerate(kernels))
+            for d in responses[1:]
+        ],
+        axis=2,
     )
     jacobian = np.concatenate([a, prf - q @ (q.T @ prf)], axis=2)
     jacobian_t = np.transpose(jacobian, (0, 2, 1))
@@ -447,9 +446,8 @@ def derivative_delay_offsets(
     with np.errstate(invalid="ignore", divide="ignore"):
         lag1 = np.sum((residual[:, 1:] * residual[:, :-1])[:, same_run], axis=1) / np.sum(residual**2, axis=1)
     rho = float(np.clip(np.nan_to_num(np.nanmedian(lag1)), 0.0, 0.95))
-    frame = np.arange(n_frames)
-    correlation = np.where(run[:, None] == run[None, :], rho ** np.abs(frame[:, None] - frame[None, :]), 0.0)
-    meat = jacobian_t @ (correlation @ jacobian)
+    coloured = _ar1_factor_t(jacobian, rho, bounds)
+    meat = np.transpose(coloured, (0, 2, 1)) @ coloured  # Jᵀ R J, R the runs' AR(1) correlation
     cov = variance[:, None, None] * (information_inverse @ meat @ information_inverse)
     amplitude = weights[:, 0]
     positive = amplitude > 0
@@ -460,6 +458,29 @@ def derivative_delay_offsets(
     offsets = np.where(positive, ratio / scale, np.nan)
     errors = np.where(positive, np.sqrt(np.maximum(ratio_variance, 0.0)) / abs(scale), np.nan)
     return offsets, errors
+
+
+def _by_run(x: np.ndarray, kernel: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """``x`` (units, frames) convolved with ``kernel``, afresh in each run (runs start at ``bounds``)."""
+    return np.concatenate(
+        [lfilter(kernel, [1.0], x[:, a:b], axis=1) for a, b in zip(bounds[:-1], bounds[1:], strict=True)],
+        axis=1,
+    )
+
+
+def _ar1_factor_t(j: np.ndarray, rho: float, bounds: np.ndarray) -> np.ndarray:
+    """``Cᵀ j`` for ``j`` (units, frames, p), ``C Cᵀ`` the runs' stationary AR(1) correlation ``rho^|t−s|``.
+
+    ``C`` is the AR(1) recursion's (``x₀ = e₀``, ``x_t = rho·x_{t−1} + √(1 − rho²)·e_t``, each run
+    afresh): ``(Cᵀ j)_s = c_s Σ_{t ≥ s} rho^(t−s) j_t`` with ``c`` 1 at a run's first frame and
+    ``√(1 − rho²)`` after; an anti-causal filter, linear in the frames.
+    """
+    parts = []
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        part = lfilter([1.0], [1.0, -rho], j[:, a:b][:, ::-1], axis=1)[:, ::-1]
+        part[:, 1:] *= np.sqrt(1.0 - rho * rho)
+        parts.append(part)
+    return np.concatenate(parts, axis=1)
 
 
 def spread_beyond_errors(offsets: np.ndarray, errors: np.ndarray) -> float:
