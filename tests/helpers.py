@@ -126,6 +126,17 @@ def run_python(
     return proc
 
 
+def ar1_noise(
+    rng: np.random.Generator, shape: tuple[int, int], run_length: int, rho: float = 0.3
+) -> np.ndarray:
+    """Unit-variance AR(1) noise (units, frames), coefficient ``rho``, afresh each ``run_length`` frames."""
+    e = rng.standard_normal(shape)
+    for t in range(1, shape[1]):
+        if t % run_length:
+            e[:, t] = rho * e[:, t - 1] + np.sqrt(1 - rho**2) * e[:, t]
+    return e
+
+
 def backend_result(backend: str, code: str, tmp: Path, *, compiled: bool = False) -> Any:
     """The JSON-able ``result`` that Python ``code`` assigns, computed on ``backend`` (:func:`run_python`).
 

@@ -24,8 +24,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "app"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # helpers, after the engine's conftest
 
 from conftest import FOV, TR, bar_design  # noqa: E402
+from helpers import ar1_noise  # noqa: E402
 from prfmap.engine import FitResult, NoiseModel, Stimulus, catalog, fit_prf, predict  # noqa: E402
 from prfmap.engine.hrf import HRF  # noqa: E402
 
@@ -57,10 +59,7 @@ def simulate(
             for i, (d, w) in enumerate(zip(delay, dispersion, strict=True))
         ]
     )
-    e = rng.standard_normal(clean.shape)
-    for t in range(1, clean.shape[1]):
-        if t != RUN:  # each run's AR(1) starts afresh
-            e[:, t] = 0.3 * e[:, t - 1] + np.sqrt(1 - 0.09) * e[:, t]
+    e = ar1_noise(rng, clean.shape, RUN)
     nuisance = np.zeros((2 * RUN, 2))
     nuisance[:RUN, 0] = nuisance[RUN:, 1] = 1.0
     return truth, delay, clean + noise * clean.std(axis=1, keepdims=True) * e, stim, nuisance

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from conftest import FOV, TR, bar_design, random_params
+from helpers import ar1_noise
 from prfmap.engine import HRF, Stimulus, estimate_hrf, fit_prf, predict
 from prfmap.engine.estimate.hrf import delay_spread_of, screen_r2, spread_beyond_errors, top_units
 from prfmap.engine.hrf import hrf_kernels
@@ -100,11 +101,7 @@ def test_the_delay_s_spread_is_estimated_beyond_the_offsets_errors():
             for d in np.unique(delays)
         ]
     )
-    noise = rng.standard_normal(clean.shape)
-    for t in range(1, stim.n_frames):
-        if t != 148:  # AR(1) within each run
-            noise[:, t] = 0.3 * noise[:, t - 1] + np.sqrt(1 - 0.09) * noise[:, t]
-    data = clean + 0.8 * clean.std(axis=1, keepdims=True) * noise
+    data = clean + 0.8 * clean.std(axis=1, keepdims=True) * ar1_noise(rng, clean.shape, 148)
     nuisance = np.zeros((stim.n_frames, 2))
     nuisance[:148, 0] = nuisance[148:, 1] = 1.0
     common = {"nuisance": nuisance, "slice_time_ref": 0.5, "mem_gb": 1.0, "dtype": "float32"}

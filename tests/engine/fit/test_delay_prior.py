@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import FOV, TR, bar_design
-from helpers import backend_result
+from helpers import ar1_noise, backend_result
 from prfmap.engine import FitOptions, NoiseModel, Stimulus, catalog, fit_prf, kernels, predict
 from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.batching import compiled
@@ -47,10 +47,7 @@ def delayed(
         clean[rows] = predict(
             {k: v[rows] for k, v in truth.items()}, stim, TR, dtype="float64", hrf=HRF(value)
         )
-    e = rng.standard_normal(clean.shape)
-    for t in range(1, clean.shape[1]):
-        if t != RUN:  # each run's AR(1) starts afresh
-            e[:, t] = 0.3 * e[:, t - 1] + np.sqrt(1 - 0.09) * e[:, t]
+    e = ar1_noise(rng, clean.shape, RUN)
     nuisance = np.zeros((2 * RUN, 2))
     nuisance[:RUN, 0] = nuisance[RUN:, 1] = 1.0
     return truth, delay, clean + level * clean.std(axis=1, keepdims=True) * e, stim, nuisance
