@@ -126,30 +126,6 @@ def padded_size(n: int, smallest: int = 256) -> int:
     return max(smallest, 1 << max(int(n - 1).bit_length(), 0))
 
 
-def ladder_size(n: int, smallest: int = 256, factor: int = 8) -> int:
-    """Batch size for ``n`` rows from a coarse ladder, ``smallest · factor**j`` (issue 18).
-
-    Fewer shapes to compile (seconds each for a solver's loop) at the price of more padding.
-
-    Parameters
-    ----------
-    n : int
-        Rows to hold.
-    smallest : int
-        The smallest batch.
-    factor : int
-        The ratio of consecutive sizes.
-
-    Returns
-    -------
-    int
-    """
-    size = smallest
-    while size < n:
-        size *= factor
-    return size
-
-
 def budget_rows(mem_gb: float, bytes_per_row: float, lo: int = 16, hi: int = 65536) -> int:
     """Rows of ``bytes_per_row`` that fit in ``mem_gb``, clipped to ``[lo, hi]``.
 
@@ -228,7 +204,9 @@ def run_batches(
 ) -> None:
     """Call ``run(start, stop, batch)`` over the units; halve the batch and retry on out-of-memory.
 
-    With ``shrink``, a batch larger than the units (padded to :func:`ladder_size`) is reduced first.
+    With ``shrink``, a batch larger than the units (padded to :func:`padded_size`) is reduced first:
+    these stages (profiles, standard errors, final fits) compile in a fraction of a second, so a
+    power of two pads them less than a coarse ladder would (631 units: 1,024 rows, not 2,048).
 
     Parameters
     ----------
@@ -246,7 +224,7 @@ def run_batches(
         Reduce a batch larger than the (padded) units first.
     """
     if shrink:
-        batch = min(batch, ladder_size(n_units))
+        batch = min(batch, padded_size(n_units))
     backend = get_backend()
     start = 0
     while start < n_units:

@@ -531,7 +531,7 @@ def participant_hrf(
         hrf.delay,
         hrf.dispersion,
         hrf.peak_s(),
-        f", between-unit delay SD {hrf.delay_sd:.2f} s" if spread else "",  # folds do not estimate it
+        f", between-unit delay SD {hrf.delay_sd:.2f} s" if spread else "",
     )
     return hrf
 

@@ -307,20 +307,57 @@ def estimate_hrf(
     top = top_units(r2)
     if top.size < FEWEST_UNITS:
         return canonical_fallback()
-    delay_sd = delay_spread_of(data, stim, tr, r2, common) if spread else 0.0
+    chosen = spread_units(r2) if spread else np.zeros(0, dtype=int)
+    # the first pass's fit of the best units and the spread's fit of its sample are one call: the
+    # same fit (per-unit derivative weights), the sets overlap and each call has its fixed cost
+    both = np.union1d(top, chosen)
+    fits = {"model": "gauss", "refine": "lm", "uncertainty": False, **common}
+    first = fit_prf(data[both], stim, tr, hrf="vertex", **fits)
+    delay_sd = 0.0
+    if chosen.size:
+        at_chosen = np.searchsorted(both, chosen)
+        sample = {k: first.params[k][at_chosen] for k in ("x", "y", "sigma")}
+        delay_sd = spread_from_fit(data[chosen], sample, stim, tr, common)
     model = get_model("gauss")
     dtype = floatx(options.dtype)
     prob = common["cache"].problem(model, stim, tr, 1, nuisance, dtype, options.slice_time_ref)
     units = project_units(prob, np.asarray(data[top], dtype=np.float64))
     q = to_numpy(prob.q).astype(np.float64)
-    hrf: str | HRF = "vertex"
-    for _ in range(HRF_PASSES):
-        best = fit_prf(data[top], stim, tr, model="gauss", refine="lm", hrf=hrf, **common, uncertainty=False)
-        theta = model.from_report({k: best.params[k][units.index] for k in ("x", "y", "sigma")})
+
+    def searched(params: dict[str, np.ndarray]) -> HRF:
+        """The delay search's HRF with the best units' pRFs held at ``params``."""
+        theta = model.from_report({k: params[k][units.index] for k in ("x", "y", "sigma")})
         neural = to_numpy(compiled(_neural, model)(tensor(theta, prob.dtype), prob.stim))
         neural = neural[:, prob.frame_index].astype(np.float64)  # distinct frames to frames
-        hrf = best_hrf(neural, units.y, q, tr, stim.run_lengths, options.slice_time_ref)[0]
+        return best_hrf(neural, units.y, q, tr, stim.run_lengths, options.slice_time_ref)[0]
+
+    hrf = searched({k: first.params[k][np.searchsorted(both, top)] for k in ("x", "y", "sigma")})
+    for _ in range(HRF_PASSES - 1):
+        hrf = searched(fit_prf(data[top], stim, tr, hrf=hrf, **fits).params)
     return replace(hrf, delay_sd=delay_sd)
+
+
+def spread_units(r2: np.ndarray) -> np.ndarray:
+    """The units :func:`delay_spread_of` reads the delay's spread from, sorted (empty: too few).
+
+    :data:`SPREAD_UNITS` drawn at random (seed 0) from the better half, by canonical r², of the units
+    with r² ≥ :data:`MIN_R2`; none where that half has fewer than :data:`FEWEST_UNITS`.
+
+    Parameters
+    ----------
+    r2 : ndarray, shape (units,)
+        The canonical screen's r² (:func:`screen_r2`).
+
+    Returns
+    -------
+    ndarray of int
+    """
+    r2 = np.nan_to_num(r2, nan=0.0)
+    driven = np.flatnonzero(r2 >= MIN_R2)
+    pool = driven[r2[driven] >= np.median(r2[driven])] if driven.size else driven
+    if pool.size < FEWEST_UNITS:
+        return np.zeros(0, dtype=int)
+    return np.sort(np.random.default_rng(0).choice(pool, min(SPREAD_UNITS, pool.size), replace=False))
 
 
 def delay_spread_of(
@@ -328,13 +365,11 @@ def delay_spread_of(
 ) -> float:
     """Between-unit SD of the HRF delay, beyond its estimates' errors, from :data:`SPREAD_UNITS` units.
 
-    Drawn at random from the better half (by canonical r²) of the units with r² ≥ :data:`MIN_R2`,
-    not the best few: those are the units whose delay is closest to the canonical one (on a
-    synthetic participant the 100 best had a delay SD of 0.34 s, all pRFs 0.69 s). Each unit's delay
-    offset is read off its temporal-derivative weight (:func:`derivative_delay_offsets`), and the SD
-    is the one whose normal distribution, widened at each unit by its offset's error, makes the
-    offsets likeliest (:func:`spread_beyond_errors`): the offsets' own spread also holds their
-    errors, which grow with the noise (docs/validation.md, "The delay's spread beyond its errors").
+    Drawn at random from the better half (by canonical r²) of the units with r² ≥ :data:`MIN_R2`
+    (:func:`spread_units`), not the best few: those are the units whose delay is closest to the
+    canonical one (on a synthetic participant the 100 best had a delay SD of 0.34 s, all pRFs 0.69 s).
+    They are fitted with per-unit derivative weights and the SD read off that fit
+    (:func:`spread_from_fit`).
 
     Parameters
     ----------
@@ -355,26 +390,51 @@ def delay_spread_of(
     float
         Seconds; 0 with fewer than :data:`FEWEST_UNITS` such units.
     """
-    r2 = np.nan_to_num(r2, nan=0.0)
-    driven = np.flatnonzero(r2 >= MIN_R2)
-    pool = driven[r2[driven] >= np.median(r2[driven])] if driven.size else driven
-    if pool.size < FEWEST_UNITS:
+    chosen = spread_units(r2)
+    if chosen.size == 0:
         return 0.0
-    chosen = np.sort(np.random.default_rng(0).choice(pool, min(SPREAD_UNITS, pool.size), replace=False))
     fit = fit_prf(
         data[chosen], stim, tr, model="gauss", refine="lm", hrf="vertex", uncertainty=False, **common
     )
-    fitted = np.isfinite(fit.params["x"])
+    return spread_from_fit(data[chosen], fit.params, stim, tr, common)
+
+
+def spread_from_fit(
+    data: np.ndarray, params: dict[str, np.ndarray], stim: Stimulus, tr: float, common: dict[str, Any]
+) -> float:
+    """The delay's between-unit SD beyond its errors, from units' pRFs fitted with derivative weights.
+
+    Each unit's delay offset is read off its temporal-derivative weight
+    (:func:`derivative_delay_offsets`), and the SD is the one whose normal distribution, widened at
+    each unit by its offset's error, makes the offsets likeliest (:func:`spread_beyond_errors`): the
+    offsets' own spread also holds their errors, which grow with the noise (docs/validation.md, "The
+    delay's spread beyond its errors").
+
+    Parameters
+    ----------
+    data : ndarray, shape (units, frames)
+        The units' time courses.
+    params : dict
+        Their fit's ``x``, ``y`` and ``sigma`` (NaN where a unit was not fitted).
+    stim, tr, common
+        As :func:`delay_spread_of`'s.
+
+    Returns
+    -------
+    float
+        Seconds; 0 with fewer than :data:`FEWEST_UNITS` fitted units.
+    """
+    fitted = np.isfinite(params["x"])
     if fitted.sum() < FEWEST_UNITS:
         return 0.0
     model = get_model("gauss")
     build = make_problem if common.get("cache") is None else common["cache"].problem
     prob = build(model, stim, tr, 1, common["nuisance"], floatx(common["dtype"]), common["slice_time_ref"])
-    theta = model.from_report({k: fit.params[k][fitted] for k in ("x", "y", "sigma")})
+    theta = model.from_report({k: params[k][fitted] for k in ("x", "y", "sigma")})
     responses = to_numpy(compiled(_neural_and_derivatives, model)(tensor(theta, prob.dtype), prob.stim))
     responses = responses[:, :, prob.frame_index].astype(np.float64)  # distinct frames to frames
     q = to_numpy(prob.q).astype(np.float64)
-    y = np.asarray(data[chosen][fitted], dtype=np.float64)
+    y = np.asarray(data[fitted], dtype=np.float64)
     offsets, errors = derivative_delay_offsets(
         responses, y - (y @ q) @ q.T, q, tr, stim.run_lengths, common["slice_time_ref"]
     )

@@ -227,7 +227,7 @@ def _uncertainty_stage(
 
     parts = [
         (
-            _hrf_uncertainty(fit, 0, u_own, refined_units, at_floor, known, recipe),
+            _hrf_uncertainty(fit, 0, k, u_own, refined_units, at_floor, known, recipe),
             units.index[refined_units],
             None,
         )
@@ -237,7 +237,7 @@ def _uncertainty_stage(
         if group.any():
             floor = (u_likelihood[:, k] <= bounds.lower[k] + 1e-6) & group
             known_own = None if fit.profiled is None else fit.profiled.upper_one_sided  # own delay's
-            part = _hrf_uncertainty(fit, h, u_likelihood, group, floor, known_own, recipe)
+            part = _hrf_uncertainty(fit, h, k, u_likelihood, group, floor, known_own, recipe)
             parts.append((part, units.index[group], OWN_DELAY_ERRORS))
     uncertainty = _merged_uncertainty(parts)
     uncertain = doubtful_uncertainty(uncertainty, checked.params, stim.scales["radius"])
@@ -327,6 +327,7 @@ HRF's, under which it was estimated."""
 def _hrf_uncertainty(
     fit: Refinement,
     h: int,
+    k: int | None,
     u: np.ndarray,
     which: np.ndarray,
     at_floor: np.ndarray,
@@ -335,11 +336,10 @@ def _hrf_uncertainty(
 ) -> Uncertainty:
     """The standard errors of the units ``which`` at ``u`` under the fit's HRF ``h`` (its problems' index).
 
-    σ's floor units (``at_floor``) get their profile-likelihood upper limit (``known`` where already
-    computed, NaN elsewhere); ``recipe(problem)`` is the covariance's recipe under that HRF's
-    (unwhitened) problem.
+    ``k`` is σ's column of ``u`` (None for a model without σ). σ's floor units (``at_floor``) get
+    their profile-likelihood upper limit (``known`` where already computed, NaN elsewhere);
+    ``recipe(problem)`` is the covariance's recipe under that HRF's (unwhitened) problem.
     """
-    k = fit.prob.model.names.index("sigma") if "sigma" in fit.prob.model.names else None
     gls = fit.gls_problems[h]
     floor_upper = None
     if k is not None:

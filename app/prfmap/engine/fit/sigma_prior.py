@@ -197,7 +197,7 @@ def _profile_rss(
     n, points = len(u), grid.size
     rss = np.empty((len(problems), n, points))
     fn = compiled(kernels.vp_costs, prob.model)
-    hrf_ts = prob.hrf_t[None] if len(problems) == 1 else ops.stack([p.hrf_t for p in problems])
+    hrf_ts = ops.stack([p.hrf_t for p in problems])
     rows_per_call = batch_size(prob, mem_gb, 0)
     per_call = max(1, rows_per_call // points)
 
