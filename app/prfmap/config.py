@@ -162,7 +162,7 @@ class FitConfig:
         How the standard errors are computed (``--covariance``): ``laplace`` or ``sandwich``.
     sigma_prior : str
         ``--sigma-prior``: ``none`` or ``eccentricity`` (an empirical-Bayes prior on log σ, estimated
-        once per fit and fold from a pilot fit).
+        once per fit and fold from a pilot sample of every k-th unit).
     delay_prior : str
         ``--delay-prior``: ``none`` or ``spread`` (each refined unit's HRF delay and σ at their joint
         posterior mode, the delay's prior the participant's between-vertex spread).

@@ -184,3 +184,29 @@ def test_chunked_fit_merges_the_per_unit_flags(problem, tmp_path: Path) -> None:
     assert flag.dtype == bool and flag.shape == (150,) and not flag[3]
     np.testing.assert_array_equal(flag, whole.flags["surround_vanished"])
     assert flag.any()
+
+
+def test_the_sigma_prior_is_the_pilot_s_whatever_the_chunks_and_a_resume(
+    problem, tmp_path: Path, caplog
+) -> None:
+    """The first chunk brings the other chunks' pilot units along (150 units: all are pilot units), so
+    the prior and every map equal one fit's; a resumed fit takes the prior its first chunk saved."""
+    from prfmap.engine import fit_prf
+
+    data, stim = problem
+    options = FitOptions(refine="lm", sigma_prior="eccentricity", uncertainty=False)
+    whole = fit_prf(data, stim, 1.5, options=options)
+    assert whole.settings.sigma_prior["units"] >= 30
+    chunked = fit_chunked(data, stim, 1.5, options, Checkpoints(tmp_path, 64))
+    assert chunked.settings.sigma_prior == whole.settings.sigma_prior
+    assert chunked.settings.units_refined == whole.settings.units_refined
+    for k in whole.params:
+        assert whole.params[k].tobytes() == chunked.params[k].tobytes(), k
+    for later in _chunks(tmp_path)[1:]:
+        later.unlink()
+    caplog.set_level("INFO", logger="prfmap.participant.checkpoint")
+    resumed = fit_chunked(data, stim, 1.5, options, Checkpoints(tmp_path, 64))
+    assert "2 chunk(s) fitted, 1 reused" in caplog.text and "sigma prior (with" not in caplog.text
+    assert resumed.settings.sigma_prior == whole.settings.sigma_prior
+    for k in whole.params:
+        assert whole.params[k].tobytes() == resumed.params[k].tobytes(), k

@@ -67,11 +67,13 @@ class FitOptions:
         ``uncertain`` status bit.
     covariance : str
         How: a key of :data:`prfmap.engine.catalog.COVARIANCES` (``laplace`` or ``sandwich``).
-    sigma_prior : {"none", "eccentricity"} or SigmaPrior
+    sigma_prior : {"none", "eccentricity"}, SigmaPrior or SigmaPilot
         ``eccentricity``: σ is each refined unit's posterior mode under an empirical-Bayes prior on
         log σ given eccentricity, estimated from the fit's refined units
         (:mod:`prfmap.engine.fit.sigma_prior`); or under the prior given (a participant's, estimated
-        once for all chunks); ``none``: the maximum-likelihood σ.
+        once for all chunks); or under the prior estimated from a participant's pilot sample, that
+        chunk's own pilot units and the others' brought along (``SigmaPilot``); ``none``: the
+        maximum-likelihood σ.
     delay_prior : {"none", "spread"}
         ``spread``: each refined unit also tries the HRF with its delay moved by ± 1.3 between-unit
         SDs and takes the delay and σ of their joint posterior mode under the delay's prior

@@ -202,6 +202,106 @@ class Checkpoints:
     owned: list[Path] | None = None
 
 
+class PilotPrior:
+    """The participant's prior on log σ (``sigma_prior="eccentricity"``), one for all of a fit's chunks.
+
+    Estimated from a pilot sample of all the fit's units (every k-th,
+    :func:`prfmap.engine.estimate.sigma_prior.pilot_units`), so it depends neither on the chunking
+    nor on any unit's SNR: the first chunk fitted takes the pilot units outside it along
+    (:class:`prfmap.engine.fit.sigma_prior.SigmaPilot`) and the later chunks use the prior it found.
+    A chunk reused from a checkpoint gives the prior it saved.
+
+    Parameters
+    ----------
+    data : ndarray, shape (units, frames)
+        The fit's time courses (units with a non-finite value are no pilot units).
+    """
+
+    def __init__(self, data: np.ndarray) -> None:
+        # Deferred: the engine's compiled code (and Keras) loads when the first chunk is fitted.
+        from prfmap.engine.estimate.sigma_prior import pilot_units
+
+        rows = pilot_units(len(data))
+        self.rows = rows[np.isfinite(data[rows]).all(axis=1)]
+        self.prior: Any = None
+        self.known = False
+
+    def found(self, prior: Any) -> None:
+        """Keep the prior a chunk estimated (None: too few refined pilot units).
+
+        Parameters
+        ----------
+        prior : SigmaPrior or None
+            The prior.
+        """
+        self.prior, self.known = prior, True
+
+    def options(self, options: FitOptions, data: np.ndarray, start: int, stop: int) -> FitOptions:
+        """``options`` for the chunk ``start:stop``: the pilot before the prior is known, then the prior.
+
+        Parameters
+        ----------
+        options : FitOptions
+            The fit's (``sigma_prior="eccentricity"``).
+        data : ndarray
+            The fit's time courses.
+        start, stop : int
+            The chunk's units.
+
+        Returns
+        -------
+        FitOptions
+        """
+        if self.known:
+            return replace(options, sigma_prior=self.prior or "none")
+        from prfmap.engine.fit.sigma_prior import SigmaPilot
+
+        inside = (self.rows >= start) & (self.rows < stop)
+        pilot = SigmaPilot(self.rows[inside] - start, data[self.rows[~inside]], self.found)
+        return replace(options, sigma_prior=pilot)
+
+    def record(self) -> dict[str, Any]:
+        """The prior as a chunk's metadata saves it (exactly: JSON keeps a float's every digit).
+
+        Returns
+        -------
+        dict
+        """
+        prior = self.prior
+        saved = None if prior is None else [prior.intercept, prior.slope, prior.spread, prior.units]
+        return {"sigma_prior": saved}
+
+    def describe(self) -> str:
+        """The prior for the log.
+
+        Returns
+        -------
+        str
+        """
+        prior = self.prior
+        if prior is None:
+            return "too few refined pilot units, none"
+        return (
+            f"from {prior.units} refined pilot units: log sigma = {prior.intercept:.3f} + "
+            f"{prior.slope:.3f} ecc, spread {prior.spread:.3f}"
+        )
+
+    def restore(self, meta: Mapping[str, Any]) -> None:
+        """Take the prior a reused chunk saved (:meth:`record`), if it saved one.
+
+        Parameters
+        ----------
+        meta : mapping
+            The chunk's metadata.
+        """
+        if self.known or "sigma_prior" not in meta:
+            return
+        from prfmap.engine.fit.sigma_prior import SigmaPrior
+
+        saved = meta["sigma_prior"]
+        self.found(None if saved is None else SigmaPrior(*saved[:3], int(saved[3])))
+
+
 def fit_chunked(
     data: np.ndarray,
     stim: Stimulus,
@@ -262,6 +362,8 @@ def fit_chunked(
     from prfmap.engine import FitCache, fit_prf
 
     cache = FitCache() if cache is None else cache  # the chunks share the design's problem and grid
+    estimated = isinstance(options.sigma_prior, str) and options.sigma_prior == "eccentricity"
+    pilot = PilotPrior(data) if estimated else None
     if progress:
         progress("chunks", 0, len(starts))
     for i, start in enumerate(starts):
@@ -271,10 +373,16 @@ def fit_chunked(
         loaded = _load_chunk(path) if path.exists() else None
         if loaded is not None and loaded[1].get("units") == [start, stop]:
             logger.info("%s: %s (units %d-%d) reused from checkpoint", name, label, start, stop)
+            if pilot is not None:
+                pilot.restore(loaded[1])
         else:
             fit = partial(fit_prf, stim=stim, tr=tr, nuisance=nuisance, progress=progress, cache=cache)
-            loaded = _fit_chunk(fit, data, options, path, (start, stop))
+            estimates = pilot is not None and not pilot.known
+            chunk_options = options if pilot is None else pilot.options(options, data, start, stop)
+            loaded = _fit_chunk(fit, data, chunk_options, path, (start, stop), pilot)
             fitted += 1
+            if estimates:
+                logger.info("%s: sigma prior (with %s) %s", name, label, pilot.describe())
             logger.info(
                 "%s: %s (units %d-%d) fitted in %.1f s and saved",
                 name,
@@ -339,8 +447,12 @@ def _fit_chunk(
     options: FitOptions,
     path: Path,
     units: tuple[int, int],
+    pilot: PilotPrior | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """``fit`` units ``start:stop`` and save them atomically; returns the saved arrays and metadata."""
+    """``fit`` units ``start:stop`` and save them atomically; returns the saved arrays and metadata.
+
+    With ``pilot``, the metadata also keep the σ prior the chunk used (:meth:`PilotPrior.record`).
+    """
     t0 = time.perf_counter()
     start, stop = units
     if options.gauss_start is not None:  # per unit, as the data
@@ -348,6 +460,8 @@ def _fit_chunk(
         options = replace(options, gauss_start=sliced)
     result = fit(data[start:stop], options=options)
     meta = {"units": [start, stop], "settings": result.settings.to_dict(), "timings": result.timings}
+    if pilot is not None:
+        meta |= pilot.record()
     meta = json.loads(json.dumps(meta, default=str))
     arrays = _chunk_arrays(result, options.return_predictions)
     _save_chunk(path, arrays, meta)

@@ -40,7 +40,6 @@ from prfmap.runtime.memory import chunk_units, engine_mem_gb, seeded_chunk_units
 
 if TYPE_CHECKING:
     from prfmap.engine import FitCache
-    from prfmap.engine.fit.sigma_prior import SigmaPrior
 
 logger = logging.getLogger(__name__)
 
@@ -152,9 +151,6 @@ class SharedWork:
         The participant HRF estimated for that data.
     noise : dict
         The noise model estimated for that data.
-    sigma_prior : dict
-        The prior on log σ estimated for that data (``--sigma-prior eccentricity``), or None where
-        too few units gave one.
     gauss : dict
         The Gaussian fit of that data, which the other models seed from.
     keep_held_out : bool
@@ -169,7 +165,6 @@ class SharedWork:
 
     hrf: dict[str | None, HRF] = dataclasses.field(default_factory=dict)
     noise: dict[str | None, BaseNoiseModel] = dataclasses.field(default_factory=dict)
-    sigma_prior: dict[str | None, SigmaPrior | None] = dataclasses.field(default_factory=dict)
     gauss: dict[str | None, FitResult] = dataclasses.field(default_factory=dict)
     keep_held_out: bool = False
     held_out: dict[int, HeldOutData] = dataclasses.field(default_factory=dict)
@@ -363,7 +358,7 @@ def _checkpointed_fit(
     shared = shared if shared is not None else SharedWork()
     key, data, stim = runs.held_out_run, runs.data, runs.stim
     options = fit_options(loaded, config, runs)
-    # the noise model's screen, the σ prior's pilot and the chunks build the same problem and grid
+    # the participant HRF's screen, the noise model's and the chunks build the same problem and grid
     # predictions; they go with this call (device memory: one fit's at a time)
     cache = FitCache()
     if options.hrf == "participant":
@@ -374,13 +369,8 @@ def _checkpointed_fit(
         if key not in shared.noise:
             shared.noise[key] = participant_noise(loaded, runs, options, progress, cache)
         options = dataclasses.replace(options, noise=shared.noise[key])
-    if options.sigma_prior == "eccentricity":  # measured for the Gaussian only (docs/validation.md)
-        if options.model == "gauss" and key not in shared.sigma_prior:
-            shared.sigma_prior[key] = participant_sigma_prior(loaded, runs, options, progress, cache)
-        prior = shared.sigma_prior.get(key) if options.model == "gauss" else None
-        options = dataclasses.replace(options, sigma_prior=prior or "none")
-    if options.model != "gauss":  # measured for the Gaussian only, as the prior on σ
-        options = dataclasses.replace(options, delay_prior="none")
+    if options.model != "gauss":  # the priors on σ and the delay are measured for the Gaussian only
+        options = dataclasses.replace(options, sigma_prior="none", delay_prior="none")
     chunk = chunk_units(config.execution.mem_gb, data.data.shape[1])
     gauss = shared.gauss.get(key)
     if gauss is not None and options.model != "gauss":
@@ -418,63 +408,6 @@ def _checkpointed_fit(
     if options.model == "gauss":
         shared.gauss[key] = result
     return result
-
-
-def participant_sigma_prior(
-    loaded: LoadedFit,
-    runs: FittedRuns,
-    options: FitOptions,
-    progress: ProgressFn,
-    cache: FitCache | None = None,
-) -> SigmaPrior | None:
-    """The prior of ``--sigma-prior eccentricity``, estimated once from a pilot fit before the chunked fit.
-
-    Every k-th unit (at most :data:`~prfmap.engine.estimate.sigma_prior.PILOT_UNITS`) is refined with
-    the fit's options and a prior estimated from its refined units
-    (:func:`prfmap.engine.estimate_sigma_prior`); every chunk then uses that prior, so it depends
-    neither on the chunking nor on which units had the best SNR.
-
-    Parameters
-    ----------
-    loaded : LoadedFit
-        The fit (its TR).
-    runs : FittedRuns
-        The runs (all of the fit's, or a fold's training runs).
-    options : FitOptions
-        The fit's options, its HRF and noise model already estimated.
-    progress : callable
-        ``progress(stage, done, total)``.
-    cache : prfmap.engine.FitCache, optional
-        The fit's problems and grid predictions, shared with its other estimates and its chunks.
-
-    Returns
-    -------
-    SigmaPrior or None
-        None where the pilot's refined units were too few.
-    """
-    # Deferred: the engine's compiled code (and Keras) loads when a fit needs it, not on import.
-    from prfmap.engine import estimate_sigma_prior
-
-    start = time.perf_counter()
-    prior = estimate_sigma_prior(
-        runs.data.data,
-        runs.stim,
-        loaded.tr,
-        options=options,
-        nuisance=runs.data.nuisance,
-        progress=lambda stage, done, total: progress(f"sigma prior {stage}", done, total),
-        cache=cache,
-    )
-    logger.info(
-        "%s: sigma prior from %d refined pilot units in %.1f s: %s",
-        runs.name,
-        prior.units if prior else 0,
-        time.perf_counter() - start,
-        f"log sigma = {prior.intercept:.3f} + {prior.slope:.3f} ecc, spread {prior.spread:.3f}"
-        if prior
-        else "too few refined units, none",
-    )
-    return prior
 
 
 def participant_hrf(

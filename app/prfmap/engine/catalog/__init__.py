@@ -240,7 +240,7 @@ HRF delay"); the engine's ``fit_prf`` keeps ``none``."""
 DEFAULT_SIGMA_PRIOR = "eccentricity"
 """The ``--sigma-prior`` default, chosen by measurement (docs/validation.md, "Prior information on σ").
 The engine's ``fit_prf`` keeps ``none``: a participant's prior is estimated once per fit and fold
-(from a pilot fit) and handed to every chunk."""
+(from a pilot sample of its units) and handed to every chunk."""
 DEFAULT_COVARIANCE = "laplace"
 """The ``--covariance`` default, chosen by measurement (docs/validation.md, "Robust standard errors")."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import partial
 from typing import Any
 
@@ -39,6 +39,7 @@ from prfmap.engine.fit.result import (
     keeping_gaussian,
 )
 from prfmap.engine.fit.sigma_prior import (
+    SigmaPilot,
     SigmaPrior,
     SigmaProfileLimits,
     at_likelihood_sigma,
@@ -521,6 +522,13 @@ def refine_units(
     hrf = resolve_hrf(opts.hrf)
     n_bases = len(hrf.bases)
     prob = cache.problem(prf_model, stim, tr, n_bases, nuisance, dtype, opts.slice_time_ref, hrf)
+    pilot = opts.sigma_prior if isinstance(opts.sigma_prior, SigmaPilot) else None
+    own = len(data)
+    if pilot is not None:  # the other chunks' pilot units go along until the prior is estimated
+        if opts.gauss_start is not None:
+            raise ValueError("a sigma prior's pilot (SigmaPilot) is for a fit without gauss_start")
+        data = np.concatenate([data, check_data(pilot.extra, stim)])
+        opts = replace(opts, sigma_prior="eccentricity")
     units = project_units(prob, data)
     free, fixed_values = free_mask(prf_model, opts.fixed or {})
     timings = {"setup": time.perf_counter() - t_start}
@@ -564,6 +572,9 @@ def refine_units(
         k = prob.model.names.index("sigma")
         which = ~refined.flags["grid_only"]
         penalties = np.zeros(1) if delays is None else delays.penalties
+        option = opts.sigma_prior
+        if pilot is not None:  # the prior from the pilot units' profiles only
+            option = np.isin(units.index, np.concatenate([pilot.rows, own + np.arange(len(pilot.extra))]))
         posterior = posterior_sigma(
             gls_problems,
             penalties,
@@ -571,7 +582,7 @@ def refine_units(
             refined.u,
             which,
             _sigma_limits(bounds, k),
-            opts.sigma_prior,
+            option,
             mem_gb,
         )
         refined_u, likelihood_u, sigma_prior = posterior.u, posterior.likelihood_u, posterior.prior
@@ -579,7 +590,7 @@ def refine_units(
         if delays is not None:
             delay_variance = delays.residual_variance(posterior.hrf_weights)
         timings["sigma_prior"] = time.perf_counter() - t0
-    return Refinement(
+    fit = Refinement(
         prob,
         units,
         gls_prob,
@@ -603,6 +614,44 @@ def refine_units(
         gauss_start,
         mem_gb,
         timings,
+    )
+    if pilot is None:
+        return fit
+    pilot.found(sigma_prior)
+    return _without_pilot(fit, own)
+
+
+def _without_pilot(fit: Refinement, own: int) -> Refinement:
+    """``fit`` without the other chunks' pilot units a :class:`SigmaPilot` brought along.
+
+    They are the data's rows from ``own`` on; what follows (the final fit, standard errors,
+    settings) is the chunk's own.
+    """
+    keep = fit.units.index < own
+
+    def kept(units: Units) -> Units:
+        return Units(units.index[keep], units.y[keep], units.raw[keep], own)
+
+    begun, refined = fit.begun, fit.refined
+    seeded = None if begun.seeded is None else begun.seeded[keep]
+    flags = {name: values[keep] for name, values in refined.flags.items()}
+    record = dict(refined.record)  # the solver's rounds and steps were taken with the pilot units
+    if record["units_refined"]:
+        record["units_refined"] = int((~flags["grid_only"]).sum())
+    profiled = fit.profiled
+    if profiled is not None:
+        profiled = SigmaProfileLimits(*(getattr(profiled, f.name)[keep] for f in fields(profiled)))
+    return replace(
+        fit,
+        units=kept(fit.units),
+        gls_units=kept(fit.gls_units),
+        begun=replace(begun, u=begun.u[keep], corr=begun.corr[keep], seeded=seeded),
+        refined=replace(refined, u=refined.u[keep], flags=flags, record=record),
+        u=fit.u[keep],
+        likelihood_u=fit.likelihood_u[keep],
+        hrf=fit.hrf[keep],
+        delay_variance=None if fit.delay_variance is None else fit.delay_variance[keep],
+        profiled=profiled,
     )
 
 

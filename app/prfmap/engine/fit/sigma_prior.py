@@ -20,7 +20,7 @@ and σ of their joint posterior mode (:func:`posterior_sigma`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ from prfmap.engine.problem import Problem, Units
 
 __all__ = [
     "PROFILE_POINTS",
+    "SigmaPilot",
     "SigmaPosterior",
     "SigmaPrior",
     "SigmaProfileLimits",
@@ -110,6 +111,33 @@ class SigmaPrior:
             "marginal likelihood of the refined units' profile likelihoods of log sigma; sigma is its "
             "posterior mode",
         }
+
+
+@dataclass(frozen=True)
+class SigmaPilot:
+    """``FitOptions.sigma_prior`` of a chunk that estimates its participant's prior for every chunk.
+
+    A participant's prior comes from a pilot sample of all its units (every k-th:
+    :func:`prfmap.engine.estimate.sigma_prior.pilot_units`), so it depends neither on the chunking
+    nor on any unit's SNR. The first chunk fitted takes the pilot units outside it along: they go
+    through its starts, refinement and profiles with its own units, the prior is estimated from the
+    pilot units' profiles, and they leave the fit there (the final fit, standard errors and settings
+    are the chunk's). One pass instead of a pilot fit of its own before the chunks.
+
+    Attributes
+    ----------
+    rows : ndarray of int
+        The chunk's own units that are pilot units (positions in its data).
+    extra : ndarray, shape (m, frames)
+        The time courses of the pilot units outside the chunk.
+    found : callable
+        Called with the prior estimated (None where the pilot's refined units were too few) before
+        the chunk's final fit, for the other chunks to use.
+    """
+
+    rows: np.ndarray
+    extra: np.ndarray
+    found: Callable[[SigmaPrior | None], None]
 
 
 def sigma_profiles(
@@ -487,7 +515,7 @@ def posterior_sigma(
     u: np.ndarray,
     which: np.ndarray,
     limits: tuple[float, float],
-    option: str | SigmaPrior,
+    option: str | SigmaPrior | np.ndarray,
     mem_gb: float,
 ) -> SigmaPosterior:
     """The units ``which``'s HRF and log σ at their joint posterior mode, σ's prior and profile limits.
@@ -513,10 +541,11 @@ def posterior_sigma(
         The units to profile (the refined ones).
     limits : (float, float)
         σ's internal bounds.
-    option : {"none", "eccentricity"} or SigmaPrior
+    option : {"none", "eccentricity"}, SigmaPrior or ndarray of bool
         No prior on σ (each unit's HRF chosen under its own prior, σ its maximum-likelihood value
-        there); estimate the prior from these units; or use the one given (a participant's,
-        estimated once).
+        there); estimate the prior from these units; use the one given (a participant's, estimated
+        once); or estimate it from the profiles of the units marked, shape (n,) (a participant's
+        pilot sample, :class:`SigmaPilot`).
     mem_gb : float
         Memory budget of a batch.
 
@@ -539,7 +568,10 @@ def posterior_sigma(
     envelope = profiles.min(axis=0)
     envelope -= envelope.min(axis=1, keepdims=True)
     eccentricity = np.hypot(u[rows, 0], u[rows, 1])
-    prior = given if option == "none" or given else prior_from_profiles(grid, envelope, eccentricity)
+    prior = given
+    if isinstance(option, np.ndarray) or option == "eccentricity":
+        pilot = option[rows] if isinstance(option, np.ndarray) else slice(None)
+        prior = prior_from_profiles(grid, envelope[pilot], eccentricity[pilot])
     penalised = profiles
     if prior is not None:
         z = (grid[None, :] - prior.mean(eccentricity)[:, None]) / prior.spread
