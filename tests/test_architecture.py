@@ -62,8 +62,9 @@ DEFERRED_IMPORTS = {
     ("prfmap.engine", "keras"),
     ("prfmap.engine.backend", "keras"),
     ("prfmap.participant.fit", "prfmap.engine"),
-    ("prfmap.participant.fit", "prfmap.engine.fit.sigma_prior"),
     ("prfmap.participant.checkpoint", "prfmap.engine"),
+    ("prfmap.participant.checkpoint", "prfmap.engine.estimate.sigma_prior"),
+    ("prfmap.participant.checkpoint", "prfmap.engine.fit.sigma_prior"),
     ("prfmap.participant.crossval", "prfmap.engine"),
     ("prfmap.participant.connective", "prfmap.engine.connective"),
 }

@@ -254,6 +254,7 @@ class PilotPrior:
         """
         if self.known:
             return replace(options, sigma_prior=self.prior or "none")
+        # Deferred: the engine's compiled code (and Keras) loads when the first chunk is fitted.
         from prfmap.engine.fit.sigma_prior import SigmaPilot
 
         inside = (self.rows >= start) & (self.rows < stop)
@@ -296,6 +297,7 @@ class PilotPrior:
         """
         if self.known or "sigma_prior" not in meta:
             return
+        # Deferred: the engine's compiled code (and Keras) loads when the first chunk is fitted.
         from prfmap.engine.fit.sigma_prior import SigmaPrior
 
         saved = meta["sigma_prior"]
