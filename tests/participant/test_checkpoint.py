@@ -205,6 +205,7 @@ def test_the_sigma_prior_is_the_pilot_s_whatever_the_chunks_and_a_resume(
     for later in _chunks(tmp_path)[1:]:
         later.unlink()
     caplog.set_level("INFO", logger="prfmap.participant.checkpoint")
+    caplog.clear()  # what the first fit logged (another test may have left the logger at INFO)
     resumed = fit_chunked(data, stim, 1.5, options, Checkpoints(tmp_path, 64))
     assert "2 chunk(s) fitted, 1 reused" in caplog.text and "sigma prior (with" not in caplog.text
     assert resumed.settings.sigma_prior == whole.settings.sigma_prior
