@@ -219,10 +219,9 @@ class PilotPrior:
 
     def __init__(self, data: np.ndarray) -> None:
         # Deferred: the engine's compiled code (and Keras) loads when the first chunk is fitted.
-        from prfmap.engine.estimate.sigma_prior import pilot_units
+        from prfmap.engine.estimate.sigma_prior import pilot_rows
 
-        rows = pilot_units(len(data))
-        self.rows = rows[np.isfinite(data[rows]).all(axis=1)]
+        self.rows = pilot_rows(data)
         self.prior: Any = None
         self.known = False
 
@@ -364,8 +363,7 @@ def fit_chunked(
     from prfmap.engine import FitCache, fit_prf
 
     cache = FitCache() if cache is None else cache  # the chunks share the design's problem and grid
-    estimated = isinstance(options.sigma_prior, str) and options.sigma_prior == "eccentricity"
-    pilot = PilotPrior(data) if estimated else None
+    pilot = PilotPrior(data) if options.sigma_prior == "eccentricity" else None
     if progress:
         progress("chunks", 0, len(starts))
     for i, start in enumerate(starts):

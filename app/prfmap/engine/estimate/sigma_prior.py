@@ -5,7 +5,9 @@ refinement with the fit's options; the prior is the one whose marginal likelihoo
 units' profile likelihoods of log σ is largest (:mod:`prfmap.engine.fit.sigma_prior`). The pilot
 stops there: its final linear fit and standard errors would serve nothing. Every chunk of the fit
 then uses that prior, so it depends neither on the chunking nor on which units had the best SNR; like
-the participant HRF and the noise model, one estimate per fit and per cross-validation fold.
+the participant HRF and the noise model, one estimate per fit and per cross-validation fold. The
+participant level gets the same prior without a fit of its own: its first chunk takes the other
+chunks' pilot units along (:class:`~prfmap.engine.fit.sigma_prior.SigmaPilot`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from prfmap.engine.options import FitOptions
 from prfmap.engine.problem import FitCache
 from prfmap.engine.stimulus import Stimulus
 
-__all__ = ["PILOT_UNITS", "estimate_sigma_prior", "pilot_units"]
+__all__ = ["PILOT_UNITS", "estimate_sigma_prior", "pilot_rows", "pilot_units"]
 
 PILOT_UNITS = 4000
 """At most this many units, every k-th, are fitted to estimate a participant's prior
@@ -41,6 +43,25 @@ def pilot_units(n_units: int) -> np.ndarray:
     ndarray of int
     """
     return np.arange(0, n_units, max(1, -(-n_units // PILOT_UNITS)))
+
+
+def pilot_rows(data: np.ndarray) -> np.ndarray:
+    """The pilot units of a fit of ``data``: :func:`pilot_units` less those with a non-finite value.
+
+    Units outside a region (or refused) are no pilot units, so the pilot is the same share of a
+    region's units as of a whole fit's.
+
+    Parameters
+    ----------
+    data : ndarray, shape (units, frames)
+        The fit's time courses.
+
+    Returns
+    -------
+    ndarray of int
+    """
+    rows = pilot_units(len(data))
+    return rows[np.isfinite(data[rows]).all(axis=1)]
 
 
 def estimate_sigma_prior(
@@ -71,8 +92,7 @@ def estimate_sigma_prior(
     SigmaPrior or None
         None where the pilot's refined units were too few (or the model has no σ, or no refinement).
     """
-    sample = np.asarray(data[pilot_units(len(data))], dtype=np.float64)
-    sample = sample[np.isfinite(sample).all(axis=1)]
+    sample = np.asarray(data[pilot_rows(data)], dtype=np.float64)
     if sample.shape[0] == 0:
         return None
     pilot = refine_units(
