@@ -14,7 +14,15 @@ from conftest import FOV, TR, bar_design, random_params
 from helpers import backend_result
 from prfmap.engine import HRF, NoiseModel, Stimulus, catalog, fit_prf, predict
 from prfmap.engine.fit import HRF_VARIABILITY
-from prfmap.engine.fit.uncertainty import Z95, Uncertainty, _inverse, doubtful_uncertainty
+from prfmap.engine.fit.uncertainty import (
+    PATH_REACH_LIMIT,
+    PATH_STEPS,
+    Z95,
+    Uncertainty,
+    _inverse,
+    doubtful_uncertainty,
+    root_deviance_reach,
+)
 from prfmap.engine.hrf import CANONICAL
 from prfmap.engine.problem import nuisance_basis
 
@@ -56,6 +64,7 @@ def independent_standard_errors(
     noise: NoiseModel,
     nuisance: np.ndarray,
     covariance: str = "laplace",
+    path: bool = True,
 ) -> dict:
     """Standard errors of x, y, σ by finite differences of ``predict`` in float64 numpy.
 
@@ -65,7 +74,10 @@ def independent_standard_errors(
     groups, Bartlett weights) and its expectation where the model is right (the same kernel over
     the residual's projection ``I − q qᵀ − H`` times the residual variance); then the HRF term
     (:data:`HRF_VARIABILITY`) from predictions with the HRF's delay and dispersion moved by ± their
-    spread.
+    spread; last, x's and y's rows and columns times their likelihood-path factor: along each one's
+    profile path by the Laplace covariance, the amplitude least-squares at every point, where the
+    residual sum of squares has risen by 1.96² residual variances each way (``np.interp``), over
+    1.96, at least 1 (``path=False``: the curvature's alone).
     """
     w = noise.whitening(stim.run_lengths)
     q, _ = np.linalg.qr(w @ nuisance_basis(stim.n_frames, nuisance))
@@ -95,6 +107,7 @@ def independent_standard_errors(
         dof = stim.n_frames - q.shape[1] - 4
         inverse = np.linalg.inv(jac.T @ jac)
         cov = inverse * (resid @ resid) / dof
+        factors = path_factors(pred, y - q @ (q.T @ y), theta, cov, (resid @ resid) / dof) if path else [1, 1]
         if covariance == "sandwich":
             lags = int(np.floor(4 * (np.mean(RUNS) / 100) ** (2 / 9)))
             groups = [(int(a), int(a + n)) for a, n in zip(np.cumsum((0, *RUNS[:-1])), RUNS, strict=True)]
@@ -110,11 +123,34 @@ def independent_standard_errors(
                 moved = replace(CANONICAL, **{name: getattr(CANONICAL, name) + sign * sd})
                 step = inverse @ (jac.T @ (pred(theta, moved) - pred(theta)))
                 cov += 0.5 * np.outer(step, step)
+        scale = np.array([factors[0], factors[1], 1.0, 1.0])
+        cov = cov * np.outer(scale, scale)
         se = np.sqrt(np.diag(cov))
         out["x"].append(se[0])
         out["y"].append(se[1])
         out["sigma"].append(se[2] * p["sigma"])
     return {k: np.array(v) for k, v in out.items()}
+
+
+def path_factors(pred, y: np.ndarray, theta: np.ndarray, cov: np.ndarray, variance: float) -> list[float]:
+    """x's and y's likelihood-path factors (``independent_standard_errors``), in float64 numpy."""
+
+    def rss(values: np.ndarray) -> float:
+        unit = pred(np.concatenate([values[:3], [1.0]]))
+        return float(y @ y - (unit @ y) ** 2 / (unit @ unit))
+
+    base = rss(theta)
+    factors = []
+    for j in (0, 1):
+        direction = cov[:, j] / np.sqrt(cov[j, j])
+        reach = []
+        for sign in (-1.0, 1.0):
+            roots = [
+                np.sqrt(max(rss(theta + sign * t * direction) - base, 0.0) / variance) for t in PATH_STEPS
+            ]
+            reach.append(float(np.interp(Z95, [0.0, *roots], [0.0, *PATH_STEPS])))
+        factors.append(max(1.0, sum(reach) / (2 * Z95)))
+    return factors
 
 
 def test_standard_errors_match_an_independent_float64_computation():
@@ -133,6 +169,43 @@ def test_standard_errors_match_an_independent_float64_computation():
     # σ's interval is the log-normal one: asymmetric around the estimate
     lower, upper = result.uncertainty.lower["sigma"], result.uncertainty.upper["sigma"]
     np.testing.assert_allclose(np.sqrt(lower * upper), result.params["sigma"], rtol=1e-4)
+
+
+def test_the_likelihood_path_reach_is_1_96_where_the_deviance_is_quadratic_and_further_where_flatter():
+    """``root_deviance_reach``: the first crossing of 1.96 from the estimate, interpolated; quadratic
+    extrapolation beyond the last step, capped."""
+    quadratic = np.asarray(PATH_STEPS)[None, :]
+    flatter = 0.8 * quadratic
+    turning = np.array([[1.0, 2.5, 1.0, 3.0]])  # crosses between the first two steps, then falls back
+    short = np.full((1, len(PATH_STEPS)), 0.1)  # far flatter: extrapolated, then capped
+    reach = root_deviance_reach(PATH_STEPS, np.concatenate([quadratic, flatter, turning, short]))
+    np.testing.assert_allclose(reach[:2], [Z95, Z95 / 0.8], rtol=1e-12)
+    assert PATH_STEPS[0] < reach[2] < PATH_STEPS[1]
+    assert reach[3] == PATH_REACH_LIMIT * PATH_STEPS[-1]
+
+
+def test_the_likelihood_path_leaves_high_snr_intervals_alone_and_widens_low_snr_ones():
+    """At high SNR the residual sum of squares is quadratic over the interval and the centre's errors
+    are the curvature's; at low SNR some units' are wider, none narrower."""
+    stim = two_run_stimulus()
+    truth = random_params("gauss", 40, np.random.default_rng(8), max_ecc=6.0)
+    truth["sigma"] = np.clip(truth["sigma"], 0.5, 2.0)
+    noise = NoiseModel("ar1", (0.3,), 1)
+    ratios = {}
+    for level in (0.05, 1.5):
+        data = ar1_data(truth, stim, 0.3, level, seed=9)
+        res = fit_prf(data, stim, TR, nuisance=run_constants(), noise=noise)
+        curvature = independent_standard_errors(
+            {k: res.params[k] for k in ("x", "y", "sigma", "amplitude")},
+            data,
+            stim,
+            noise,
+            run_constants(),
+            path=False,
+        )
+        ratios[level] = np.concatenate([res.uncertainty.se[k] / curvature[k] for k in ("x", "y")])
+    assert np.all(np.abs(ratios[0.05] - 1) < 0.02), ratios[0.05]
+    assert np.all(ratios[1.5] > 0.98) and np.mean(ratios[1.5] > 1.03) > 0.1, ratios[1.5]
 
 
 def interval_coverage(res, truth: dict) -> dict:

@@ -49,6 +49,13 @@ INSIDE_LOGIT = 10.0
 :data:`~prfmap.engine.models.transforms.LOGIT_LIMIT`): its natural value differs by 5e-5 of the range, and
 the derivative that scales its standard error is exact in float32 there, not 0."""
 _RELATIVE_STEP = 1e-5
+PATH_STEPS = np.array([1.5, 2.0, 2.5, 3.0])
+"""Where the centre's likelihood is evaluated along each coordinate's profile path, in that coordinate's
+curvature standard errors from the estimate, each way (:func:`centre_path_factors`)."""
+PATH_REACH_LIMIT = 3.0
+"""A likelihood still short of the 95 % level at the last step is extrapolated as if quadratic from
+there, to at most this many times the last step."""
+CENTRE = ("x", "y")
 
 
 @dataclass(frozen=True, eq=False)
@@ -313,6 +320,7 @@ def _covariance(
     inverse = _inverse(info[:, keep][:, :, keep])
     variance = np.maximum(cost, 0.0) / max(dof, 1.0)
     cov = inverse * variance[:, None, None]
+    widen = centre_path_factors(prob, units, u, fitted, variance, cov, mem_gb)
     if recipe.lag_weights is not None:
         excess = meat[:, keep][:, :, keep] - variance[:, None, None] * expected[:, keep][:, :, keep]
         cov = cov + np.einsum("nij,njk,nkl->nil", inverse, excess, inverse)
@@ -322,6 +330,9 @@ def _covariance(
             at = int(np.flatnonzero(keep == recipe.scaled_column)[0])
             steps[:, at, :] *= np.sqrt(scales)
         cov = cov + np.einsum("nis,njs,s->nij", steps, steps, spread)
+    for j, factor in widen.items():  # the centre's variances by factor², its covariances by factor
+        cov[:, j, :] *= factor[:, None]
+        cov[:, :, j] *= factor[:, None]
     se, lower, upper = _reported(model, u, beta, cov, fitted)
     held = {p.name for k, p in enumerate(model.params) if not free[k]}  # fixed: no error to report
     se = {key: values for key, values in se.items() if key not in held}
@@ -338,6 +349,137 @@ def _covariance(
         full(np.full(n, dof)),
         time.perf_counter() - t0,
     )
+
+
+def centre_path_factors(
+    prob: Problem,
+    units: Units,
+    u: np.ndarray,
+    fitted: np.ndarray,
+    variance: np.ndarray,
+    curvature: np.ndarray,
+    mem_gb: float,
+) -> dict[int, np.ndarray]:
+    """Per unit, how much wider than the curvature's the likelihood interval of each centre coordinate is.
+
+    The Laplace interval assumes the residual sum of squares is quadratic around the estimate; at low
+    SNR it rises more slowly away from it, and the intervals are too narrow (docs/validation.md,
+    "Laplace's position intervals"). Along each coordinate's profile path as the curvature gives it
+    (the other parameters moved by their regression on it, ``curvature[:, :, j] / curvature[:, j, j]``;
+    the linear weights profiled out), the residual sum of squares is evaluated (by the same kernel at
+    the estimate itself, so that both ends of each difference share its rounding) at
+    :data:`PATH_STEPS` curvature standard errors each way, and where its rise over the residual
+    variance first reaches 1.96² is found (:func:`root_deviance_reach`). The factor is the two reaches'
+    mean over 1.96, at least 1: exactly 1 where the sum of squares is quadratic.
+
+    Parameters
+    ----------
+    prob : Problem
+        The (whitened) problem of the fit.
+    units : Units
+        Its units, ``u``'s rows.
+    u : ndarray, shape (n, K)
+        Their internal parameters at the estimate.
+    fitted : ndarray of int
+        The free internal parameters, ``curvature``'s first rows and columns in this order.
+    variance : ndarray, shape (n,)
+        The residual variance at the estimate.
+    curvature : ndarray, shape (n, P, P)
+        The Laplace covariance (fitted parameters, then the linear weights).
+    mem_gb : float
+        Memory budget of a batch.
+
+    Returns
+    -------
+    dict
+        ``curvature``'s row of each centre coordinate that is fitted, to its factors (n,).
+    """
+    model = prob.model
+    rows = {j: model.names[k] for j, k in enumerate(fitted) if model.names[k] in CENTRE}
+    n = len(u)
+    if not rows or n == 0:
+        return {}
+    steps = np.concatenate([-PATH_STEPS[::-1], PATH_STEPS])
+    points = [u]
+    for j in rows:
+        with np.errstate(divide="ignore", invalid="ignore"):  # singular: no path, factor 1 below
+            direction = curvature[:, : fitted.size, j] / np.sqrt(curvature[:, j, j])[:, None]
+        direction = np.nan_to_num(direction, nan=0.0, posinf=0.0, neginf=0.0)
+        moved = np.repeat(u, steps.size, axis=0)
+        moved[:, fitted] += np.repeat(direction, steps.size, axis=0) * np.tile(steps, n)[:, None]
+        points.append(moved)
+    rss = _rss_at(prob, units, np.concatenate(points), steps.size, mem_gb)
+    scale = np.maximum(variance, 1e-30)[:, None]
+    out = {}
+    for i, j in enumerate(rows):
+        block = rss[n + i * n * steps.size : n + (i + 1) * n * steps.size].reshape(n, steps.size)
+        root = np.sqrt(np.maximum(block - rss[:n, None], 0.0) / scale)
+        half = PATH_STEPS.size
+        below = root_deviance_reach(PATH_STEPS, root[:, half - 1 :: -1])
+        above = root_deviance_reach(PATH_STEPS, root[:, half:])
+        factor = np.maximum(1.0, (below + above) / (2.0 * Z95))
+        out[j] = np.where(np.isfinite(factor) & np.isfinite(curvature[:, j, j]), factor, 1.0)
+    return out
+
+
+def root_deviance_reach(steps: np.ndarray, root: np.ndarray, level: float = Z95) -> np.ndarray:
+    """Where a root deviance first reaches ``level``, per unit, along one side of a path.
+
+    Parameters
+    ----------
+    steps : ndarray, shape (points,)
+        Increasing distances from the estimate (> 0), where ``root`` was evaluated.
+    root : ndarray, shape (n, points)
+        ``√(ΔRSS / s²)`` there (0 at the estimate).
+    level : float
+        The root deviance of the interval's end (1.96 for 95 %).
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        The distance, interpolated linearly between the estimate and the points; where ``root`` stays
+        below ``level``, extrapolated from the last point as if the deviance were quadratic beyond it
+        (``steps[-1] · level / root[-1]``), at most :data:`PATH_REACH_LIMIT` times ``steps[-1]``.
+    """
+    steps = np.asarray(steps, dtype=np.float64)
+    root = np.asarray(root, dtype=np.float64)
+    last = steps[-1] * level / np.maximum(root[:, -1], 1e-12)
+    reach = np.minimum(last, PATH_REACH_LIMIT * steps[-1])
+    known = np.concatenate([np.zeros((len(root), 1)), root], axis=1)
+    at = np.concatenate([[0.0], steps])
+    for i in range(len(steps), 0, -1):  # inward, so the first crossing from the estimate wins
+        crosses = (known[:, i] >= level) & (known[:, i - 1] < level)
+        share = (level - known[:, i - 1]) / np.maximum(known[:, i] - known[:, i - 1], 1e-12)
+        reach = np.where(crosses, at[i - 1] + share * (at[i] - at[i - 1]), reach)
+    return reach
+
+
+def _rss_at(prob: Problem, units: Units, u: np.ndarray, repeats: int, mem_gb: float) -> np.ndarray:
+    """The residual sums of squares at the rows of ``u``.
+
+    ``u`` holds ``units``' own rows first (one each), then blocks of ``repeats`` rows per unit in
+    ``units``' order.
+    """
+    n = len(units.y)
+    index = np.concatenate(
+        [np.arange(n), np.tile(np.repeat(np.arange(n), repeats), (len(u) - n) // (n * repeats))]
+    )
+    fn = compiled(kernels.vp_costs, prob.model)
+    hrf_ts = tensor(to_numpy(prob.hrf_t)[None], prob.dtype)
+    out = np.empty(len(u))
+
+    def run(start: int, stop: int, batch: int) -> None:
+        cost = fn(
+            tensor(pad(u[start:stop], batch), prob.dtype),
+            tensor(pad(units.y[index[start:stop]], batch), prob.dtype),
+            prob.stim,
+            hrf_ts,
+            prob.q,
+        )
+        out[start:stop] = to_numpy(cost)[0, : stop - start]
+
+    run_batches(len(u), batch_size(prob, mem_gb, 0), run, "centre path", None)
+    return out
 
 
 def _lag_weights(recipe: CovarianceRecipe, q: np.ndarray, frames: int) -> np.ndarray:
