@@ -20,7 +20,9 @@ STATISTICS = {
         "estimate, from the information matrix of every parameter (the linear weights included) built "
         "from the Jacobian of the prewhitened residual (FitSettings.noise_model), times the residual "
         "variance (residual sum of squares over frames minus nuisance regressors minus fitted "
-        "parameters), plus the sandwich term where FitSettings.covariance is 'sandwich'; derived "
+        "parameters), plus the sandwich term where FitSettings.covariance is 'sandwich'; x's and y's "
+        "widened where the residual sum of squares along their profile path rises more slowly than "
+        "that curvature says (to where it has risen by 1.96 squared residual variances); derived "
         "parameters (eccentricity, polar angle, model extras) by the delta method; inf where the "
         "information matrix is singular, NaN where the unit was not fitted"
     ),

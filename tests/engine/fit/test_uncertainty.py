@@ -176,12 +176,14 @@ def test_the_likelihood_path_reach_is_1_96_where_the_deviance_is_quadratic_and_f
     extrapolation beyond the last step, capped."""
     quadratic = np.asarray(PATH_STEPS)[None, :]
     flatter = 0.8 * quadratic
-    turning = np.array([[1.0, 2.5, 1.0, 3.0]])  # crosses between the first two steps, then falls back
+    steeper = 1.25 * quadratic
+    turning = np.full((1, len(PATH_STEPS)), 1.0)
+    turning[0, 0] = 2.5  # crosses before the first step, then falls back
     short = np.full((1, len(PATH_STEPS)), 0.1)  # far flatter: extrapolated, then capped
-    reach = root_deviance_reach(PATH_STEPS, np.concatenate([quadratic, flatter, turning, short]))
-    np.testing.assert_allclose(reach[:2], [Z95, Z95 / 0.8], rtol=1e-12)
-    assert PATH_STEPS[0] < reach[2] < PATH_STEPS[1]
-    assert reach[3] == PATH_REACH_LIMIT * PATH_STEPS[-1]
+    reach = root_deviance_reach(PATH_STEPS, np.concatenate([quadratic, flatter, steeper, turning, short]))
+    np.testing.assert_allclose(reach[:3], [Z95, Z95 / 0.8, Z95 / 1.25], rtol=1e-12)
+    np.testing.assert_allclose(reach[3], PATH_STEPS[0] * Z95 / 2.5, rtol=1e-12)
+    assert reach[4] == PATH_REACH_LIMIT * PATH_STEPS[-1]
 
 
 def test_the_likelihood_path_leaves_high_snr_intervals_alone_and_widens_low_snr_ones():

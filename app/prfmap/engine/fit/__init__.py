@@ -351,7 +351,8 @@ def _hrf_uncertainty(
         fit.gls_units,
         u,
         fit.free,
-        recipe(fit.problems[h]),
+        # another delay's units take only σ's and the amplitude's errors from it: no centre path
+        replace(recipe(fit.problems[h]), centre_path=h == 0),
         mem_gb=fit.mem_gb,
         which=which,
         floor_upper=floor_upper,

@@ -12,6 +12,8 @@ it equals the Laplace covariance on average where the model holds, and is wider 
 are heteroscedastic, autocorrelated beyond the noise model, or carry what the model misses; without
 the correction, the plain sandwich's intervals were 8–10 % narrower than Laplace's where the model
 was right (the residual's own lagged correlation, from the fit's projection, lowers ``M``). The
+centre's variances are widened where its likelihood is flatter than the curvature says
+(:func:`centre_path_factors`: the residual sum of squares along each coordinate's profile path). The
 reported parameters' standard errors follow by the delta method (finite-difference gradients of the
 model's report, eccentricity and polar angle included); parameters held in a range by a transform
 (σ > 0, CSS's n in (0, 1), ...) get their 95 % interval by transforming the internal interval, which
@@ -49,7 +51,7 @@ INSIDE_LOGIT = 10.0
 :data:`~prfmap.engine.models.transforms.LOGIT_LIMIT`): its natural value differs by 5e-5 of the range, and
 the derivative that scales its standard error is exact in float32 there, not 0."""
 _RELATIVE_STEP = 1e-5
-PATH_STEPS = np.array([1.5, 2.0, 2.5, 3.0])
+PATH_STEPS = np.array([2.0, 3.0])
 """Where the centre's likelihood is evaluated along each coordinate's profile path, in that coordinate's
 curvature standard errors from the estimate, each way (:func:`centre_path_factors`)."""
 PATH_REACH_LIMIT = 3.0
@@ -83,12 +85,17 @@ class CovarianceRecipe:
         :mod:`~prfmap.engine.fit.delay_prior`, the others not). None: 1 everywhere.
     scaled_column : int, optional
         The internal parameter ``unit_scales`` applies to.
+    centre_path : bool
+        Widen the centre's errors where its likelihood along its profile path is flatter than the
+        curvature says (:func:`centre_path_factors`); False where only other parameters' errors are
+        wanted.
     """
 
     lag_weights: np.ndarray | None = None
     hrf_alternatives: Sequence[tuple[np.ndarray, float]] = ()
     unit_scales: np.ndarray | None = None
     scaled_column: int | None = None
+    centre_path: bool = True
 
     @property
     def option(self) -> str:
@@ -320,7 +327,7 @@ def _covariance(
     inverse = _inverse(info[:, keep][:, :, keep])
     variance = np.maximum(cost, 0.0) / max(dof, 1.0)
     cov = inverse * variance[:, None, None]
-    widen = centre_path_factors(prob, units, u, fitted, variance, cov, mem_gb)
+    widen = centre_path_factors(prob, units, u, fitted, variance, cov, mem_gb) if recipe.centre_path else {}
     if recipe.lag_weights is not None:
         excess = meat[:, keep][:, :, keep] - variance[:, None, None] * expected[:, keep][:, :, keep]
         cov = cov + np.einsum("nij,njk,nkl->nil", inverse, excess, inverse)
