@@ -10,8 +10,9 @@ curvature at the estimate standing in for the spread of the estimate. Then what 
 level adds, one at a time: ``--rho`` makes the noise AR(1) (run by run) and the fit whitens with the
 AR(1) model ``estimate_noise`` pools over the pRF units and as many units without a pRF;
 ``--drift`` adds prfmap-synth's drifts (a linear trend of SD 0.7 % and a half cosine of SD 0.5 % per
-run, times it, of a response whose SD is 1 %) and hands the fit the participant level's nuisance
-basis (SPM's DCT high-pass at 0.01 Hz per run, one constant per run). Prints one JSON line per noise
+run, times it, of a response whose SD is 1 %) and hands the fit a nuisance basis spanning the
+participant level's (SPM's DCT high-pass at 0.01 Hz per run, one constant per run; built here, not
+by the participant level's own code). Prints one JSON line per noise
 level: the coverage of x and y (and σ) by the nominal 95 % intervals, and the robust SD of the errors
 over their standard errors, overall and by eccentricity band.
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from keras import ops
 
 from prfmap.engine import catalog, kernels
 from prfmap.engine.backend.ops import tensor, to_numpy
@@ -402,12 +403,12 @@ def centre_path_factors(
         ``curvature``'s row of each centre coordinate that is fitted, to its factors (n,).
     """
     model = prob.model
-    rows = {j: model.names[k] for j, k in enumerate(fitted) if model.names[k] in CENTRE}
+    rows = [j for j, k in enumerate(fitted) if model.names[k] in CENTRE]
     n = len(u)
     if not rows or n == 0:
         return {}
     steps = np.concatenate([-PATH_STEPS[::-1], PATH_STEPS])
-    points = [u]
+    points = [u]  # the estimate itself first, then each coordinate's path, unit by unit
     for j in rows:
         with np.errstate(divide="ignore", invalid="ignore"):  # singular: no path, factor 1 below
             direction = curvature[:, : fitted.size, j] / np.sqrt(curvature[:, j, j])[:, None]
@@ -415,7 +416,8 @@ def centre_path_factors(
         moved = np.repeat(u, steps.size, axis=0)
         moved[:, fitted] += np.repeat(direction, steps.size, axis=0) * np.tile(steps, n)[:, None]
         points.append(moved)
-    rss = _rss_at(prob, units, np.concatenate(points), steps.size, mem_gb)
+    of_unit = np.concatenate([np.arange(n), *[np.repeat(np.arange(n), steps.size)] * len(rows)])
+    rss = _rss_at(prob, units.y[of_unit], np.concatenate(points), mem_gb)
     scale = np.maximum(variance, 1e-30)[:, None]
     out = {}
     for i, j in enumerate(rows):
@@ -461,24 +463,16 @@ def root_deviance_reach(steps: np.ndarray, root: np.ndarray, level: float = Z95)
     return reach
 
 
-def _rss_at(prob: Problem, units: Units, u: np.ndarray, repeats: int, mem_gb: float) -> np.ndarray:
-    """The residual sums of squares at the rows of ``u``.
-
-    ``u`` holds ``units``' own rows first (one each), then blocks of ``repeats`` rows per unit in
-    ``units``' order.
-    """
-    n = len(units.y)
-    index = np.concatenate(
-        [np.arange(n), np.tile(np.repeat(np.arange(n), repeats), (len(u) - n) // (n * repeats))]
-    )
+def _rss_at(prob: Problem, y: np.ndarray, u: np.ndarray, mem_gb: float) -> np.ndarray:
+    """The residual sums of squares of the time courses ``y`` at the parameters ``u``, row by row."""
     fn = compiled(kernels.vp_costs, prob.model)
-    hrf_ts = tensor(to_numpy(prob.hrf_t)[None], prob.dtype)
+    hrf_ts = ops.stack([prob.hrf_t])
     out = np.empty(len(u))
 
     def run(start: int, stop: int, batch: int) -> None:
         cost = fn(
             tensor(pad(u[start:stop], batch), prob.dtype),
-            tensor(pad(units.y[index[start:stop]], batch), prob.dtype),
+            tensor(pad(y[start:stop], batch), prob.dtype),
             prob.stim,
             hrf_ts,
             prob.q,
