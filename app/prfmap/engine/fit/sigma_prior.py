@@ -25,15 +25,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from keras import ops
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
-from prfmap.engine import kernels
-from prfmap.engine.backend.ops import tensor, to_numpy
-from prfmap.engine.batching import batch_size, compiled, pad, run_batches
 from prfmap.engine.catalog import Z95, Z95_ONE_SIDED
 from prfmap.engine.catalog.result import Uncertainty
+from prfmap.engine.fit.costs import rss_rows
 from prfmap.engine.problem import Problem, Units
 
 __all__ = [
@@ -221,30 +218,12 @@ def _profile_rss(
 
     Under each problem's HRF (the problems differ in nothing else), in one pass (:func:`kernels.vp_costs`).
     """
-    prob = problems[0]
     n, points = len(u), grid.size
-    rss = np.empty((len(problems), n, points))
-    fn = compiled(kernels.vp_costs, prob.model)
-    hrf_ts = ops.stack([p.hrf_t for p in problems])
-    rows_per_call = batch_size(prob, mem_gb, 0)
-    per_call = max(1, rows_per_call // points)
-
-    def run(start: int, stop: int, batch: int) -> None:
-        block = np.repeat(u[start:stop], points, axis=0)
-        block[:, k] = np.tile(grid, stop - start)
-        y = np.repeat(units.y[start:stop], points, axis=0)
-        out = fn(
-            tensor(pad(block, batch * points), prob.dtype),
-            tensor(pad(y, batch * points), prob.dtype),
-            prob.stim,
-            hrf_ts,
-            prob.q,
-        )
-        done = (stop - start) * points
-        rss[:, start:stop] = to_numpy(out)[:, :done].reshape(len(problems), stop - start, points)
-
-    run_batches(n, per_call, run, "sigma prior", None)
-    return rss
+    block = np.repeat(u, points, axis=0)
+    block[:, k] = np.tile(grid, n)
+    of_unit = np.repeat(np.arange(n), points)
+    rss = rss_rows(problems, block, units.y, of_unit, mem_gb, "sigma prior")
+    return rss.reshape(len(problems), n, points)
 
 
 def profile_limits(grid: np.ndarray, profile: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:

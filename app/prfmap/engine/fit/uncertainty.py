@@ -28,13 +28,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from keras import ops
 
 from prfmap.engine import catalog, kernels
 from prfmap.engine.backend.ops import tensor, to_numpy
 from prfmap.engine.batching import batch_size, compiled, pad, run_batches
 from prfmap.engine.catalog import CENTRE_SE_LIMIT, SIGMA_WIDTH_LIMIT, Z95, Z95_ONE_SIDED
 from prfmap.engine.catalog.result import Uncertainty
+from prfmap.engine.fit.costs import rss_rows
 from prfmap.engine.models.transforms import InternalParameter, natural_values, saturated, transform_of
 from prfmap.engine.problem import Problem, Units
 
@@ -417,7 +417,7 @@ def centre_path_factors(
         moved[:, fitted] += np.repeat(direction, steps.size, axis=0) * np.tile(steps, n)[:, None]
         points.append(moved)
     of_unit = np.concatenate([np.arange(n), *[np.repeat(np.arange(n), steps.size)] * len(rows)])
-    rss = _rss_at(prob, units.y[of_unit], np.concatenate(points), mem_gb)
+    rss = rss_rows([prob], np.concatenate(points), units.y, of_unit, mem_gb, "centre path")[0]
     scale = np.maximum(variance, 1e-30)[:, None]
     out = {}
     for i, j in enumerate(rows):
@@ -461,26 +461,6 @@ def root_deviance_reach(steps: np.ndarray, root: np.ndarray, level: float = Z95)
         share = (level - known[:, i - 1]) / np.maximum(known[:, i] - known[:, i - 1], 1e-12)
         reach = np.where(crosses, at[i - 1] + share * (at[i] - at[i - 1]), reach)
     return reach
-
-
-def _rss_at(prob: Problem, y: np.ndarray, u: np.ndarray, mem_gb: float) -> np.ndarray:
-    """The residual sums of squares of the time courses ``y`` at the parameters ``u``, row by row."""
-    fn = compiled(kernels.vp_costs, prob.model)
-    hrf_ts = ops.stack([prob.hrf_t])
-    out = np.empty(len(u))
-
-    def run(start: int, stop: int, batch: int) -> None:
-        cost = fn(
-            tensor(pad(u[start:stop], batch), prob.dtype),
-            tensor(pad(y[start:stop], batch), prob.dtype),
-            prob.stim,
-            hrf_ts,
-            prob.q,
-        )
-        out[start:stop] = to_numpy(cost)[0, : stop - start]
-
-    run_batches(len(u), batch_size(prob, mem_gb, 0), run, "centre path", None)
-    return out
 
 
 def _lag_weights(recipe: CovarianceRecipe, q: np.ndarray, frames: int) -> np.ndarray:
