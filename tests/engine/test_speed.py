@@ -6,6 +6,8 @@ product); the unrolled Cholesky against numpy's solve; the streamed LM against L
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -16,7 +18,7 @@ from prfmap.engine.backend.ops import spd_solve, tensor, to_numpy
 from prfmap.engine.batching import RunContext
 from prfmap.engine.fit import search
 from prfmap.engine.fit.search import best_grid_points, unit_grid_predictions
-from prfmap.engine.hrf import convolution_matrices, hrf_kernels
+from prfmap.engine.hrf import CANONICAL, convolution_matrices, hrf_kernels
 from prfmap.engine.models import get_model
 from prfmap.engine.problem import make_problem, project_units
 from prfmap.engine.solvers import refine_units, streaming
@@ -149,6 +151,25 @@ def test_a_cache_keeps_the_problems_of_a_stimulus_seen_again():
     assert cache.problem(model, two_runs(), TR, 1, None, "float32", 0.5).hrf_t is not first.hrf_t
     assert cache.problem(model, stim, TR, 1, None, "float32", 0.5).hrf_t is not first.hrf_t  # evicted
     assert make_problem(model, stim, TR, 1, None, "float32", 0.5).cache is None  # built anew
+
+
+def test_problems_under_other_hrfs_share_the_design_and_equal_those_built_anew(monkeypatch):
+    """A delay prior's problems find the distinct frames once; each is the one make_problem builds."""
+    stim, model, cache = two_runs(), get_model("gauss"), FitCache()
+    found = []
+    distinct = frames.distinct_frames
+    monkeypatch.setattr(frames, "distinct_frames", lambda design: found.append(1) or distinct(design))
+    late = replace(CANONICAL, delay=CANONICAL.delay + 1.0)
+    problems = [cache.problem(model, stim, TR, 1, None, "float32", 0.5, hrf) for hrf in (CANONICAL, late)]
+    assert len(found) == 1 and problems[1].stim is problems[0].stim
+    for prob, hrf in zip(problems, (CANONICAL, late), strict=True):
+        anew = make_problem(model, stim, TR, 1, None, "float32", 0.5, hrf)
+        assert prob.grid_key == anew.grid_key and prob.pixels == anew.pixels
+        np.testing.assert_array_equal(to_numpy(prob.hrf_t), to_numpy(anew.hrf_t))
+        np.testing.assert_array_equal(to_numpy(prob.stim[0]), to_numpy(anew.stim[0]))
+        np.testing.assert_array_equal(prob.frame_index, anew.frame_index)
+    assert problems[0].grid_key != problems[1].grid_key
+    assert len(found) == 3  # the two built anew
 
 
 def test_grid_predictions_are_computed_once_per_cache(monkeypatch):

@@ -143,11 +143,19 @@ class FitCache:
         :mod:`~prfmap.engine.fit.delay_prior`, and each one's four).
     most_grids : int
         Grid predictions kept ((grid, frames) each, e.g. 8,000 × 1,500 float32 = 48 MB).
+    most_designs : int
+        The tensors no HRF changes (:class:`DesignTensors`) kept, the most recently used: the problems
+        of one stimulus and nuisance under different HRFs share them (the distinct frames were found
+        again for each of a delay-prior fit's fifteen problems).
     """
 
     most_problems: int = 16
     most_grids: int = 4
+    most_designs: int = 2
     _problems: dict[tuple, tuple[Stimulus, np.ndarray | None, Problem]] = field(
+        default_factory=dict, repr=False
+    )
+    _designs: dict[tuple, tuple[Stimulus, np.ndarray | None, DesignTensors]] = field(
         default_factory=dict, repr=False
     )
     _grids: dict[tuple, np.ndarray] = field(default_factory=dict, repr=False)
@@ -179,8 +187,12 @@ class FitCache:
         """
         key = (id(stim), id(nuisance), tr, n_bases, dtype, slice_time_ref, hrf)
 
+        def design() -> tuple[Stimulus, np.ndarray | None, DesignTensors]:
+            return stim, nuisance, design_tensors(stim, nuisance, dtype)
+
         def build() -> tuple[Stimulus, np.ndarray | None, Problem]:
-            prob = make_problem(model, stim, tr, n_bases, nuisance, dtype, slice_time_ref, hrf)
+            shared = _kept(self._designs, (id(stim), id(nuisance), dtype), design, self.most_designs)[2]
+            prob = problem_of(shared, model, stim, tr, n_bases, slice_time_ref, hrf)
             return stim, nuisance, replace(prob, cache=self)  # the objects keep their ids taken
 
         return replace(_kept(self._problems, key, build, self.most_problems)[2], model=model)
@@ -251,30 +263,111 @@ def make_problem(
     -------
     Problem
     """
+    return problem_of(design_tensors(stim, nuisance, dtype), model, stim, tr, n_bases, slice_time_ref, hrf)
+
+
+def problem_of(
+    design: DesignTensors,
+    model: PRFModel,
+    stim: Stimulus,
+    tr: float,
+    n_bases: int,
+    slice_time_ref: float,
+    hrf: HRF,
+) -> Problem:
+    """:func:`make_problem`'s problem from the tensors its HRF does not change, computed before.
+
+    Parameters
+    ----------
+    design : DesignTensors
+        :func:`design_tensors` of the stimulus, nuisance and dtype (the problems of other HRFs share
+        them).
+    model, stim, tr, n_bases, slice_time_ref, hrf
+        As :func:`make_problem`'s.
+
+    Returns
+    -------
+    Problem
+    """
+    conv = convolution_matrices(hrf_kernels(tr, n_bases, slice_time_ref, hrf=hrf), stim.run_lengths)
+    hrf_t = frames.fold_expansion(np.transpose(conv, (0, 2, 1)), design.frame_index, design.n_distinct)
+    digest = design.digest.copy()
+    for part in (hrf_t[0], design.basis, design.frame_index):
+        digest.update(np.ascontiguousarray(part).tobytes())
+    return Problem(
+        model,
+        design.stim,
+        tensor(hrf_t, design.dtype),
+        design.q,
+        design.dtype,
+        n_bases,
+        design.pixels,
+        stim.n_frames,
+        hrf,
+        design.frame_index,
+        digest.hexdigest(),
+    )
+
+
+@dataclass(frozen=True)
+class DesignTensors:
+    """What the problems of one stimulus, nuisance basis and dtype share whatever their HRF.
+
+    Attributes
+    ----------
+    stim : StimulusTensors
+        The stimulated pixels' distinct frames and coordinates.
+    q : tensor, shape (frames, k)
+        The nuisance basis.
+    basis : ndarray, shape (frames, k)
+        The same in float64.
+    frame_index : ndarray of int, shape (frames,)
+        Each frame's distinct frame.
+    n_distinct, pixels : int
+    dtype : str
+    digest : hashlib.blake2b
+        The grid key's digest of the dtype, the distinct frames, the pixels' coordinates and area, to
+        be copied and continued with each problem's HRF (:func:`make_problem`).
+    """
+
+    stim: StimulusTensors
+    q: Any
+    basis: np.ndarray
+    frame_index: np.ndarray
+    n_distinct: int
+    pixels: int
+    dtype: str
+    digest: Any
+
+
+def design_tensors(stim: Stimulus, nuisance: np.ndarray | None, dtype: str) -> DesignTensors:
+    """The tensors of the problems of ``stim``, ``nuisance`` and ``dtype`` that no HRF changes.
+
+    Parameters
+    ----------
+    stim : Stimulus
+        The apertures.
+    nuisance : ndarray, optional
+        (frames, k) regressors removed by preprocessing.
+    dtype : str
+        ``float32`` or ``float64``.
+
+    Returns
+    -------
+    DesignTensors
+    """
     if dtype == "float64":
         get_backend().enable_float64()
     design, px, py = stim.stimulated
     distinct, index = frames.distinct_frames(design)
-    conv = convolution_matrices(hrf_kernels(tr, n_bases, slice_time_ref, hrf=hrf), stim.run_lengths)
-    hrf_t = frames.fold_expansion(np.transpose(conv, (0, 2, 1)), index, distinct.shape[0])
     pixel_area = stim.pixel_size**2
     stim_t = StimulusTensors(tensor(distinct.T, dtype), tensor(px, dtype), tensor(py, dtype), pixel_area)
     basis = nuisance_basis(stim.n_frames, nuisance)
     digest = hashlib.blake2b(dtype.encode())
-    for part in (distinct, px, py, np.float64(pixel_area), hrf_t[0], basis, index):
+    for part in (distinct, px, py, np.float64(pixel_area)):
         digest.update(np.ascontiguousarray(part).tobytes())
-    return Problem(
-        model,
-        stim_t,
-        tensor(hrf_t, dtype),
-        tensor(basis, dtype),
-        dtype,
-        n_bases,
-        design.shape[1],
-        stim.n_frames,
-        hrf,
-        index,
-        digest.hexdigest(),
+    return DesignTensors(
+        stim_t, tensor(basis, dtype), basis, index, distinct.shape[0], design.shape[1], dtype, digest
     )
 
 
@@ -304,9 +397,8 @@ def project_units(prob: Problem, data: np.ndarray) -> Units:
 def whitened(prob: Problem, units: Units, whitening: np.ndarray, label: str) -> tuple[Problem, Units]:
     """The problem and units of generalised least squares: data and predictions multiplied by ``whitening``.
 
-    The HRF matrices (which map the distinct frames' responses to the frames) are followed by
-    ``whitening``; the nuisance basis becomes an orthonormal basis of the whitened regressors, and
-    the data are whitened, then projected onto its complement.
+    The problem as :func:`whitened_problem` gives it; the data are whitened, then projected onto the
+    complement of its nuisance basis.
 
     Parameters
     ----------
@@ -324,12 +416,41 @@ def whitened(prob: Problem, units: Units, whitening: np.ndarray, label: str) -> 
     tuple
         The whitened :class:`Problem` and :class:`Units` (the same units).
     """
-    hrf_t = np.asarray(to_numpy(prob.hrf_t), dtype=np.float64) @ whitening.T
-    basis = whitening @ np.asarray(to_numpy(prob.q), dtype=np.float64)
-    u, s, _ = np.linalg.svd(basis, full_matrices=False)
-    q = u[:, s > s.max() * 1e-8]
+    q = _whitened_basis(prob, whitening)
     raw = units.raw @ whitening.T
     y = raw - (raw @ q) @ q.T
+    return whitened_problem(prob, whitening, label), Units(units.index, y, raw, units.total)
+
+
+def whitened_problem(prob: Problem, whitening: np.ndarray, label: str) -> Problem:
+    """The problem of generalised least squares, for data whitened by ``whitening``.
+
+    The HRF matrices (which map the distinct frames' responses to the frames) are followed by
+    ``whitening``; the nuisance basis becomes an orthonormal basis of the whitened regressors. The
+    data's part depends on neither the HRF nor the model: problems under other HRFs of the same
+    units take it from :func:`whitened` once.
+
+    Parameters
+    ----------
+    prob : Problem
+        The ordinary least-squares problem.
+    whitening : ndarray, shape (frames, frames)
+        W.
+    label : str
+        What the whitening is (part of the problem's grid key).
+
+    Returns
+    -------
+    Problem
+    """
+    hrf_t = np.asarray(to_numpy(prob.hrf_t), dtype=np.float64) @ whitening.T
+    q = _whitened_basis(prob, whitening)
     digest = hashlib.blake2b(f"{prob.grid_key}:{label}".encode()).hexdigest()
-    out = replace(prob, hrf_t=tensor(hrf_t, prob.dtype), q=tensor(q, prob.dtype), grid_key=digest)
-    return out, Units(units.index, y, raw, units.total)
+    return replace(prob, hrf_t=tensor(hrf_t, prob.dtype), q=tensor(q, prob.dtype), grid_key=digest)
+
+
+def _whitened_basis(prob: Problem, whitening: np.ndarray) -> np.ndarray:
+    """An orthonormal basis (frames, k) of the whitened nuisance regressors, in float64."""
+    basis = whitening @ np.asarray(to_numpy(prob.q), dtype=np.float64)
+    u, s, _ = np.linalg.svd(basis, full_matrices=False)
+    return u[:, s > s.max() * 1e-8]
