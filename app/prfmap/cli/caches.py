@@ -85,7 +85,7 @@ XLA_CACHE_MIN_SECONDS = "0"
 """Compilations shorter than this are not written to the persistent cache (JAX's default is 1 s). Every
 one is: a participant's short programs (final fits, profiles and standard errors at each batch shape,
 0.03–0.15 s each) were compiled again in every rerun, 1.4 s of the demo participant's warm run
-(docs/performance.md); loading one takes milliseconds."""
+(docs/performance.md); a warm run now loads all 33 of its programs in 0.24 s (38 ms the longest)."""
 
 
 def place_xla_cache(

@@ -117,7 +117,12 @@ def nuisance_basis(n_frames: int, nuisance: np.ndarray | None) -> np.ndarray:
         if nuisance.shape[0] != n_frames:
             raise ValueError(f"nuisance has {nuisance.shape[0]} frames, the data {n_frames}")
         cols.append(nuisance - nuisance.mean(axis=0))
-    u, s, _ = np.linalg.svd(np.hstack(cols), full_matrices=False)
+    return _orthonormal_columns(np.hstack(cols))
+
+
+def _orthonormal_columns(a: np.ndarray) -> np.ndarray:
+    """An orthonormal basis of ``a``'s column space (its left singular vectors above 1e-8 of the largest)."""
+    u, s, _ = np.linalg.svd(a, full_matrices=False)
     return u[:, s > s.max() * 1e-8]
 
 
@@ -327,7 +332,7 @@ class DesignTensors:
     dtype : str
     digest : hashlib.blake2b
         The grid key's digest of the dtype, the distinct frames, the pixels' coordinates and area, to
-        be copied and continued with each problem's HRF (:func:`make_problem`).
+        be copied and continued with each problem's HRF (:func:`problem_of`).
     """
 
     stim: StimulusTensors
@@ -416,10 +421,10 @@ def whitened(prob: Problem, units: Units, whitening: np.ndarray, label: str) -> 
     tuple
         The whitened :class:`Problem` and :class:`Units` (the same units).
     """
-    q = _whitened_basis(prob, whitening)
+    out, q = _whitened_parts(prob, whitening, label)
     raw = units.raw @ whitening.T
     y = raw - (raw @ q) @ q.T
-    return whitened_problem(prob, whitening, label), Units(units.index, y, raw, units.total)
+    return out, Units(units.index, y, raw, units.total)
 
 
 def whitened_problem(prob: Problem, whitening: np.ndarray, label: str) -> Problem:
@@ -443,14 +448,13 @@ def whitened_problem(prob: Problem, whitening: np.ndarray, label: str) -> Proble
     -------
     Problem
     """
+    return _whitened_parts(prob, whitening, label)[0]
+
+
+def _whitened_parts(prob: Problem, whitening: np.ndarray, label: str) -> tuple[Problem, np.ndarray]:
+    """:func:`whitened_problem`'s problem, and its nuisance basis in float64 to project whitened data off."""
     hrf_t = np.asarray(to_numpy(prob.hrf_t), dtype=np.float64) @ whitening.T
-    q = _whitened_basis(prob, whitening)
+    q = _orthonormal_columns(whitening @ np.asarray(to_numpy(prob.q), dtype=np.float64))
     digest = hashlib.blake2b(f"{prob.grid_key}:{label}".encode()).hexdigest()
-    return replace(prob, hrf_t=tensor(hrf_t, prob.dtype), q=tensor(q, prob.dtype), grid_key=digest)
-
-
-def _whitened_basis(prob: Problem, whitening: np.ndarray) -> np.ndarray:
-    """An orthonormal basis (frames, k) of the whitened nuisance regressors, in float64."""
-    basis = whitening @ np.asarray(to_numpy(prob.q), dtype=np.float64)
-    u, s, _ = np.linalg.svd(basis, full_matrices=False)
-    return u[:, s > s.max() * 1e-8]
+    out = replace(prob, hrf_t=tensor(hrf_t, prob.dtype), q=tensor(q, prob.dtype), grid_key=digest)
+    return out, q

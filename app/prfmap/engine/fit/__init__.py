@@ -628,7 +628,7 @@ def _without_pilot(fit: Refinement, own: int) -> Refinement:
     """
     keep = fit.units.index < own
     # the pilot's rows follow the chunk's and the units' index is sorted: the chunk's time courses
-    # are a prefix, taken as views (copies cost 0.2 s a participant)
+    # are a prefix, taken as views (copying them took 0.2 s of the demo participant's run)
     prefix = slice(0, int(keep.sum()))
 
     def kept(units: Units) -> Units:

@@ -4,8 +4,8 @@
 delay prior's HRFs) and the centre's likelihood path (:mod:`~prfmap.engine.fit.uncertainty`, 9 points
 per unit) evaluate the variable-projection cost (:func:`~prfmap.engine.kernels.vp_costs`) of rows of
 parameters, each against its unit's time course. Both use the same fixed number of rows per call: one
-program per problem shape is compiled (a shape per power of two of the rows was compiled again in
-every run, too short to enter JAX's persistent cache), and a chunk's last call pads fewer rows.
+program per number of HRFs is compiled (a shape per power of two of the rows was compiled for each),
+and a chunk's last call pads fewer rows.
 """
 
 from __future__ import annotations
