@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from scipy.optimize import minimize
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -48,6 +49,40 @@ def coverage(maps, se, lower, upper, truth, keep) -> dict:
     inside = (lower["sigma"] <= truth["sigma"]) & (truth["sigma"] <= upper["sigma"])
     out["sigma"] = float(np.mean(inside[keep]))
     return {k: round(v, 3) for k, v in out.items()}
+
+
+def sigma_calibration(maps, lower, upper, truth, keep) -> dict:
+    """How σ's errors in log σ compare with what its intervals say, on the ``keep`` units.
+
+    ``z`` is the error of log σ over the interval's standard deviation (its log width over 2 × 1.96):
+    its SD (1 for calibrated intervals), the SD its median absolute deviation implies (the core's, not
+    swayed by a tail), the share beyond ±1.96 (0.05), and the errors' variance fitted as
+    ``scale · sd² + extra²`` (Gaussian likelihood): ``scale`` 1 and ``extra`` 0 for calibrated
+    intervals; ``extra`` is the part of the error the intervals' widths do not follow.
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sd = (np.log(upper["sigma"]) - np.log(lower["sigma"])) / (2 * Z95)
+        error = np.log(maps["sigma"]) - np.log(truth["sigma"])
+    sel = keep & np.isfinite(sd) & (sd > 0) & np.isfinite(error)
+    if sel.sum() < 20:
+        return {}
+    e, s = error[sel], sd[sel]
+    z = e / s
+
+    def negative(theta: np.ndarray) -> float:
+        variance = np.exp(theta[0]) * s**2 + np.exp(theta[1])
+        return float(np.sum(0.5 * np.log(variance) + 0.5 * (e - theta[2]) ** 2 / variance))
+
+    best = minimize(negative, x0=[0.0, np.log(0.01), 0.0], method="Nelder-Mead", options={"maxiter": 4000})
+    return {
+        "n": int(sel.sum()),
+        "z_sd": round(float(np.std(z)), 3),
+        "z_sd_mad": round(float(1.4826 * np.median(np.abs(z - np.median(z)))), 3),
+        "beyond_1.96": round(float(np.mean(np.abs(z) > Z95)), 3),
+        "scale": round(float(np.exp(best.x[0])), 3),
+        "extra": round(float(np.sqrt(np.exp(best.x[1]))), 3),
+        "median_sd": round(float(np.median(s)), 3),
+    }
 
 
 def snr(r2: np.ndarray) -> np.ndarray:
@@ -97,6 +132,7 @@ def measure(bids: Path, out: Path) -> dict:
         "uncertain_share": round(float(np.mean(uncertain[fitted])), 4),
         "coverage_all": coverage(maps, se, lower, upper, truth, keep),
         "coverage_by_snr": bins,
+        "sigma_calibration": sigma_calibration(maps, lower, upper, truth, keep & ~floor),
         "median_se_x": round(float(np.nanmedian(se["x"][keep])), 4),
         "median_cvr2": round(float(np.nanmedian(maps["cvr2"][prf])), 4),
         "retest": (sidecar.get("VarianceExplained") or {}).get("TestRetest", {}).get("Consistent"),
