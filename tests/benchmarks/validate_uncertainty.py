@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 from scipy.optimize import minimize
+from scipy.stats import median_abs_deviation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -55,10 +56,12 @@ def sigma_calibration(maps, lower, upper, truth, keep) -> dict:
     """How σ's errors in log σ compare with what its intervals say, on the ``keep`` units.
 
     ``z`` is the error of log σ over the interval's standard deviation (its log width over 2 × 1.96):
-    its SD (1 for calibrated intervals), the SD its median absolute deviation implies (the core's, not
-    swayed by a tail), the share beyond ±1.96 (0.05), and the errors' variance fitted as
-    ``scale · sd² + extra²`` (Gaussian likelihood): ``scale`` 1 and ``extra`` 0 for calibrated
-    intervals; ``extra`` is the part of the error the intervals' widths do not follow.
+    its SD about its mean (1 for calibrated intervals), the SD its median absolute deviation implies
+    (the core's, not swayed by a tail), the share beyond ±1.96 (0.05), and the errors' variance about
+    a common mean (σ's bias) fitted as ``scale · sd² + extra²`` (Gaussian likelihood): ``scale`` 1 and
+    ``extra`` 0 for calibrated intervals; ``extra`` is the part of the error the intervals' widths do
+    not follow. Meant for intervals centred on the estimate in log σ (``--sigma-prior none``): under
+    the prior, σ is the posterior mode and its interval also holds the maximum-likelihood one.
     """
     with np.errstate(invalid="ignore", divide="ignore"):
         sd = (np.log(upper["sigma"]) - np.log(lower["sigma"])) / (2 * Z95)
@@ -77,7 +80,7 @@ def sigma_calibration(maps, lower, upper, truth, keep) -> dict:
     return {
         "n": int(sel.sum()),
         "z_sd": round(float(np.std(z)), 3),
-        "z_sd_mad": round(float(1.4826 * np.median(np.abs(z - np.median(z)))), 3),
+        "z_sd_mad": round(float(median_abs_deviation(z, scale="normal")), 3),
         "beyond_1.96": round(float(np.mean(np.abs(z) > Z95)), 3),
         "scale": round(float(np.exp(best.x[0])), 3),
         "extra": round(float(np.sqrt(np.exp(best.x[1]))), 3),
