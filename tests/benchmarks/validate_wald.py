@@ -14,7 +14,9 @@ run, times it, of a response whose SD is 1 %) and hands the fit a nuisance basis
 participant level's (SPM's DCT high-pass at 0.01 Hz per run, one constant per run; built here, not
 by the participant level's own code). Prints one JSON line per noise
 level: the coverage of x and y (and σ) by the nominal 95 % intervals, and the robust SD of the errors
-over their standard errors, overall and by eccentricity band.
+over their standard errors, overall and by eccentricity band; for σ also its interval's coverage (the
+interval is asymmetric in log σ), overall and by true σ, and the share of its log errors beyond 1.96
+of the SD its width implies.
 
     KERAS_BACKEND=jax python tests/benchmarks/validate_wald.py --noise 0.25 0.5 1.0 2.0 [--rho 0.3]
         [--drift 1]
@@ -38,6 +40,7 @@ from prfmap.synth import SynthConfig  # noqa: E402
 from prfmap.synth.response import stimulus_apertures, sweep_orders  # noqa: E402
 
 ECC_BANDS = ((0.0, 2.0), (2.0, 4.0), (4.0, 6.0))
+SIGMA_BANDS = ((0.0, 0.5), (0.5, 0.8), (0.8, 3.0))
 
 
 def participant_stimulus(seed: int) -> tuple[Stimulus, float]:
@@ -150,6 +153,19 @@ def main() -> int:
             record[name]["by_eccentricity"] = {
                 f"{low:g}-{high:g}": summary(z[(ecc >= low) & (ecc < high)]) for low, high in ECC_BANDS
             }
+        lower, upper = fit.uncertainty.lower["sigma"], fit.uncertainty.upper["sigma"]
+        held = (lower <= truth["sigma"]) & (truth["sigma"] <= upper)
+        z_log = np.log(fit.params["sigma"] / truth["sigma"]) / (np.log(upper / lower) / (2 * Z95))
+        record["sigma"]["interval"] = {
+            "coverage": round(float(np.mean(held[np.isfinite(z_log)])), 3),
+            "beyond_1.96": round(float(np.mean(np.abs(z_log[np.isfinite(z_log)]) > Z95)), 3),
+            "by_true_sigma": {
+                f"{low:g}-{high:g}": round(
+                    float(np.mean(held[(truth["sigma"] >= low) & (truth["sigma"] < high)])), 3
+                )
+                for low, high in SIGMA_BANDS
+            },
+        }
         print(json.dumps(record), flush=True)
     return 0
 
