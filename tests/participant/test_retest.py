@@ -63,3 +63,20 @@ def test_a_fold_under_a_prior_is_compared_at_its_maximum_likelihood_sigma():
         "gauss", params, np.full(n, 0.5), np.zeros(n), status=np.zeros(n), uncertainty=Uncertainty(se)
     )
     np.testing.assert_array_equal(FoldEstimate.of(plain).values["sigma"], params["sigma"])
+
+
+def test_a_fold_is_compared_with_its_errors_without_the_hrf_term():
+    """A unit's own HRF is the same in both runs and cancels in their difference: where the fit gives
+    standard errors without the HRF's variability (``Uncertainty.noise_se``), the check takes those,
+    σ's over its maximum-likelihood error under a prior; elsewhere the errors it had."""
+    n = 4
+    params = {"x": np.arange(n, dtype=float), "y": np.zeros(n), "sigma": np.full(n, 1.0)}
+    se = {k: np.full(n, 0.2) for k in RETEST_PARAMETERS}
+    noise_se = {k: np.full(n, 0.1) for k in RETEST_PARAMETERS}
+    likelihood, likelihood_se = {"sigma": np.full(n, 0.9)}, {"sigma": np.full(n, 0.4)}
+    unc = Uncertainty(se, {}, {}, np.full(n, 100.0), 0.0, likelihood, likelihood_se, noise_se)
+    result = FitResult("gauss", params, np.full(n, 0.5), np.zeros(n), status=np.zeros(n), uncertainty=unc)
+    estimate = FoldEstimate.of(result)
+    for key in RETEST_PARAMETERS:
+        np.testing.assert_array_equal(estimate.se[key], noise_se[key])
+    np.testing.assert_array_equal(estimate.values["sigma"], likelihood["sigma"])

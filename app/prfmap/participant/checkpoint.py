@@ -38,12 +38,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 CHECKPOINT_FORMAT = (
-    6  # 2: per-unit status; 3: and its uncertainty; 4: the fit keyed by FitOptions.identity();
+    7  # 2: per-unit status; 3: and its uncertainty; 4: the fit keyed by FitOptions.identity();
 )
 # 5: and the maximum-likelihood σ and its standard error under a prior; 6: that error at least the
-# one its profile-likelihood interval implies
+# one its profile-likelihood interval implies; 7: σ's interval from its likelihood path, and the
+# standard errors without the HRF's variability
 
-UNCERTAINTY_PARTS = ("se", "lower", "upper", "likelihood", "likelihood_se")
+UNCERTAINTY_PARTS = ("se", "lower", "upper", "likelihood", "likelihood_se", "noise_se")
 """The per-key parts of a chunk's :class:`~prfmap.engine.catalog.result.Uncertainty`."""
 
 
@@ -161,6 +162,7 @@ def _merge(model: str, chunks: list[tuple[dict[str, np.ndarray], dict[str, Any]]
             timings.get("uncertainty", 0.0),
             parts["likelihood"],
             parts["likelihood_se"],
+            parts["noise_se"],
         )
     return FitResult(model, params, r2, loss, timings, settings, predictions, status, flags, uncertainty)
 

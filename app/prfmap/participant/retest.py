@@ -4,7 +4,8 @@ With two runs, each cross-validation fold fits one run alone, so the folds are t
 estimates of every unit. If the standard errors are right, ``|θ₁ − θ₂| ≤ 1.96 √(se₁² + se₂²)`` holds
 for about 95 % of the units with signal in both: a check of the intervals that needs no ground
 truth (docs/validation.md, "Test–retest consistency"). It sees the noise's part of the error only:
-a bias both runs share (each unit's own HRF) is the same in both fits.
+a bias both runs share (each unit's own HRF) is the same in both fits, so the errors it takes leave
+out the HRF's between-unit variability (``Uncertainty.noise_se``).
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ class FoldEstimate:
     standard error (``Uncertainty.likelihood``): two runs' posterior estimates shrink toward lines
     estimated from the same participant, so they differ less than their errors say whatever those
     errors are worth (0.995–1.000 of the units on prfmap-synth); the data's estimates test the data's
-    intervals. σ's maximum-likelihood error is the larger of the curvature's and the one its
-    profile-likelihood interval implies: where σ's likelihood is flat, the estimate of each run lies
-    anywhere in the valley, further than the curvature at its maximum says.
+    intervals. The standard errors are those without the HRF's between-unit variability
+    (``Uncertainty.noise_se``, where the fit gives them): a unit's own HRF is the same in both runs,
+    so what it moves the estimates by cancels in their difference, and the errors that hold it
+    over-cover the check by design (docs/validation.md, "σ's interval from its likelihood along its
+    profile path").
 
     Attributes
     ----------
@@ -73,10 +76,15 @@ class FoldEstimate:
                 k: np.asarray(unc.likelihood.get(k, result.params[k]), dtype=np.float64)
                 for k in RETEST_PARAMETERS
             },
-            {k: np.asarray(unc.likelihood_se.get(k, unc.se[k]), dtype=np.float64) for k in RETEST_PARAMETERS},
+            {k: np.asarray(_noise_se(unc, k), dtype=np.float64) for k in RETEST_PARAMETERS},
             np.asarray(result.r2, dtype=np.float64),
             catalog.doubtful(result.status),
         )
+
+
+def _noise_se(unc: Any, key: str) -> np.ndarray:
+    """``key``'s maximum-likelihood standard error without the HRF's variability, where computed."""
+    return unc.noise_se.get(key, unc.likelihood_se.get(key, unc.se[key]))
 
 
 def retest_consistency(
@@ -120,8 +128,8 @@ def retest_consistency(
             "each run fitted alone (the two cross-validation folds); over the units with r2 >= "
             f"{r2_min:g} and not flagged doubtful in both fits, the share whose two estimates differ "
             "by at most 1.96 sqrt(se1^2 + se2^2): about 0.95 where the standard errors are right; "
-            "an estimate a prior moved (sigma under --sigma-prior) is compared at its maximum-likelihood "
-            "value with that value's standard error (the larger of the curvature's and the one its "
-            "profile-likelihood interval implies)"
+            "the standard errors without the HRF's between-unit variability (each unit's HRF is the "
+            "same in both runs and cancels in their difference); an estimate a prior moved (sigma under "
+            "--sigma-prior) is compared at its maximum-likelihood value"
         ),
     }

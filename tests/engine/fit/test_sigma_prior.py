@@ -98,14 +98,15 @@ def test_the_prior_lowers_sigma_s_error_keeps_its_intervals_and_leaves_the_floor
     assert record["option"] == "eccentricity" and record["units"] > 300
     assert 0.1 < record["log_sigma_slope_per_deg"] < 0.2 and 0.15 < record["log_sigma_spread"] < 0.35
     assert plain.settings.sigma_prior is None
-    # the maximum-likelihood σ and its error are kept beside the posterior's: the fit's without it, its
-    # error widened to what its profile likelihood implies where that is flat (here: a share of the units)
+    # the maximum-likelihood σ and its errors are kept beside the posterior's: the fit's without it
     kept = mapped.uncertainty
     refined = np.isfinite(plain.uncertainty.se["sigma"])
     np.testing.assert_allclose(kept.likelihood["sigma"], plain.params["sigma"], rtol=1e-6, equal_nan=True)
-    ratio = kept.likelihood_se["sigma"][refined] / plain.uncertainty.se["sigma"][refined]
-    widened = float(np.mean(ratio > 1.05))
-    assert np.all(ratio >= 1 - 1e-6) and 0.05 < widened < 0.95, (widened, np.percentile(ratio, [5, 50, 95]))
+    for errors, plain_errors in (
+        (kept.likelihood_se, plain.uncertainty.se),
+        (kept.noise_se, plain.uncertainty.noise_se),
+    ):
+        np.testing.assert_allclose(errors["sigma"][refined], plain_errors["sigma"][refined], rtol=1e-6)
     assert not np.allclose(kept.likelihood["sigma"][refined], mapped.params["sigma"][refined])
     assert plain.uncertainty.likelihood == {} and plain.uncertainty.likelihood_se == {}
     out = {}
@@ -123,7 +124,11 @@ def test_the_prior_lowers_sigma_s_error_keeps_its_intervals_and_leaves_the_floor
             "floor": float(np.mean(floor[keep])),
         }
     assert out["prior"]["error"] < 0.8 * out["plain"]["error"], out
-    assert 0.92 <= out["prior"]["coverage"] <= 0.99, out
+    # the maximum-likelihood interval (σ's likelihood path) holds the truth at its nominal rate; the
+    # prior's (the posterior widened to hold it) never less, and more: its spread is wider than the σ's
+    # scatter (docs/validation.md, "Where σ's intervals over- and under-cover")
+    assert 0.93 <= out["plain"]["coverage"] <= 0.97, out
+    assert out["prior"]["coverage"] >= out["plain"]["coverage"], out
     assert out["prior"]["floor"] <= 0.01 < out["plain"]["floor"], out
 
 
@@ -174,18 +179,14 @@ def test_a_tight_prior_never_makes_sigma_s_interval_leave_out_what_the_data_allo
     lower = np.array([0.2, 0.8, 1.2, 0.2])  # the last: on the floor, an upper limit only
     upper = np.array([0.9, 1.3, 3.5, 0.7])
     se = {"x": np.full(4, 0.1), "sigma": (np.log(upper) - np.log(lower)) / (2 * Z95) * sigma_ml}
-    unc = Uncertainty(se, {"sigma": lower}, {"sigma": upper}, 100.0, 0.0)
+    noise_se = {"x": np.full(4, 0.08), "sigma": 0.9 * se["sigma"]}
+    unc = Uncertainty(se, {"sigma": lower}, {"sigma": upper}, 100.0, 0.0, noise_se=noise_se)
     prior = SigmaPrior(np.log(0.25), 0.0, 0.05, 500)
     mapped = np.array([0.26, 0.6, 0.27, 0.25])  # posterior modes pulled toward the prior's 0.25°
     out = posterior_uncertainty(unc, mapped, prior, sigma_ml)
     np.testing.assert_array_equal(out.likelihood["sigma"], sigma_ml)  # what the data alone say, kept
     np.testing.assert_array_equal(out.likelihood_se["sigma"], se["sigma"])
-    # a profile-likelihood interval wider than the curvature's widens the kept error, a narrower one does not
-    profile = (np.array([0.1, 0.9, np.nan, 0.2]), np.array([1.5, 1.1, np.nan, 0.4]))
-    widened = posterior_uncertainty(unc, mapped, prior, sigma_ml, profile).likelihood_se["sigma"]
-    implied = (profile[1] - profile[0]) / (2 * Z95)
-    np.testing.assert_allclose(widened, [implied[0], se["sigma"][1], se["sigma"][2], se["sigma"][3]])
-    assert implied[0] > se["sigma"][0] and implied[1] < se["sigma"][1] and implied[3] < se["sigma"][3]
+    assert out.noise_se is noise_se  # the maximum-likelihood errors without the HRF term, as they were
     assert np.all(out.lower["sigma"] <= lower) and np.all(out.upper["sigma"] >= upper)
     assert np.all(out.lower["sigma"] <= mapped) and np.all(out.upper["sigma"] >= mapped)
     data_sd = (np.log(upper) - np.log(lower)) / (2 * Z95)

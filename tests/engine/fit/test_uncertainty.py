@@ -65,6 +65,7 @@ def independent_standard_errors(
     nuisance: np.ndarray,
     covariance: str = "laplace",
     path: bool = True,
+    hrf_term: bool = True,
 ) -> dict:
     """Standard errors of x, y, σ by finite differences of ``predict`` in float64 numpy.
 
@@ -74,14 +75,16 @@ def independent_standard_errors(
     groups, Bartlett weights) and its expectation where the model is right (the same kernel over
     the residual's projection ``I − q qᵀ − H`` times the residual variance); then the HRF term
     (:data:`HRF_VARIABILITY`) from predictions with the HRF's delay and dispersion moved by ± their
-    spread; last, x's and y's rows and columns times their likelihood-path factor: along each one's
-    profile path by the Laplace covariance, the amplitude least-squares at every point, where the
-    residual sum of squares has risen by 1.96² residual variances each way (``np.interp``), over
-    1.96, at least 1 (``path=False``: the curvature's alone).
+    spread; last, x's, y's and log σ's rows and columns times their likelihood-path factor: along each
+    one's profile path by the Laplace covariance, the amplitude least-squares at every point, where
+    the residual sum of squares has risen by 1.96² residual variances each way (``np.interp``), over
+    1.96, at least 1 (x and y: the two sides' mean; log σ: each side its own, which sets that end of
+    σ's interval, their mean its standard error; ``path=False``: the curvature's alone;
+    ``hrf_term=False``: without the HRF term, as ``Uncertainty.noise_se``).
     """
     w = noise.whitening(stim.run_lengths)
     q, _ = np.linalg.qr(w @ nuisance_basis(stim.n_frames, nuisance))
-    out = {k: [] for k in ("x", "y", "sigma")}
+    out = {k: [] for k in ("x", "y", "sigma", "sigma_lower", "sigma_upper")}
     for i in range(len(data)):
         p = {k: float(v[i]) for k, v in params.items()}
 
@@ -107,7 +110,7 @@ def independent_standard_errors(
         dof = stim.n_frames - q.shape[1] - 4
         inverse = np.linalg.inv(jac.T @ jac)
         cov = inverse * (resid @ resid) / dof
-        factors = path_factors(pred, y - q @ (q.T @ y), theta, cov, (resid @ resid) / dof) if path else [1, 1]
+        reaches = path_reaches(pred, y - q @ (q.T @ y), theta, cov, (resid @ resid) / dof) if path else None
         if covariance == "sandwich":
             lags = int(np.floor(4 * (np.mean(RUNS) / 100) ** (2 / 9)))
             groups = [(int(a), int(a + n)) for a, n in zip(np.cumsum((0, *RUNS[:-1])), RUNS, strict=True)]
@@ -118,30 +121,39 @@ def independent_standard_errors(
             projection = np.eye(stim.n_frames) - q @ q.T - jac @ inverse @ jac.T
             expected = jac.T @ (kernel * projection) @ jac * (resid @ resid) / dof
             cov = cov + inverse @ (meat - expected) @ inverse
-        for name, sd in HRF_VARIABILITY:
+        for name, sd in HRF_VARIABILITY if hrf_term else ():
             for sign in (1.0, -1.0):
                 moved = replace(CANONICAL, **{name: getattr(CANONICAL, name) + sign * sd})
                 step = inverse @ (jac.T @ (pred(theta, moved) - pred(theta)))
                 cov += 0.5 * np.outer(step, step)
-        scale = np.array([factors[0], factors[1], 1.0, 1.0])
+        sides = [1.0, 1.0]
+        scale = np.ones(4)
+        if reaches is not None:
+            scale[:2] = [max(1.0, sum(r) / (2 * Z95)) for r in reaches[:2]]
+            sides = [max(1.0, r / Z95) for r in reaches[2]]
+            scale[2] = sum(sides) / 2
         cov = cov * np.outer(scale, scale)
         se = np.sqrt(np.diag(cov))
         out["x"].append(se[0])
         out["y"].append(se[1])
         out["sigma"].append(se[2] * p["sigma"])
+        # σ's interval: log σ ∓ 1.96 × the curvature's SD times its own side's path factor
+        out["sigma_lower"].append(p["sigma"] * np.exp(-Z95 * se[2] * sides[0] / scale[2]))
+        out["sigma_upper"].append(p["sigma"] * np.exp(Z95 * se[2] * sides[1] / scale[2]))
     return {k: np.array(v) for k, v in out.items()}
 
 
-def path_factors(pred, y: np.ndarray, theta: np.ndarray, cov: np.ndarray, variance: float) -> list[float]:
-    """x's and y's likelihood-path factors (``independent_standard_errors``), in float64 numpy."""
+def path_reaches(pred, y: np.ndarray, theta: np.ndarray, cov: np.ndarray, variance: float) -> list:
+    """x's, y's and log σ's likelihood-path reaches below and above the estimate
+    (``independent_standard_errors``), in float64 numpy."""
 
     def rss(values: np.ndarray) -> float:
         unit = pred(np.concatenate([values[:3], [1.0]]))
         return float(y @ y - (unit @ y) ** 2 / (unit @ unit))
 
     base = rss(theta)
-    factors = []
-    for j in (0, 1):
+    reaches = []
+    for j in (0, 1, 2):
         direction = cov[:, j] / np.sqrt(cov[j, j])
         reach = []
         for sign in (-1.0, 1.0):
@@ -149,8 +161,8 @@ def path_factors(pred, y: np.ndarray, theta: np.ndarray, cov: np.ndarray, varian
                 np.sqrt(max(rss(theta + sign * t * direction) - base, 0.0) / variance) for t in PATH_STEPS
             ]
             reach.append(float(np.interp(Z95, [0.0, *roots], [0.0, *PATH_STEPS])))
-        factors.append(max(1.0, sum(reach) / (2 * Z95)))
-    return factors
+        reaches.append(reach)
+    return reaches
 
 
 def test_standard_errors_match_an_independent_float64_computation():
@@ -166,9 +178,15 @@ def test_standard_errors_match_an_independent_float64_computation():
     expected = independent_standard_errors(fitted, data, stim, noise, run_constants())
     for key in ("x", "y", "sigma"):
         np.testing.assert_allclose(result.uncertainty.se[key], expected[key], rtol=0.02, err_msg=key)
-    # σ's interval is the log-normal one: asymmetric around the estimate
-    lower, upper = result.uncertainty.lower["sigma"], result.uncertainty.upper["sigma"]
-    np.testing.assert_allclose(np.sqrt(lower * upper), result.params["sigma"], rtol=1e-4)
+    # σ's interval: in log σ, each side its own path's reach
+    for end in ("lower", "upper"):
+        np.testing.assert_allclose(
+            getattr(result.uncertainty, end)["sigma"], expected[f"sigma_{end}"], rtol=0.02, err_msg=end
+        )
+    noise_only = independent_standard_errors(fitted, data, stim, noise, run_constants(), hrf_term=False)
+    for key in ("x", "y", "sigma"):
+        np.testing.assert_allclose(result.uncertainty.noise_se[key], noise_only[key], rtol=0.02, err_msg=key)
+        assert np.all(result.uncertainty.noise_se[key] < result.uncertainty.se[key])
 
 
 def test_the_likelihood_path_reach_is_1_96_where_the_deviance_is_quadratic_and_further_where_flatter():
@@ -187,13 +205,14 @@ def test_the_likelihood_path_reach_is_1_96_where_the_deviance_is_quadratic_and_f
 
 
 def test_the_likelihood_path_leaves_high_snr_intervals_alone_and_widens_low_snr_ones():
-    """At high SNR the residual sum of squares is quadratic over the interval and the centre's errors
-    are the curvature's; at low SNR some units' are wider, none narrower."""
+    """At high SNR the residual sum of squares is quadratic over the interval and the centre's and σ's
+    errors are the curvature's; at low SNR some units' are wider, none narrower, and σ's interval is
+    asymmetric in log σ where its likelihood is."""
     stim = two_run_stimulus()
     truth = random_params("gauss", 40, np.random.default_rng(8), max_ecc=6.0)
     truth["sigma"] = np.clip(truth["sigma"], 0.5, 2.0)
     noise = NoiseModel("ar1", (0.3,), 1)
-    ratios = {}
+    ratios, skew = {}, {}
     for level in (0.05, 1.5):
         data = ar1_data(truth, stim, 0.3, level, seed=9)
         res = fit_prf(data, stim, TR, nuisance=run_constants(), noise=noise)
@@ -205,9 +224,18 @@ def test_the_likelihood_path_leaves_high_snr_intervals_alone_and_widens_low_snr_
             run_constants(),
             path=False,
         )
-        ratios[level] = np.concatenate([res.uncertainty.se[k] / curvature[k] for k in ("x", "y")])
-    assert np.all(np.abs(ratios[0.05] - 1) < 0.02), ratios[0.05]
+        ratios[level] = np.concatenate([res.uncertainty.se[k] / curvature[k] for k in ("x", "y", "sigma")])
+        log_ends = np.log(res.uncertainty.upper["sigma"] * res.uncertainty.lower["sigma"])
+        skew[level] = np.abs(log_ends - 2 * np.log(res.params["sigma"]))
+    centre, sigma = slice(0, 80), slice(80, 120)
+    assert np.all(np.abs(ratios[0.05][centre] - 1) < 0.02), ratios[0.05]
+    # a pRF small against the bar (σ 0.53° at 0.78°) is a few percent non-quadratic even at this SNR
+    assert (
+        np.all(np.abs(ratios[0.05][sigma] - 1) < 0.05) and np.median(np.abs(ratios[0.05][sigma] - 1)) < 0.005
+    )
     assert np.all(ratios[1.5] > 0.98) and np.mean(ratios[1.5] > 1.03) > 0.1, ratios[1.5]
+    assert np.mean(ratios[1.5][sigma] > 1.03) > 0.1, ratios[1.5][sigma]
+    assert np.all(skew[0.05] < 0.03) and np.mean(skew[1.5] > 0.05) > 0.1, skew
 
 
 def interval_coverage(res, truth: dict) -> dict:

@@ -38,8 +38,13 @@ class Uncertainty:
     likelihood, likelihood_se : dict
         Where a prior moved a parameter's estimate (σ under ``sigma_prior``): its maximum-likelihood
         estimate and that estimate's standard error, what the data alone say (the test–retest check
-        compares those; σ's is the larger of the curvature's and the one its profile-likelihood
-        interval implies); empty without a prior.
+        compares the estimates, with ``noise_se``); empty without a prior.
+    noise_se : dict
+        The maximum-likelihood estimates' standard errors without the HRF's between-unit variability
+        (the ``hrf_alternatives`` of :class:`~prfmap.engine.fit.uncertainty.CovarianceRecipe`):
+        what two fits of the same unit, its HRF the same in both, differ by through the noise alone.
+        The test–retest check compares with these (a bias both runs share cancels in their
+        difference); empty where not computed.
     """
 
     se: dict[str, np.ndarray] = field(default_factory=dict)
@@ -49,6 +54,7 @@ class Uncertainty:
     seconds: float = 0.0
     likelihood: dict[str, np.ndarray] = field(default_factory=dict)
     likelihood_se: dict[str, np.ndarray] = field(default_factory=dict)
+    noise_se: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -250,7 +250,6 @@ def _uncertainty_stage(
             checked.params["sigma"],
             fit.sigma_prior,
             likelihood_sigma,
-            _profiled_interval(fit, u_likelihood, k),
         )
     return uncertainty, uncertain
 
@@ -374,7 +373,7 @@ def _merged_uncertainty(parts: list[tuple[Uncertainty, np.ndarray, tuple[str, ..
     """
     merged, _, _ = parts[0]
     for part, at, keys in parts[1:]:
-        for field in ("se", "lower", "upper"):
+        for field in ("se", "lower", "upper", "noise_se"):
             mine, theirs = getattr(merged, field), getattr(part, field)
             for key, values in theirs.items():
                 if keys is None or key in keys:
@@ -395,25 +394,6 @@ def _sigma_limits(bounds: InternalBounds, k: int) -> tuple[float, float]:
     (float, float)
     """
     return float(bounds.lower[k]), float(bounds.upper[k])
-
-
-def _profiled_interval(
-    fit: Refinement, u_likelihood: np.ndarray, k: int
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """σ's profile-likelihood 95 % interval at every output row, where it is the final fit's σ's.
-
-    NaN where the unit was not profiled or its final σ is not the one profiled (a refinement the
-    final linear fit rejected).
-    """
-    if fit.profiled is None:
-        return None
-    same = u_likelihood[:, k] == fit.likelihood_u[:, k]
-    ends = []
-    for values in (fit.profiled.lower, fit.profiled.upper):
-        out = np.full(fit.units.total, np.nan)
-        out[fit.units.index] = np.where(same, values, np.nan)
-        ends.append(out)
-    return ends[0], ends[1]
 
 
 @dataclass(frozen=True)

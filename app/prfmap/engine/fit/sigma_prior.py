@@ -443,16 +443,12 @@ class SigmaProfileLimits:
     ----------
     upper_one_sided : ndarray, shape (n,)
         The one-sided 95 % upper limit (:func:`profile_upper_limit`), degrees.
-    lower, upper : ndarray, shape (n,)
-        The two-sided 95 % interval (:func:`profile_limits` at ``Z95²``), degrees.
     fit_hrf_upper_one_sided : ndarray, shape (n,)
         The one-sided upper limit under the fit's own HRF (the first problem; ``upper_one_sided``
         where the unit keeps that HRF): the centre's errors are that HRF's.
     """
 
     upper_one_sided: np.ndarray
-    lower: np.ndarray
-    upper: np.ndarray
     fit_hrf_upper_one_sided: np.ndarray
 
 
@@ -470,8 +466,8 @@ class SigmaPosterior:
     prior : SigmaPrior or None
         The prior used; None (and ``u`` the maximum-likelihood σ) where too few units give one.
     profiled : SigmaProfileLimits
-        Each profiled unit's limits at its maximum-likelihood σ: the one-sided upper limit for
-        :func:`floor_sigma_limit` to reuse, the two-sided interval for :func:`posterior_uncertainty`.
+        Each profiled unit's one-sided upper limit at its maximum-likelihood σ, for
+        :func:`floor_sigma_limit` to reuse.
     hrf : ndarray of int, shape (n,)
         Each unit's HRF, an index of the problems profiled (0, the fit's own, where not profiled).
     hrf_weights : ndarray, shape (n, len(problems))
@@ -534,7 +530,7 @@ def posterior_sigma(
     """
     k = problems[0].model.names.index("sigma")
     rows = np.flatnonzero(which)
-    ends = [np.full(len(u), np.nan) for _ in range(4)]
+    ends = [np.full(len(u), np.nan) for _ in range(2)]
     profiled, hrf = SigmaProfileLimits(*ends), np.zeros(len(u), dtype=int)
     weights = np.zeros((len(u), len(problems)))
     weights[:, 0] = 1.0
@@ -565,7 +561,6 @@ def posterior_sigma(
     own = own - own.min(axis=1, keepdims=True)
     hrf[rows] = chosen
     profiled.upper_one_sided[rows] = profile_upper_limit(grid, own)
-    profiled.lower[rows], profiled.upper[rows] = profile_limits(grid, own, Z95**2)
     # on the fit HRF's own scale (its smallest RSS, not the smallest of all problems'), as
     # sigma_profiles would give it
     first_min = profiles[0].min(axis=1, keepdims=True)
@@ -618,7 +613,6 @@ def posterior_uncertainty(
     sigma: np.ndarray,
     prior: SigmaPrior,
     likelihood_sigma: np.ndarray,
-    likelihood_interval: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Uncertainty:
     """``unc`` (at the maximum-likelihood σ) with σ's error and interval from the posterior and the data.
 
@@ -628,10 +622,11 @@ def posterior_uncertainty(
     where the data are flat, but its interval never leaves out what the data alone cannot; the
     standard error is at least the one that interval implies (its log width over 2 × 1.96, times σ),
     so what uses it (the group level's inverse-variance weights) says what the interval says (the
-    test–retest check uses ``likelihood_se`` instead: two runs' posteriors shrink alike). Where the
-    data's σ are biased the same way at every vertex (a forward model that is not prfmap's), the prior
-    estimated from them is biased too and can be tight (spread 0.05), and the posterior interval
-    alone held the truth for 16 % of the vertices of an independent simulator (ML interval: 90 %).
+    test–retest check uses the maximum-likelihood σ with ``noise_se`` instead: two runs' posteriors
+    shrink alike). Where the data's σ are biased the same way at every vertex (a forward model that
+    is not prfmap's), the prior estimated from them is biased too and can be tight (spread 0.05), and
+    the posterior interval alone held the truth for 16 % of the vertices of an independent simulator
+    (ML interval: 90 %).
 
     Parameters
     ----------
@@ -644,11 +639,6 @@ def posterior_uncertainty(
     likelihood_sigma : ndarray, shape (units,)
         The maximum-likelihood σ, kept with its standard error in the result's ``likelihood`` and
         ``likelihood_se``: what the data alone say.
-    likelihood_interval : (ndarray, ndarray), each shape (units,), optional
-        The maximum-likelihood σ's profile-likelihood 95 % interval (NaN where not profiled).
-        Where σ's likelihood is flat, the curvature at its maximum says less than the valley the
-        estimate can fall anywhere in: the maximum-likelihood σ's standard error is the larger of
-        ``unc``'s and the one the profile's interval implies (its width over 2 × 1.96).
 
     Returns
     -------
@@ -673,12 +663,6 @@ def posterior_uncertainty(
         with np.errstate(invalid="ignore", divide="ignore"):
             spanned = sigma * (np.log(high["sigma"]) - np.log(low["sigma"])) / (2 * Z95)
         se["sigma"] = np.where(known, np.fmax(se["sigma"], spanned), se["sigma"])
-    likelihood_se = unc.se["sigma"]
-    if likelihood_interval is not None:
-        profile_lower, profile_upper = likelihood_interval
-        implied = (profile_upper - profile_lower) / (2 * Z95)
-        wider = np.isfinite(implied) & ~np.isnan(likelihood_se)
-        likelihood_se = np.where(wider, np.fmax(likelihood_se, implied), likelihood_se)
     return Uncertainty(
         se,
         low,
@@ -686,5 +670,6 @@ def posterior_uncertainty(
         unc.dof,
         unc.seconds,
         likelihood={**unc.likelihood, "sigma": likelihood_sigma},
-        likelihood_se={**unc.likelihood_se, "sigma": likelihood_se},
+        likelihood_se={**unc.likelihood_se, "sigma": unc.se["sigma"]},
+        noise_se=unc.noise_se,
     )

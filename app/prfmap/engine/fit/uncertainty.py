@@ -12,8 +12,9 @@ it equals the Laplace covariance on average where the model holds, and is wider 
 are heteroscedastic, autocorrelated beyond the noise model, or carry what the model misses; without
 the correction, the plain sandwich's intervals were 8–10 % narrower than Laplace's where the model
 was right (the residual's own lagged correlation, from the fit's projection, lowers ``M``). The
-centre's variances are widened where its likelihood is flatter than the curvature says
-(:func:`centre_path_factors`: the residual sum of squares along each coordinate's profile path). The
+centre's and σ's variances are widened where their likelihood is flatter than the curvature says
+(:func:`path_reaches`: the residual sum of squares along each one's profile path), σ's interval on
+each side by that side's own path (a small pRF's likelihood of log σ is flat toward the floor). The
 reported parameters' standard errors follow by the delta method (finite-difference gradients of the
 model's report, eccentricity and polar angle included); parameters held in a range by a transform
 (σ > 0, CSS's n in (0, 1), ...) get their 95 % interval by transforming the internal interval, which
@@ -54,7 +55,7 @@ the derivative that scales its standard error is exact in float32 there, not 0."
 _RELATIVE_STEP = 1e-5
 PATH_STEPS = np.array([2.0, 3.0])
 """Where the centre's likelihood is evaluated along each coordinate's profile path, in that coordinate's
-curvature standard errors from the estimate, each way (:func:`centre_path_factors`)."""
+curvature standard errors from the estimate, each way (:func:`path_reaches`)."""
 PATH_REACH_LIMIT = 3.0
 """A likelihood still short of the 95 % level at the last step is extrapolated as if quadratic from
 there, to at most this many times the last step."""
@@ -88,8 +89,8 @@ class CovarianceRecipe:
         The internal parameter ``unit_scales`` applies to.
     centre_path : bool
         Widen the centre's errors where its likelihood along its profile path is flatter than the
-        curvature says (:func:`centre_path_factors`); False where only other parameters' errors are
-        wanted.
+        curvature says (:func:`path_reaches`); False where only other parameters' errors are wanted.
+        σ's are always taken from its path.
     """
 
     lag_weights: np.ndarray | None = None
@@ -224,10 +225,11 @@ def parameter_uncertainty(
         wider[floor, k] = np.log(np.where(np.isfinite(upper[floor]), upper[floor], np.exp(u[floor, k])))
         alt = _covariance(prob, units, wider, free, recipe, mem_gb, floor)
         rows = units.index[floor]
-        for key, values in out.se.items():
-            if key != "sigma":
-                values[rows] = np.fmax(values[rows], alt.se[key][rows])
-    return Uncertainty(out.se, out.lower, out.upper, out.dof, time.perf_counter() - t0)
+        for errors, alt_errors in ((out.se, alt.se), (out.noise_se, alt.noise_se)):
+            for key, values in errors.items():
+                if key != "sigma":
+                    values[rows] = np.fmax(values[rows], alt_errors[key][rows])
+    return Uncertainty(out.se, out.lower, out.upper, out.dof, time.perf_counter() - t0, noise_se=out.noise_se)
 
 
 def _at_range_ends(
@@ -259,6 +261,8 @@ def _at_range_ends(
     at = index[rows]
     for key, values in out.se.items():
         values[at] = alt.se[key][at]
+    for key, values in out.noise_se.items():
+        values[at] = alt.noise_se[key][at]
     theta = natural_values(params, u)
     for k, param in enumerate(params):
         hit = ends[:, k]
@@ -328,22 +332,28 @@ def _covariance(
     inverse = _inverse(info[:, keep][:, :, keep])
     variance = np.maximum(cost, 0.0) / max(dof, 1.0)
     cov = inverse * variance[:, None, None]
-    widen = centre_path_factors(prob, units, u, fitted, variance, cov, mem_gb) if recipe.centre_path else {}
+    on_path = (*CENTRE, "sigma") if recipe.centre_path else ("sigma",)
+    reaches = path_reaches(prob, units, u, fitted, variance, cov, mem_gb, on_path)
+    widen, ends = path_factors(reaches, fitted, model.names)
     if recipe.lag_weights is not None:
         excess = meat[:, keep][:, :, keep] - variance[:, None, None] * expected[:, keep][:, :, keep]
         cov = cov + np.einsum("nij,njk,nkl->nil", inverse, excess, inverse)
+    noise_cov = cov.copy()  # without the HRF's between-unit variability
     if n_alt:
         steps = np.einsum("nij,njs->nis", inverse, cross[:, keep])
         if scales is not None and recipe.scaled_column in keep:
             at = int(np.flatnonzero(keep == recipe.scaled_column)[0])
             steps[:, at, :] *= np.sqrt(scales)
         cov = cov + np.einsum("nis,njs,s->nij", steps, steps, spread)
-    for j, factor in widen.items():  # the centre's variances by factor², its covariances by factor
-        cov[:, j, :] *= factor[:, None]
-        cov[:, :, j] *= factor[:, None]
-    se, lower, upper = _reported(model, u, beta, cov, fitted)
+    for j, factor in widen.items():  # variances by factor², covariances by factor
+        for c in (cov, noise_cov):
+            c[:, j, :] *= factor[:, None]
+            c[:, :, j] *= factor[:, None]
+    se, lower, upper = _reported(model, u, beta, cov, fitted, ends)
+    noise_se = _reported(model, u, beta, noise_cov, fitted)[0]
     held = {p.name for k, p in enumerate(model.params) if not free[k]}  # fixed: no error to report
     se = {key: values for key, values in se.items() if key not in held}
+    noise_se = {key: values for key, values in noise_se.items() if key not in held}
 
     def full(values: np.ndarray) -> np.ndarray:
         out = np.full(units.total, np.nan)
@@ -356,10 +366,11 @@ def _covariance(
         {key: full(v) for key, v in upper.items()},
         full(np.full(n, dof)),
         time.perf_counter() - t0,
+        noise_se={key: full(v) for key, v in noise_se.items()},
     )
 
 
-def centre_path_factors(
+def path_reaches(
     prob: Problem,
     units: Units,
     u: np.ndarray,
@@ -367,18 +378,19 @@ def centre_path_factors(
     variance: np.ndarray,
     curvature: np.ndarray,
     mem_gb: float,
-) -> dict[int, np.ndarray]:
-    """Per unit, how much wider than the curvature's the likelihood interval of each centre coordinate is.
+    names: Sequence[str] = CENTRE,
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per unit, how far each way the likelihood interval of each parameter ``names`` reaches.
 
     The Laplace interval assumes the residual sum of squares is quadratic around the estimate; at low
     SNR it rises more slowly away from it, and the intervals are too narrow (docs/validation.md,
-    "Laplace's position intervals"). Along each coordinate's profile path as the curvature gives it
-    (the other parameters moved by their regression on it, ``curvature[:, :, j] / curvature[:, j, j]``;
-    the linear weights profiled out), the residual sum of squares is evaluated (by the same kernel at
-    the estimate itself, so that both ends of each difference share its rounding) at
-    :data:`PATH_STEPS` curvature standard errors each way, and where its rise over the residual
-    variance first reaches 1.96² is found (:func:`root_deviance_reach`). The factor is the two reaches'
-    mean over 1.96, at least 1: exactly 1 where the sum of squares is quadratic.
+    "Laplace's position intervals"; σ's, on a pRF small against the bar, more slowly on one side).
+    Along each parameter's profile path as the curvature gives it (the other parameters moved by
+    their regression on it, ``curvature[:, :, j] / curvature[:, j, j]``; the linear weights profiled
+    out), the residual sum of squares is evaluated (by the same kernel at the estimate itself, so
+    that both ends of each difference share its rounding) at :data:`PATH_STEPS` curvature standard
+    errors each way, and where its rise over the residual variance first reaches 1.96² is found on
+    each side (:func:`root_deviance_reach`): 1.96 each way where the sum of squares is quadratic.
 
     Parameters
     ----------
@@ -396,28 +408,31 @@ def centre_path_factors(
         The Laplace covariance (fitted parameters, then the linear weights).
     mem_gb : float
         Memory budget of a batch.
+    names : sequence of str
+        The parameters whose paths are evaluated (those not fitted are left out).
 
     Returns
     -------
     dict
-        ``curvature``'s row of each centre coordinate that is fitted, to its factors (n,).
+        ``curvature``'s row of each such parameter to its reaches below and above the estimate
+        ((n,) each, in curvature standard errors; 1.96 where the path is singular).
     """
     model = prob.model
-    rows = [j for j, k in enumerate(fitted) if model.names[k] in CENTRE]
+    rows = [j for j, k in enumerate(fitted) if model.names[k] in names]
     n = len(u)
     if not rows or n == 0:
         return {}
     steps = np.concatenate([-PATH_STEPS[::-1], PATH_STEPS])
-    points = [u]  # the estimate itself first, then each coordinate's path, unit by unit
+    points = [u]  # the estimate itself first, then each parameter's path, unit by unit
     for j in rows:
-        with np.errstate(divide="ignore", invalid="ignore"):  # singular: no path, factor 1 below
+        with np.errstate(divide="ignore", invalid="ignore"):  # singular: no path, 1.96 below
             direction = curvature[:, : fitted.size, j] / np.sqrt(curvature[:, j, j])[:, None]
         direction = np.nan_to_num(direction, nan=0.0, posinf=0.0, neginf=0.0)
         moved = np.repeat(u, steps.size, axis=0)
         moved[:, fitted] += np.repeat(direction, steps.size, axis=0) * np.tile(steps, n)[:, None]
         points.append(moved)
     of_unit = np.concatenate([np.arange(n), *[np.repeat(np.arange(n), steps.size)] * len(rows)])
-    rss = rss_rows([prob], np.concatenate(points), units.y, of_unit, mem_gb, "centre path")[0]
+    rss = rss_rows([prob], np.concatenate(points), units.y, of_unit, mem_gb, "likelihood path")[0]
     scale = np.maximum(variance, 1e-30)[:, None]
     out = {}
     for i, j in enumerate(rows):
@@ -426,9 +441,46 @@ def centre_path_factors(
         half = PATH_STEPS.size
         below = root_deviance_reach(PATH_STEPS, root[:, half - 1 :: -1])
         above = root_deviance_reach(PATH_STEPS, root[:, half:])
-        factor = np.maximum(1.0, (below + above) / (2.0 * Z95))
-        out[j] = np.where(np.isfinite(factor) & np.isfinite(curvature[:, j, j]), factor, 1.0)
+        good = np.isfinite(below) & np.isfinite(above) & np.isfinite(curvature[:, j, j])
+        out[j] = (np.where(good, below, Z95), np.where(good, above, Z95))
     return out
+
+
+def path_factors(
+    reaches: dict[int, tuple[np.ndarray, np.ndarray]], fitted: np.ndarray, names: Sequence[str]
+) -> tuple[dict[int, np.ndarray], dict[int, tuple[np.ndarray, np.ndarray]]]:
+    """The factors on the standard errors, and on each end of the interval, from :func:`path_reaches`.
+
+    The centre's factor is the two reaches' mean over 1.96, at least 1 (its interval stays
+    symmetric). σ's ends are each its own side's reach over 1.96, at least 1 (the interval of log σ
+    asymmetric where its likelihood is: a small pRF's is flat toward the floor), its standard error's
+    factor their mean.
+
+    Parameters
+    ----------
+    reaches : dict
+        :func:`path_reaches`'s.
+    fitted : ndarray of int
+        The free internal parameters, the rows' order.
+    names : sequence of str
+        The model's internal parameter names.
+
+    Returns
+    -------
+    factors : dict
+        Row to the factor on its standard error (n,).
+    ends : dict
+        Row to the factors on its interval's lower and upper half-widths, relative to ``factors``.
+    """
+    factors, ends = {}, {}
+    for j, (below, above) in reaches.items():
+        if names[fitted[j]] in CENTRE:
+            factors[j] = np.maximum(1.0, (below + above) / (2.0 * Z95))
+            continue
+        low, high = np.maximum(1.0, below / Z95), np.maximum(1.0, above / Z95)
+        factors[j] = 0.5 * (low + high)
+        ends[j] = (low / factors[j], high / factors[j])
+    return factors, ends
 
 
 def root_deviance_reach(steps: np.ndarray, root: np.ndarray, level: float = Z95) -> np.ndarray:
@@ -512,9 +564,19 @@ def reported_values(model, u: np.ndarray, amplitude: np.ndarray) -> dict[str, np
 
 
 def _reported(
-    model, u: np.ndarray, amplitude: np.ndarray, cov: np.ndarray, fitted: np.ndarray
+    model,
+    u: np.ndarray,
+    amplitude: np.ndarray,
+    cov: np.ndarray,
+    fitted: np.ndarray,
+    ends: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Delta-method standard errors of the reported values, and the transformed intervals."""
+    """Delta-method standard errors of the reported values, and the transformed intervals.
+
+    ``ends`` maps a fitted row to the factors on its internal interval's lower and upper half-widths
+    (:func:`path_factors`); 1 for the others.
+    """
+    ends = ends or {}
     n_free = fitted.size
     base = reported_values(model, u, amplitude)
     grads = {key: np.zeros((len(u), n_free + 1)) for key in base}
@@ -549,9 +611,10 @@ def _reported(
         if not np.allclose(base[param.name], theta[:, k], rtol=1e-12, equal_nan=True):
             continue
         se_u = np.sqrt(np.maximum(np.diagonal(block, axis1=1, axis2=2)[:, j], 0.0))
-        for bound, sign in ((lower, -1.0), (upper, 1.0)):
+        sides = ends.get(j, (1.0, 1.0))
+        for bound, sign, side in ((lower, -1.0, sides[0]), (upper, 1.0, sides[1])):
             moved = u.copy()
-            moved[:, k] = u[:, k] + sign * Z95 * np.where(np.isfinite(se_u), se_u, 1e6)
+            moved[:, k] = u[:, k] + sign * Z95 * side * np.where(np.isfinite(se_u), se_u, 1e6)
             bound[param.name] = natural_values(model.params, moved)[:, k]
     return se, lower, upper
 
