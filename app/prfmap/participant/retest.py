@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from prfmap.engine import FitResult, catalog
+from prfmap.engine.catalog.result import Uncertainty
 
 __all__ = ["RETEST_PARAMETERS", "RETEST_R2_MIN", "FoldEstimate", "retest_consistency"]
 
@@ -82,7 +83,7 @@ class FoldEstimate:
         )
 
 
-def _noise_se(unc: Any, key: str) -> np.ndarray:
+def _noise_se(unc: Uncertainty, key: str) -> np.ndarray:
     """``key``'s maximum-likelihood standard error without the HRF's variability, where computed."""
     return unc.noise_se.get(key, unc.likelihood_se.get(key, unc.se[key]))
 

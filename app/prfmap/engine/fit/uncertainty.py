@@ -349,8 +349,7 @@ def _covariance(
         for c in (cov, noise_cov):
             c[:, j, :] *= factor[:, None]
             c[:, :, j] *= factor[:, None]
-    se, lower, upper = _reported(model, u, beta, cov, fitted, ends)
-    noise_se = _reported(model, u, beta, noise_cov, fitted)[0]
+    (se, noise_se), lower, upper = _reported(model, u, beta, (cov, noise_cov), fitted, ends)
     held = {p.name for k, p in enumerate(model.params) if not free[k]}  # fixed: no error to report
     se = {key: values for key, values in se.items() if key not in held}
     noise_se = {key: values for key, values in noise_se.items() if key not in held}
@@ -567,14 +566,16 @@ def _reported(
     model,
     u: np.ndarray,
     amplitude: np.ndarray,
-    cov: np.ndarray,
+    covs: Sequence[np.ndarray],
     fitted: np.ndarray,
     ends: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
-) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Delta-method standard errors of the reported values, and the transformed intervals.
+) -> tuple[list[dict[str, np.ndarray]], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Delta-method standard errors of the reported values under each covariance, and the intervals.
 
-    ``ends`` maps a fitted row to the factors on its internal interval's lower and upper half-widths
-    (:func:`path_factors`); 1 for the others.
+    The report's gradients are taken once for all of ``covs``; the transformed intervals are the
+    first one's. ``ends`` maps a fitted row to the
+    factors on its internal interval's lower and upper half-widths (:func:`path_factors`); 1 for the
+    others.
     """
     ends = ends or {}
     n_free = fitted.size
@@ -596,12 +597,17 @@ def _reported(
             if key == "polar_angle":
                 diff = (diff + 180.0) % 360.0 - 180.0
             grads[key][:, j] = diff / (2.0 * step)
-    block = cov[:, : n_free + 1][:, :, : n_free + 1]  # internal parameters, then the amplitude
-    se = {}
-    for key, g in grads.items():
-        var = np.einsum("ni,nij,nj->n", g, np.nan_to_num(block, nan=0.0, posinf=0.0), g)
-        bad = ~np.isfinite(block).all(axis=(1, 2))
-        se[key] = np.where(bad, np.inf, np.sqrt(np.maximum(var, 0.0)))
+    errors = []
+    for cov in covs:
+        block = cov[:, : n_free + 1][:, :, : n_free + 1]  # internal parameters, then the amplitude
+        finite, bad = np.nan_to_num(block, nan=0.0, posinf=0.0), ~np.isfinite(block).all(axis=(1, 2))
+        errors.append(
+            {
+                key: np.where(bad, np.inf, np.sqrt(np.maximum(np.einsum("ni,nij,nj->n", g, finite, g), 0.0)))
+                for key, g in grads.items()
+            }
+        )
+    block = covs[0][:, : n_free + 1][:, :, : n_free + 1]
     lower, upper = {}, {}
     theta = natural_values(model.params, u)
     for j, k in enumerate(fitted):
@@ -616,7 +622,7 @@ def _reported(
             moved = u.copy()
             moved[:, k] = u[:, k] + sign * Z95 * side * np.where(np.isfinite(se_u), se_u, 1e6)
             bound[param.name] = natural_values(model.params, moved)[:, k]
-    return se, lower, upper
+    return errors, lower, upper
 
 
 def doubtful_uncertainty(unc: Uncertainty, params: dict[str, np.ndarray], radius: float) -> np.ndarray:
