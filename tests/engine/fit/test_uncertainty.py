@@ -18,13 +18,17 @@ from prfmap.engine.fit.uncertainty import (
     PATH_REACH_LIMIT,
     PATH_STEPS,
     Z95,
+    CovarianceRecipe,
     Uncertainty,
+    _covariance,
     _inverse,
     doubtful_uncertainty,
+    parameter_uncertainty,
     root_deviance_reach,
 )
 from prfmap.engine.hrf import CANONICAL
-from prfmap.engine.problem import nuisance_basis
+from prfmap.engine.models import get_model
+from prfmap.engine.problem import Units, make_problem, nuisance_basis
 
 RUNS = (148, 148)
 
@@ -447,3 +451,52 @@ def test_a_pRF_below_sigma_s_floor_gets_the_data_s_upper_limit_not_a_flag():
     assert uncertain[floor].mean() <= 0.05, uncertain[floor].mean()
     z = np.abs(res.params["x"] - truth["x"]) / unc.se["x"]
     assert 0.9 <= np.mean(z[floor] <= Z95) <= 1.0, np.mean(z[floor] <= Z95)
+
+
+def test_errors_at_sigma_s_upper_limit_share_the_estimates_calls_and_equal_each_unit_alone(stim):
+    """A floor unit's errors are also evaluated at σ's upper limit, in the same batched calls as every
+    unit's at its estimate: each unit's errors are what it gets evaluated alone, σ's upper end is the
+    profile's limit where it gave one (the interval's own where it gave none), and the other errors
+    the larger of those at the estimate and at that upper end."""
+    rng = np.random.default_rng(21)
+    model = get_model("gauss")
+    prob = make_problem(model, stim, TR, 1, None, "float64", 0.5, CANONICAL)
+    q = nuisance_basis(stim.n_frames, None)
+    n = 9
+    truth = random_params("gauss", n, rng)
+    y = predict(truth, stim, TR, dtype="float64") + rng.normal(0, 0.5, (n, stim.n_frames))
+    units = Units(np.arange(n), y - (y @ q) @ q.T, y, n)
+    u = model.internal(model.from_report(truth))
+    free, recipe = np.ones(u.shape[1]), CovarianceRecipe()
+    k = model.names.index("sigma")
+    limit = np.full(n, np.nan)
+    limit[[1, 4, 6]] = 3.0 * truth["sigma"][[1, 4, 6]]  # profiled
+    limit[7] = np.inf  # on the floor, no limit from the profile
+    which = np.ones(n, dtype=bool)
+    which[4] = False  # not wanted: no errors, its limit unused
+
+    got = parameter_uncertainty(prob, units, u, free, recipe, mem_gb=1.0, which=which, floor_upper=limit)
+
+    for i in range(n):
+        one = np.arange(n) == i
+        alone = _covariance(prob, units, u, free, recipe, 1.0, one)
+        if not which[i]:
+            assert all(np.isnan(values[i]) for values in got.se.values())
+            continue
+        upper = alone.upper["sigma"][i] if i == 7 else limit[i]
+        if np.isnan(upper):
+            expected = {key: values[i] for key, values in alone.se.items()}
+        else:
+            wider = u.copy()
+            wider[i, k] = np.log(upper)
+            there = _covariance(prob, units, wider, free, recipe, 1.0, one)
+            expected = {
+                key: values[i] if key == "sigma" else max(values[i], there.se[key][i])
+                for key, values in alone.se.items()
+            }
+            assert there.se["x"][i] != alone.se["x"][i]
+        np.testing.assert_allclose(
+            got.upper["sigma"][i], upper if np.isfinite(upper) else alone.upper["sigma"][i]
+        )
+        for key, value in expected.items():
+            np.testing.assert_allclose(got.se[key][i], value, rtol=1e-9, err_msg=f"unit {i}, {key}")

@@ -209,21 +209,30 @@ def parameter_uncertainty(
     def at(values: np.ndarray, rows: np.ndarray | None) -> Uncertainty:
         return _covariance(prob, units, values, free, recipe, mem_gb, rows)
 
-    out = at(u, which)
-    _at_range_ends(out, at, prob.model.params, units.index, u, free, which)
     names = prob.model.names
-    floor = np.zeros(len(u), dtype=bool) if floor_upper is None else ~np.isnan(floor_upper)
+    k = names.index("sigma") if "sigma" in names else None
+    limit = np.full(len(u), np.nan) if floor_upper is None or k is None else np.asarray(floor_upper)
+    floor = ~np.isnan(limit)
     if which is not None:
         floor &= which
-    if floor.any() and "sigma" in names and "sigma" in out.upper:
-        k = names.index("sigma")
-        wider = u.copy()
+    profiled = floor & np.isfinite(limit)
+    wider = u.copy()  # σ at its upper limit where its profile gave one: evaluated with the estimates
+    wider[profiled, k] = np.log(limit[profiled])
+    chosen = np.arange(len(u)) if which is None else np.flatnonzero(which)
+    out, alt = _stacked_covariance(
+        prob, units, [(u, chosen), (wider, np.flatnonzero(profiled))], free, recipe, mem_gb
+    )
+    _at_range_ends(out, at, prob.model.params, units.index, u, free, which)
+    if floor.any() and "sigma" in out.upper:
         upper = out.upper["sigma"][units.index]
-        profiled = floor & np.isfinite(floor_upper)
-        upper = np.where(profiled, floor_upper, upper)
-        out.upper["sigma"][units.index[profiled]] = floor_upper[profiled]
-        wider[floor, k] = np.log(np.where(np.isfinite(upper[floor]), upper[floor], np.exp(u[floor, k])))
-        alt = _covariance(prob, units, wider, free, recipe, mem_gb, floor)
+        out.upper["sigma"][units.index[profiled]] = limit[profiled]
+        rest = floor & ~profiled  # no limit from the profile: at the interval's upper end
+        if rest.any():
+            wider[rest, k] = np.log(np.where(np.isfinite(upper[rest]), upper[rest], np.exp(u[rest, k])))
+            at_rest, rows = at(wider, rest), units.index[rest]
+            for errors, rest_errors in ((alt.se, at_rest.se), (alt.noise_se, at_rest.noise_se)):
+                for key, values in errors.items():
+                    values[rows] = rest_errors[key][rows]
         rows = units.index[floor]
         for errors, alt_errors in ((out.se, alt.se), (out.noise_se, alt.noise_se)):
             for key, values in errors.items():
@@ -289,12 +298,30 @@ def _covariance(
     which: np.ndarray | None,
 ) -> Uncertainty:
     """:func:`parameter_uncertainty` at ``u`` of the units ``which`` (all when None)."""
+    chosen = np.arange(len(u)) if which is None else np.flatnonzero(which)
+    (out,) = _stacked_covariance(prob, units, [(u, chosen)], free, recipe, mem_gb)
+    return out
+
+
+def _stacked_covariance(
+    prob: Problem,
+    units: Units,
+    sets: Sequence[tuple[np.ndarray, np.ndarray]],
+    free: np.ndarray,
+    recipe: CovarianceRecipe,
+    mem_gb: float,
+) -> list[Uncertainty]:
+    """:func:`_covariance` of several sets of parameters in the same batched calls.
+
+    Each set ``(u, rows)`` is the internal parameters of ``units`` (``u``'s rows, as in
+    :func:`parameter_uncertainty`) and the positions it is wanted for; one ``Uncertainty`` per set.
+    Evaluated together, the sets fill calls the smaller ones would each have padded on their own.
+    """
     t0 = time.perf_counter()
-    scales = recipe.unit_scales
-    if which is not None:
-        chosen = np.flatnonzero(which)
-        u, units = u[chosen], units.rows(chosen)
-        scales = None if scales is None else scales[chosen]
+    chosen = np.concatenate([np.asarray(rows, dtype=np.int64) for _, rows in sets])
+    u = np.concatenate([values[np.asarray(rows, dtype=np.int64)] for values, rows in sets])
+    units = units.rows(chosen)
+    scales = None if recipe.unit_scales is None else recipe.unit_scales[chosen]
     model, dtype, n = prob.model, prob.dtype, len(u)
     k, n_bases = u.shape[1], prob.n_bases
     fn = compiled(kernels.vp_information, model)
@@ -354,19 +381,28 @@ def _covariance(
     se = {key: values for key, values in se.items() if key not in held}
     noise_se = {key: values for key, values in noise_se.items() if key not in held}
 
-    def full(values: np.ndarray) -> np.ndarray:
-        out = np.full(units.total, np.nan)
-        out[units.index] = values
-        return out
+    seconds = time.perf_counter() - t0
+    parts, start = [], 0
+    for _, rows in sets:
+        part = slice(start, start + len(rows))
+        start = part.stop
 
-    return Uncertainty(
-        {key: full(v) for key, v in se.items()},
-        {key: full(v) for key, v in lower.items()},
-        {key: full(v) for key, v in upper.items()},
-        full(np.full(n, dof)),
-        time.perf_counter() - t0,
-        noise_se={key: full(v) for key, v in noise_se.items()},
-    )
+        def full(values: np.ndarray, part: slice = part) -> np.ndarray:
+            out = np.full(units.total, np.nan)
+            out[units.index[part]] = values[part]
+            return out
+
+        parts.append(
+            Uncertainty(
+                {key: full(v) for key, v in se.items()},
+                {key: full(v) for key, v in lower.items()},
+                {key: full(v) for key, v in upper.items()},
+                full(np.full(n, dof)),
+                seconds if not parts else 0.0,
+                noise_se={key: full(v) for key, v in noise_se.items()},
+            )
+        )
+    return parts
 
 
 def path_reaches(
