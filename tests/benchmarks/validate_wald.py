@@ -16,10 +16,11 @@ by the participant level's own code). Prints one JSON line per noise
 level: the coverage of x and y (and σ) by the nominal 95 % intervals, and the robust SD of the errors
 over their standard errors, overall and by eccentricity band; for σ also its interval's coverage (the
 interval is asymmetric in log σ), overall and by true σ, and the share of its log errors beyond 1.96
-of the SD its width implies.
+of the SD its width implies, and σ's median error in degrees (its bias), overall and by true σ.
+``--sigma-prior eccentricity`` fits with the σ prior (``none``, the engine's default, without).
 
     KERAS_BACKEND=jax python tests/benchmarks/validate_wald.py --noise 0.25 0.5 1.0 2.0 [--rho 0.3]
-        [--drift 1]
+        [--drift 1] [--sigma-prior eccentricity]
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=21)
     parser.add_argument("--rho", type=float, default=0.0, help="AR(1) coefficient of the noise")
     parser.add_argument("--drift", type=float, default=0.0, help="scale of the drifts (0: none)")
+    parser.add_argument("--sigma-prior", choices=("none", "eccentricity"), default="none")
     args = parser.parse_args()
     stim, tr = participant_stimulus(args.seed)
     runs = list(stim.run_lengths)
@@ -142,9 +144,15 @@ def main() -> int:
                 empty += np.median(clean.std(axis=1)) * drifts(args.units, runs, args.drift, rng)
             noise = estimate_noise(np.concatenate([data, empty]), stim, tr, "ar1", **options)
             options["noise"] = noise
-        fit = fit_prf(data, stim, tr, **options)
+        fit = fit_prf(data, stim, tr, sigma_prior=args.sigma_prior, **options)
         ecc = np.hypot(truth["x"], truth["y"])
-        record: dict = {"noise": level, "units": args.units, "rho": args.rho, "drift": args.drift}
+        record: dict = {
+            "noise": level,
+            "units": args.units,
+            "rho": args.rho,
+            "drift": args.drift,
+            "sigma_prior": args.sigma_prior,
+        }
         if args.rho:
             record["noise_model"] = noise.describe()
         for name in ("x", "y", "sigma"):
@@ -163,6 +171,16 @@ def main() -> int:
             "by_true_sigma": {
                 f"{low:g}-{high:g}": round(
                     float(np.mean(held[finite & (truth["sigma"] >= low) & (truth["sigma"] < high)])), 3
+                )
+                for low, high in SIGMA_BANDS
+            },
+        }
+        error = fit.params["sigma"] - truth["sigma"]
+        record["sigma"]["median_error"] = {
+            "all": round(float(np.nanmedian(error)), 4),
+            **{
+                f"{low:g}-{high:g}": round(
+                    float(np.nanmedian(error[(truth["sigma"] >= low) & (truth["sigma"] < high)])), 4
                 )
                 for low, high in SIGMA_BANDS
             },
