@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +15,7 @@ import pytest
 
 from helpers import chunked_env
 from prfmap.engine import FitOptions
+from prfmap.engine.catalog.result import PER_KEY_UNCERTAINTY, Uncertainty
 from prfmap.engine.options import array_digest
 from prfmap.participant.checkpoint import Checkpoints, fit_chunked
 from prfmap.runtime.memory import chunk_units, default_mem_gb, engine_mem_gb, seeded_chunk_units
@@ -211,3 +212,21 @@ def test_the_sigma_prior_is_the_pilot_s_whatever_the_chunks_and_a_resume(
     assert resumed.settings.sigma_prior == whole.settings.sigma_prior
     for k in whole.params:
         assert whole.params[k].tobytes() == resumed.params[k].tobytes(), k
+
+
+def test_reused_chunks_give_back_every_per_key_field_of_the_uncertainty(problem, tmp_path: Path) -> None:
+    """``PER_KEY_UNCERTAINTY`` names every per-key field of ``Uncertainty``, and each comes back from the
+    checkpoints bit for bit."""
+    data, stim = problem
+    options = FitOptions(model="gauss", refine="lm", seed=0)
+    first = fit_chunked(data, stim, 1.5, options, Checkpoints(tmp_path, 64))
+    again = fit_chunked(data, stim, 1.5, options, Checkpoints(tmp_path, 64))
+    per_key = {f.name for f in fields(Uncertainty) if isinstance(getattr(Uncertainty(), f.name), dict)}
+    assert set(PER_KEY_UNCERTAINTY) == per_key
+    assert first.uncertainty.se and first.uncertainty.noise_se
+    for name in PER_KEY_UNCERTAINTY:
+        saved, read = getattr(first.uncertainty, name), getattr(again.uncertainty, name)
+        assert saved.keys() == read.keys(), name
+        for key, values in saved.items():
+            assert values.tobytes() == read[key].tobytes(), (name, key)
+    assert first.uncertainty.dof.tobytes() == again.uncertainty.dof.tobytes()

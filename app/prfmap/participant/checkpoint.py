@@ -27,7 +27,7 @@ import numpy as np
 
 from prfmap import __version__
 from prfmap.engine import FitOptions, FitResult, Stimulus, backend_info
-from prfmap.engine.catalog.result import Uncertainty
+from prfmap.engine.catalog.result import PER_KEY_UNCERTAINTY, Uncertainty
 from prfmap.engine.catalog.settings import FitSettings
 from prfmap.engine.options import array_digest, jsonable
 from prfmap.io.atomic import atomic_path, write_text_atomic
@@ -43,9 +43,6 @@ CHECKPOINT_FORMAT = (
 # 5: and the maximum-likelihood σ and its standard error under a prior; 6: that error at least the
 # one its profile-likelihood interval implies; 7: σ's interval from its likelihood path, and the
 # standard errors without the HRF's variability
-
-UNCERTAINTY_PARTS = ("se", "lower", "upper", "likelihood", "likelihood_se", "noise_se")
-"""The per-key parts of a chunk's :class:`~prfmap.engine.catalog.result.Uncertainty`."""
 
 
 def file_identity(paths: Sequence[str | os.PathLike[str]]) -> list[list[Any]]:
@@ -110,7 +107,7 @@ def _chunk_arrays(result: Any, predictions: bool) -> dict[str, np.ndarray]:
     arrays["status"] = np.asarray(result.status)
     unc = result.uncertainty
     if unc is not None:
-        for part in UNCERTAINTY_PARTS:
+        for part in PER_KEY_UNCERTAINTY:
             arrays |= {f"{part}:{k}": np.asarray(v) for k, v in getattr(unc, part).items()}
         arrays["dof"] = np.asarray(unc.dof)
     if predictions:
@@ -151,19 +148,10 @@ def _merge(model: str, chunks: list[tuple[dict[str, np.ndarray], dict[str, Any]]
                 for k in first
                 if k.startswith(f"{part}:")
             }
-            for part in UNCERTAINTY_PARTS
+            for part in PER_KEY_UNCERTAINTY
         }
         dof = np.concatenate([c[0]["dof"] for c in chunks])
-        uncertainty = Uncertainty(
-            parts["se"],
-            parts["lower"],
-            parts["upper"],
-            dof,
-            timings.get("uncertainty", 0.0),
-            parts["likelihood"],
-            parts["likelihood_se"],
-            parts["noise_se"],
-        )
+        uncertainty = Uncertainty(dof=dof, seconds=timings.get("uncertainty", 0.0), **parts)
     return FitResult(model, params, r2, loss, timings, settings, predictions, status, flags, uncertainty)
 
 

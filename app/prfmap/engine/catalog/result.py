@@ -15,7 +15,7 @@ import numpy as np
 from prfmap.engine import catalog
 from prfmap.engine.catalog.settings import FitSettings
 
-__all__ = ["FitResult", "Uncertainty"]
+__all__ = ["PER_KEY_UNCERTAINTY", "FitResult", "Uncertainty"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,11 @@ class Uncertainty:
     likelihood: dict[str, np.ndarray] = field(default_factory=dict)
     likelihood_se: dict[str, np.ndarray] = field(default_factory=dict)
     noise_se: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+PER_KEY_UNCERTAINTY = ("se", "lower", "upper", "likelihood", "likelihood_se", "noise_se")
+"""The fields of :class:`Uncertainty` that map each reported key to per-unit values (what a chunk's
+checkpoint saves and what merging results by unit takes)."""
 
 
 @dataclass(frozen=True)

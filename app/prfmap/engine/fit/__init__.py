@@ -23,7 +23,7 @@ from prfmap.engine.backend import compile_enabled, get_backend
 from prfmap.engine.backend.ops import to_numpy
 from prfmap.engine.batching import ProgressFn, memory_budget
 from prfmap.engine.catalog import HRF_OPTIONS
-from prfmap.engine.catalog.result import Uncertainty
+from prfmap.engine.catalog.result import PER_KEY_UNCERTAINTY, Uncertainty
 from prfmap.engine.catalog.settings import FitSettings
 from prfmap.engine.fit import stages
 from prfmap.engine.fit.delay_prior import DEFAULT_DELAY_SD, DelayPrior, delay_prior
@@ -373,7 +373,7 @@ def _merged_uncertainty(parts: list[tuple[Uncertainty, np.ndarray, tuple[str, ..
     """
     merged, _, _ = parts[0]
     for part, at, keys in parts[1:]:
-        for field in ("se", "lower", "upper", "noise_se"):
+        for field in PER_KEY_UNCERTAINTY:
             mine, theirs = getattr(merged, field), getattr(part, field)
             for key, values in theirs.items():
                 if keys is None or key in keys:
