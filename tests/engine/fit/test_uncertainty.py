@@ -453,11 +453,11 @@ def test_a_pRF_below_sigma_s_floor_gets_the_data_s_upper_limit_not_a_flag():
     assert 0.9 <= np.mean(z[floor] <= Z95) <= 1.0, np.mean(z[floor] <= Z95)
 
 
-def test_errors_at_sigma_s_upper_limit_share_the_estimates_calls_and_equal_each_unit_alone(stim):
-    """A floor unit's errors are also evaluated at σ's upper limit, in the same batched calls as every
-    unit's at its estimate: each unit's errors are what it gets evaluated alone, σ's upper end is the
-    profile's limit where it gave one (the interval's own where it gave none), and the other errors
-    the larger of those at the estimate and at that upper end."""
+def test_errors_at_sigma_s_upper_limit_equal_each_unit_evaluated_alone(stim):
+    """A floor unit's errors are also evaluated at σ's upper limit (batched with every unit's at its
+    estimate): each unit's errors are what it gets evaluated alone, σ's upper end is the profile's
+    limit where it gave one (the interval's own where it gave none), and the other errors the larger
+    of those at the estimate and at that upper end."""
     rng = np.random.default_rng(21)
     model = get_model("gauss")
     prob = make_problem(model, stim, TR, 1, None, "float64", 0.5, CANONICAL)

@@ -8,7 +8,7 @@ results without the engine's compiled code, so that nothing loads a backend befo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -57,7 +57,7 @@ class Uncertainty:
     noise_se: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-PER_KEY_UNCERTAINTY = ("se", "lower", "upper", "likelihood", "likelihood_se", "noise_se")
+PER_KEY_UNCERTAINTY = tuple(f.name for f in fields(Uncertainty) if f.default_factory is dict)
 """The fields of :class:`Uncertainty` that map each reported key to per-unit values (what a chunk's
 checkpoint saves and what merging results by unit takes)."""
 

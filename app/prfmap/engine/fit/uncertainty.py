@@ -226,19 +226,20 @@ def parameter_uncertainty(
     if floor.any() and "sigma" in out.upper:
         upper = out.upper["sigma"][units.index]
         out.upper["sigma"][units.index[profiled]] = limit[profiled]
+        _keep_larger(out, alt, units.index[profiled])
         rest = floor & ~profiled  # no limit from the profile: at the interval's upper end
         if rest.any():
             wider[rest, k] = np.log(np.where(np.isfinite(upper[rest]), upper[rest], np.exp(u[rest, k])))
-            at_rest, rows = at(wider, rest), units.index[rest]
-            for errors, rest_errors in ((alt.se, at_rest.se), (alt.noise_se, at_rest.noise_se)):
-                for key, values in errors.items():
-                    values[rows] = rest_errors[key][rows]
-        rows = units.index[floor]
-        for errors, alt_errors in ((out.se, alt.se), (out.noise_se, alt.noise_se)):
-            for key, values in errors.items():
-                if key != "sigma":
-                    values[rows] = np.fmax(values[rows], alt_errors[key][rows])
+            _keep_larger(out, at(wider, rest), units.index[rest])
     return Uncertainty(out.se, out.lower, out.upper, out.dof, time.perf_counter() - t0, noise_se=out.noise_se)
+
+
+def _keep_larger(out: Uncertainty, alt: Uncertainty, rows: np.ndarray) -> None:
+    """``out``'s standard errors (σ's excepted) at ``rows``: the larger of its own and ``alt``'s."""
+    for errors, alt_errors in ((out.se, alt.se), (out.noise_se, alt.noise_se)):
+        for key, values in errors.items():
+            if key != "sigma":
+                values[rows] = np.fmax(values[rows], alt_errors[key][rows])
 
 
 def _at_range_ends(
@@ -314,12 +315,13 @@ def _stacked_covariance(
     """:func:`_covariance` of several sets of parameters in the same batched calls.
 
     Each set ``(u, rows)`` is the internal parameters of ``units`` (``u``'s rows, as in
-    :func:`parameter_uncertainty`) and the positions it is wanted for; one ``Uncertainty`` per set.
-    Evaluated together, the sets fill calls the smaller ones would each have padded on their own.
+    :func:`parameter_uncertainty`) and the positions it is wanted for; one ``Uncertainty`` per set
+    (untimed: :func:`parameter_uncertainty` times the whole). Evaluated together, the sets fill calls
+    the smaller ones would each have padded on their own.
     """
-    t0 = time.perf_counter()
-    chosen = np.concatenate([np.asarray(rows, dtype=np.int64) for _, rows in sets])
-    u = np.concatenate([values[np.asarray(rows, dtype=np.int64)] for values, rows in sets])
+    sets = [(values, np.asarray(rows, dtype=np.int64)) for values, rows in sets]
+    chosen = np.concatenate([rows for _, rows in sets])
+    u = np.concatenate([values[rows] for values, rows in sets])
     units = units.rows(chosen)
     scales = None if recipe.unit_scales is None else recipe.unit_scales[chosen]
     model, dtype, n = prob.model, prob.dtype, len(u)
@@ -381,11 +383,9 @@ def _stacked_covariance(
     se = {key: values for key, values in se.items() if key not in held}
     noise_se = {key: values for key, values in noise_se.items() if key not in held}
 
-    seconds = time.perf_counter() - t0
     parts, start = [], 0
     for _, rows in sets:
-        part = slice(start, start + len(rows))
-        start = part.stop
+        part, start = slice(start, start + len(rows)), start + len(rows)
 
         def full(values: np.ndarray, part: slice = part) -> np.ndarray:
             out = np.full(units.total, np.nan)
@@ -398,7 +398,6 @@ def _stacked_covariance(
                 {key: full(v) for key, v in lower.items()},
                 {key: full(v) for key, v in upper.items()},
                 full(np.full(n, dof)),
-                seconds if not parts else 0.0,
                 noise_se={key: full(v) for key, v in noise_se.items()},
             )
         )
@@ -609,9 +608,8 @@ def _reported(
     """Delta-method standard errors of the reported values under each covariance, and the intervals.
 
     The report's gradients are taken once for all of ``covs``; the transformed intervals are the
-    first one's. ``ends`` maps a fitted row to the
-    factors on its internal interval's lower and upper half-widths (:func:`path_factors`); 1 for the
-    others.
+    first one's. ``ends`` maps a fitted row to the factors on its internal interval's lower and upper
+    half-widths (:func:`path_factors`); 1 for the others.
     """
     ends = ends or {}
     n_free = fitted.size
